@@ -1,0 +1,220 @@
+/* Dump of one process tree: seize, collect, write, release.
+ *
+ * The tree is stopped from the first PTRACE_INTERRUPT to the release; on
+ * any failure it is resumed exactly as it was and the partial images are
+ * removed, so a failed dump never costs a service anything. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "cr.h"
+#include "dump.h"
+#include "image.h"
+#include "images/inventory.pb-c.h"
+#include "log.h"
+#include "memory.h"
+#include "remote.h"
+#include "signals.h"
+#include "util.h"
+
+static uint64_t read_xcr0(void)
+{
+	uint32_t eax, edx;
+
+	__asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+	return ((uint64_t)edx << 32) | eax;
+}
+
+static int write_inventory(struct cr_dump_ctx *ctx)
+{
+	InventoryEntry e = INVENTORY_ENTRY__INIT;
+	struct img_writer w;
+	struct utsname u;
+	_cleanup_free_ char *boot_id = NULL;
+	int ret;
+
+	uname(&u);
+	if (read_proc(&boot_id, NULL, "/proc/sys/kernel/random/boot_id") == 0)
+		boot_id[strcspn(boot_id, "\n")] = 0;
+	e.format_version = IMG_FORMAT_VERSION;
+	e.kernel_release = u.release;
+	e.boot_id = boot_id ? boot_id : "";
+	e.cycle_id = (char *)ctx->opts->cycle_id;
+	e.tool_version = CR_TOOL_VERSION;
+	e.root_pid = ctx->opts->root;
+	e.dump_time_ns = now_ns(CLOCK_REALTIME);
+	e.xfeatures = read_xcr0();
+	e.page_size = PAGE_SIZE;
+	e.nr_processes = ctx->nr_procs;
+	e.frozen_ns = now_ns(CLOCK_MONOTONIC) - ctx->t_seized;
+	e.has_total_pages = 1;
+	e.total_pages = ctx->total_pages;
+	ret = img_writer_open(&w, ctx->dirfd, "inventory.img", IMG_INVENTORY);
+	if (ret)
+		return ret;
+	img_write(&w, &e.base);
+	return img_writer_close(&w);
+}
+
+static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	int ret;
+
+	if (p->state == TASK_STATE__TASK_ZOMBIE)
+		return 0;
+	ret = remote_find_syscall(p->pid, &p->syscall_ip);
+	if (ret)
+		return ret;
+	for (int i = 0; i < p->nr_threads; i++) {
+		ret = dump_thread(ctx, p, &p->threads[i]);
+		if (ret)
+			return ret;
+	}
+	ret = dump_mm(ctx, p);
+	if (!ret)
+		ret = dump_sigactions(ctx, p);
+	if (!ret)
+		ret = dump_files(ctx, p);
+	if (!ret)
+		ret = dump_pages(ctx, p);
+	if (!ret)
+		ret = write_core(ctx, p);
+	if (!ret)
+		ret = write_mm(ctx, p);
+	if (!ret)
+		ret = write_signals(ctx, p);
+	return ret;
+}
+
+static void free_proc(struct cr_proc *p)
+{
+	for (int i = 0; i < p->nr_threads; i++)
+		free(p->threads[i].xsave);
+	free(p->threads);
+	for (int i = 0; i < p->nr_vmas; i++) {
+		free(p->vmas[i].s.path);
+		free(p->vmas[i].name);
+	}
+	free(p->vmas);
+	free(p->auxv);
+	free(p->vdso_image);
+	free(p->runs);
+	free(p->fds);
+	free(p->children);
+	free(p->exe_path);
+	free(p->cwd);
+	free(p->root);
+	if (p->mem_fd >= 0)
+		close(p->mem_fd);
+	free(p);
+}
+
+/* The image directory: created if missing, and it must hold no images. */
+static int open_imgdir(const char *path, bool *created)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	*created = false;
+	if (mkdir(path, 0700) == 0)
+		*created = true;
+	else if (errno != EEXIST) {
+		int ret = -errno;
+		pr_perror("cannot create image directory %s", path);
+		return ret;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int ret = -errno;
+		pr_perror("cannot open image directory %s", path);
+		return ret;
+	}
+	d = opendir(path);
+	while (d && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if (n > 4 && !strcmp(de->d_name + n - 4, ".img")) {
+			pr_err("image directory %s already holds images (%s); use an empty "
+			       "directory",
+			       path, de->d_name);
+			closedir(d);
+			close(fd);
+			return -EEXIST;
+		}
+	}
+	if (d)
+		closedir(d);
+	return fd;
+}
+
+/* Remove what a failed dump wrote. */
+static void remove_images(int dirfd, const char *path, bool created)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if ((n > 4 && !strcmp(de->d_name + n - 4, ".img")) ||
+		    (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")))
+			unlinkat(dirfd, de->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+	if (created)
+		rmdir(path);
+}
+
+int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
+{
+	struct cr_dump_ctx ctx;
+	bool created;
+	int ret;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.opts = o;
+	ctx.have_pagemap_scan = -1;
+	ctx.t_start = now_ns(CLOCK_MONOTONIC);
+	ctx.dirfd = open_imgdir(o->imgdir, &created);
+	if (ctx.dirfd < 0)
+		return ctx.dirfd;
+	mem_find_zero_pfns(&ctx);
+
+	ret = seize_tree(&ctx);
+	for (int i = 0; !ret && i < ctx.nr_procs; i++)
+		ret = dump_process(&ctx, ctx.procs[i]);
+	if (!ret)
+		ret = check_tree(&ctx);
+	if (!ret)
+		ret = write_pstree(&ctx);
+	if (!ret)
+		ret = write_files(&ctx);
+	/* the inventory last: a directory without one is not a dump */
+	if (!ret)
+		ret = write_inventory(&ctx);
+
+	if (ret) {
+		release_tree(&ctx, false);
+		remove_images(ctx.dirfd, o->imgdir, created);
+		if (!cr_log_errors())
+			pr_err("dump of pid %d failed: %s", o->root, strerror(-ret));
+	} else {
+		release_tree(&ctx, !o->leave_running);
+	}
+	if (st) {
+		st->pages = ctx.total_pages;
+		st->frozen_ns = ctx.t_released - ctx.t_seized;
+		st->total_ns = now_ns(CLOCK_MONOTONIC) - ctx.t_start;
+		st->processes = ctx.nr_procs;
+		st->threads = ctx.nr_threads;
+	}
+	for (int i = 0; i < ctx.nr_procs; i++)
+		free_proc(ctx.procs[i]);
+	free(ctx.procs);
+	free_files(&ctx);
+	close(ctx.dirfd);
+	return ret;
+}

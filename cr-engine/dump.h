@@ -1,0 +1,154 @@
+/* Dump side: the in-memory picture of a seized tree. */
+#ifndef CR_DUMP_H
+#define CR_DUMP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "cr.h"
+#include "images/files.pb-c.h"
+#include "images/mm.pb-c.h"
+#include "images/pstree.pb-c.h"
+#include "proc.h"
+
+struct cr_thread {
+	pid_t tid;
+	bool seized;
+	bool stopped;             /* reported the stop we asked for */
+	struct user_regs_struct orig_regs; /* as read */
+	bool regs_valid;          /* regs below hold the normalised state */
+	struct user_regs_struct regs;      /* normalised for the image */
+	uint8_t *xsave;
+	size_t xsave_len;
+	uint64_t sigmask;
+	uint64_t clear_child_tid, robust_list, robust_len;
+	bool has_rseq;
+	uint64_t rseq_ptr;
+	uint32_t rseq_len, rseq_sig, rseq_flags;
+	char comm[17];
+	int restart_nr;           /* syscall re-issued on resume, or -1 */
+};
+
+struct cr_vma {
+	struct smaps_vma s;       /* from smaps; s.path owned */
+	int kind;                 /* VMA_KIND__* */
+	const char *special;      /* points into s.path for [xxx] names */
+	uint64_t ino, file_size;
+	int64_t mtime_ns;
+	char *name;               /* [anon:NAME] */
+	uint32_t madv;
+};
+
+struct cr_pagerun {
+	uint64_t vaddr, nr_pages;
+	uint32_t crc;
+};
+
+struct cr_fd {
+	int fd;
+	uint32_t file_id;
+	bool cloexec;
+};
+
+/* an open file description, shared by every fd that refers to it */
+struct cr_file {
+	uint32_t id;
+	int kind;                 /* FILE_KIND__* */
+	char *path;
+	uint32_t flags;
+	uint64_t pos;
+	uint64_t dev, ino, size;
+	uint32_t rdev;
+	pid_t owner_pid;          /* first holder, for kcmp */
+	int owner_fd;
+};
+
+struct cr_sigaction {
+	uint32_t sig;
+	uint64_t handler, flags, restorer, mask;
+};
+
+struct cr_proc {
+	pid_t pid, ppid, pgid, sid;
+	int state;                /* TASK_STATE__* */
+	int exit_code, stop_sig;
+	struct proc_stat stat;
+	struct cr_proc *parent;
+	struct cr_proc **children;
+	int nr_children;
+
+	struct cr_thread *threads;
+	int nr_threads;
+
+	struct cr_vma *vmas;
+	int nr_vmas;
+	unsigned long brk;
+	uint64_t *auxv;
+	int nr_auxv;              /* number of u64 words */
+	uint8_t *vdso_image;
+	size_t vdso_len;
+	uint64_t vdso_start;
+
+	struct cr_pagerun *runs;
+	int nr_runs;
+	uint64_t nr_pages;
+
+	int mem_fd;               /* /proc/PID/mem */
+	uint64_t syscall_ip;      /* a syscall instruction in the task, for injection */
+
+	struct cr_fd *fds;
+	int nr_fds;
+
+	struct cr_sigaction sigacts[64];
+	int nr_sigacts;
+
+	char *exe_path, *cwd, *root;
+	uint64_t exe_ino;
+	int personality;
+};
+
+struct cr_dump_ctx {
+	const struct cr_dump_opts *opts;
+	int dirfd;
+	struct cr_proc **procs;   /* parents before children; procs[0] is the root */
+	int nr_procs;
+	uint64_t zero_pfn;        /* pfn of the zero page, 0 if unknown */
+	uint64_t huge_zero_pfn;
+	int have_pagemap_scan;    /* -1 unknown, 0 no, 1 yes */
+	int64_t t_start, t_seized, t_released;
+	unsigned nr_threads;
+	uint64_t total_pages;
+	/* open file descriptions of the tree, see files.c */
+	struct cr_file *files;
+	int nr_files;
+	unsigned next_file_id;
+};
+
+struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);
+
+/* seize.c */
+int seize_tree(struct cr_dump_ctx *ctx);
+/* Let the tree go: resume it as it was (kill=false) or kill it. */
+void release_tree(struct cr_dump_ctx *ctx, bool kill);
+
+/* regs.c: per-thread state */
+int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
+int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p);
+
+/* memory.c */
+int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
+
+/* files.c */
+int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int write_files(struct cr_dump_ctx *ctx);
+void free_files(struct cr_dump_ctx *ctx);
+
+/* pstree.c */
+int check_tree(struct cr_dump_ctx *ctx);
+int write_pstree(struct cr_dump_ctx *ctx);
+
+#endif

@@ -1,0 +1,276 @@
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "crc32c.h"
+#include "image.h"
+#include "log.h"
+#include "util.h"
+
+static const char *const kind_names[IMG_KIND_MAX] = {
+	[IMG_INVENTORY] = "inventory", [IMG_PSTREE] = "pstree",   [IMG_CORE] = "core",
+	[IMG_MM] = "mm",               [IMG_PAGEMAP] = "pagemap", [IMG_FILES] = "files",
+	[IMG_FDS] = "fds",             [IMG_PAGES] = "pages",         [IMG_SIGNALS] = "signals",
+};
+
+const char *img_kind_name(uint32_t kind)
+{
+	if (kind == 0 || kind >= IMG_KIND_MAX)
+		return "unknown";
+	return kind_names[kind];
+}
+
+static int wbuf_reserve(struct img_writer *w, size_t more)
+{
+	size_t need = w->len + more, cap = w->cap ? w->cap : 4096;
+	unsigned char *nb;
+
+	if (need <= w->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	nb = realloc(w->buf, cap);
+	if (!nb) {
+		pr_err("image %s: out of memory (%zu bytes)", w->name, cap);
+		return -ENOMEM;
+	}
+	w->buf = nb;
+	w->cap = cap;
+	return 0;
+}
+
+int img_writer_open(struct img_writer *w, int dirfd, const char *name, enum img_kind kind)
+{
+	struct img_header h = { IMG_MAGIC, kind, IMG_FORMAT_VERSION, sizeof(h), 0 };
+
+	memset(w, 0, sizeof(*w));
+	w->dirfd = dirfd;
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	snprintf(w->tmpname, sizeof(w->tmpname), ".%s.tmp", name);
+	if (wbuf_reserve(w, sizeof(h)))
+		return -ENOMEM;
+	memcpy(w->buf, &h, sizeof(h));
+	w->len = sizeof(h);
+	return 0;
+}
+
+int img_write(struct img_writer *w, const ProtobufCMessage *msg)
+{
+	size_t sz = protobuf_c_message_get_packed_size(msg);
+	uint32_t len = sz;
+
+	if (w->error)
+		return w->error;
+	if (sz > IMG_MAX_RECORD) {
+		pr_err("image %s: record of %zu bytes exceeds the %u byte limit", w->name, sz,
+		       IMG_MAX_RECORD);
+		return w->error = -E2BIG;
+	}
+	if (wbuf_reserve(w, 4 + sz))
+		return w->error = -ENOMEM;
+	memcpy(w->buf + w->len, &len, 4);
+	protobuf_c_message_pack(msg, w->buf + w->len + 4);
+	w->len += 4 + sz;
+	w->nr++;
+	return 0;
+}
+
+void img_writer_abort(struct img_writer *w)
+{
+	free(w->buf);
+	w->buf = NULL;
+}
+
+int img_writer_close(struct img_writer *w)
+{
+	struct img_trailer t = { IMG_TRAILER_MARK, w->nr, 0, IMG_END_MAGIC };
+	int fd, ret;
+
+	if (w->error) {
+		img_writer_abort(w);
+		return w->error;
+	}
+	if (wbuf_reserve(w, sizeof(t))) {
+		img_writer_abort(w);
+		return -ENOMEM;
+	}
+	memcpy(w->buf + w->len, &t, 8);
+	t.crc = crc32c(0, w->buf, w->len + 8);
+	memcpy(w->buf + w->len, &t, sizeof(t));
+	w->len += sizeof(t);
+
+	fd = openat(w->dirfd, w->tmpname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot create image %s", w->name);
+		img_writer_abort(w);
+		return ret;
+	}
+	ret = write_all(fd, w->buf, w->len);
+	if (ret)
+		pr_err("cannot write image %s: %s", w->name, strerror(-ret));
+	if (close(fd) && !ret) {
+		ret = -errno;
+		pr_perror("cannot write image %s", w->name);
+	}
+	if (!ret && renameat(w->dirfd, w->tmpname, w->dirfd, w->name)) {
+		ret = -errno;
+		pr_perror("cannot rename image %s into place", w->name);
+	}
+	if (ret)
+		unlinkat(w->dirfd, w->tmpname, 0);
+	img_writer_abort(w);
+	return ret;
+}
+
+int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind kind,
+			   unsigned char *data, size_t size)
+{
+	struct img_header h;
+	struct img_trailer t;
+	size_t pos;
+	uint32_t n = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->data = data;
+	r->size = size;
+
+	if (size < sizeof(h) + sizeof(t)) {
+		pr_err("image %s is damaged: truncated (%zu bytes)", name, size);
+		return -EINVAL;
+	}
+	memcpy(&h, data, sizeof(h));
+	if (h.magic != IMG_MAGIC) {
+		pr_err("image %s is not a kupdate image (bad magic %08x)", name, h.magic);
+		return -EINVAL;
+	}
+	if (h.version != IMG_FORMAT_VERSION) {
+		pr_err("image %s has format version %u, this kupdate reads version %u", name,
+		       h.version, IMG_FORMAT_VERSION);
+		return -EPROTO;
+	}
+	if (h.kind != (uint32_t)kind) {
+		pr_err("image %s holds %s data where %s was expected", name,
+		       img_kind_name(h.kind), img_kind_name(kind));
+		return -EINVAL;
+	}
+	if (h.hdr_size != sizeof(h)) {
+		pr_err("image %s is damaged: header size %u", name, h.hdr_size);
+		return -EINVAL;
+	}
+	memcpy(&t, data + size - sizeof(t), sizeof(t));
+	if (t.mark != IMG_TRAILER_MARK || t.end != IMG_END_MAGIC) {
+		pr_err("image %s is damaged: truncated or missing its trailer", name);
+		return -EINVAL;
+	}
+	if (crc32c(0, data, size - 8) != t.crc) {
+		pr_err("image %s is damaged: checksum mismatch", name);
+		return -EBADMSG;
+	}
+	r->end = size - sizeof(t);
+	for (pos = sizeof(h); pos < r->end; n++) {
+		uint32_t len;
+
+		if (r->end - pos < 4) {
+			pr_err("image %s is damaged: record %u header cut short", name, n);
+			return -EINVAL;
+		}
+		memcpy(&len, data + pos, 4);
+		if (len > IMG_MAX_RECORD || len > r->end - pos - 4) {
+			pr_err("image %s is damaged: record %u length %u exceeds the file", name, n,
+			       len);
+			return -EINVAL;
+		}
+		pos += 4 + len;
+	}
+	if (n != t.nr_records) {
+		pr_err("image %s is damaged: %u records found, trailer says %u", name, n,
+		       t.nr_records);
+		return -EINVAL;
+	}
+	r->nr = n;
+	r->kind = kind;
+	r->pos = sizeof(h);
+	return 0;
+}
+
+int img_reader_open(struct img_reader *r, int dirfd, const char *name, enum img_kind kind)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	unsigned char *data;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image %s", name);
+		return ret;
+	}
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		pr_perror("cannot stat image %s", name);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > IMG_MAX_FILE) {
+		pr_err("image %s is not a regular file of at most %u bytes", name, IMG_MAX_FILE);
+		return -EINVAL;
+	}
+	data = malloc(st.st_size ? st.st_size : 1);
+	if (!data) {
+		pr_err("image %s: out of memory", name);
+		return -ENOMEM;
+	}
+	ret = read_all(fd, data, st.st_size);
+	if (ret) {
+		pr_err("cannot read image %s: %s", name, strerror(-ret));
+		free(data);
+		return ret;
+	}
+	ret = img_reader_from_buffer(r, name, kind, data, st.st_size);
+	if (ret) {
+		free(data);
+		r->data = NULL;
+	}
+	return ret;
+}
+
+int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	uint32_t len;
+	ProtobufCMessage *m;
+
+	if (r->pos >= r->end)
+		return 0;
+	memcpy(&len, r->data + r->pos, 4); /* bounds checked at open */
+	m = protobuf_c_message_unpack(desc, NULL, len, r->data + r->pos + 4);
+	if (!m) {
+		pr_err("image %s is damaged: record %u is not a valid %s message", r->name, r->idx,
+		       desc->name);
+		return -EBADMSG;
+	}
+	r->pos += 4 + len;
+	r->idx++;
+	*out = m;
+	return 1;
+}
+
+void img_reader_close(struct img_reader *r)
+{
+	free(r->data);
+	r->data = NULL;
+}
+
+int img_peek_kind(int dirfd, const char *name, uint32_t *kind)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	struct img_header h;
+
+	if (fd < 0)
+		return -errno;
+	if (read(fd, &h, sizeof(h)) != sizeof(h) || h.magic != IMG_MAGIC)
+		return -EINVAL;
+	*kind = h.kind;
+	return 0;
+}

@@ -1,0 +1,106 @@
+/* Image files.  Every metadata image is
+ *
+ *   header   u32 magic "KUPD", u32 kind, u16 version, u16 header size, u32 0
+ *   records  u32 length, then that many bytes of one protobuf message
+ *   trailer  u32 0xffffffff, u32 number of records, u32 crc32c of all the
+ *            bytes before the trailer's crc, u32 "END!"
+ *
+ * The reader loads the whole file, checks header, trailer, checksum and
+ * every record length before anything is decoded.  Page data is raw, in
+ * pages-PID.img, after a one-page header with its own magic.
+ */
+#ifndef CR_IMAGE_H
+#define CR_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <protobuf-c/protobuf-c.h>
+
+#define IMG_MAGIC          0x4450554bU /* "KUPD" little endian */
+#define IMG_TRAILER_MARK   0xffffffffU
+#define IMG_END_MAGIC      0x21444e45U /* "END!" */
+#define IMG_FORMAT_VERSION 1
+#define IMG_MAX_FILE       (256U << 20)
+#define IMG_MAX_RECORD     (64U << 20)
+
+enum img_kind {
+	IMG_INVENTORY = 1,
+	IMG_PSTREE,
+	IMG_CORE,
+	IMG_MM,
+	IMG_PAGEMAP,
+	IMG_FILES,
+	IMG_FDS,
+	IMG_PAGES, /* raw page data */
+	IMG_SIGNALS,
+	IMG_KIND_MAX,
+};
+
+const char *img_kind_name(uint32_t kind);
+
+struct img_header {
+	uint32_t magic;
+	uint32_t kind;
+	uint16_t version;
+	uint16_t hdr_size;
+	uint32_t reserved;
+};
+
+struct img_trailer {
+	uint32_t mark;
+	uint32_t nr_records;
+	uint32_t crc;
+	uint32_t end;
+};
+
+/* header page of pages-PID.img */
+struct pages_header {
+	struct img_header h;
+	uint64_t nr_pages;
+	uint32_t pid;
+	uint32_t reserved;
+};
+#define PAGES_DATA_OFFSET 4096UL
+
+struct img_writer {
+	int dirfd;
+	char name[64];
+	char tmpname[80];
+	unsigned char *buf;
+	size_t len, cap;
+	uint32_t nr;
+	int error;
+};
+
+/* Writers buffer in memory; img_writer_close writes the file under a
+ * temporary name, then renames it into place. */
+int img_writer_open(struct img_writer *w, int dirfd, const char *name, enum img_kind kind);
+int img_write(struct img_writer *w, const ProtobufCMessage *msg);
+int img_writer_close(struct img_writer *w);
+void img_writer_abort(struct img_writer *w);
+
+struct img_reader {
+	char name[64];
+	unsigned char *data;
+	size_t size;
+	size_t pos;   /* next record */
+	size_t end;   /* start of trailer */
+	uint32_t nr;  /* records in file */
+	uint32_t idx; /* records read */
+	uint32_t kind;
+};
+
+/* Load and verify a whole image; errors name the file and what is wrong. */
+int img_reader_open(struct img_reader *r, int dirfd, const char *name, enum img_kind kind);
+/* Verify an image already in memory (takes ownership of data). */
+int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind kind,
+			   unsigned char *data, size_t size);
+/* Next message: 1 and *out set, 0 at the end, or -errno (logged). */
+int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc,
+	     ProtobufCMessage **out);
+void img_reader_close(struct img_reader *r);
+
+/* Identify an image by its header without validating the rest. */
+int img_peek_kind(int dirfd, const char *name, uint32_t *kind);
+
+#endif

@@ -1,0 +1,1032 @@
+/* Memory: mappings, mm fields, auxv, vDSO and page contents.
+ *
+ * Dump: the mappings come from smaps (VmFlags, Rss, Anonymous), files are
+ * identified through map_files, the pages to save are those present or
+ * swapped and not the zero page (for private file mappings: only the
+ * copied-on-write ones), found with the PAGEMAP_SCAN ioctl where the kernel
+ * has it and /proc/PID/pagemap otherwise.  Page data is copied with
+ * process_vm_readv (/proc/PID/mem for mappings without PROT_READ) into
+ * pages-PID.img, raw and page aligned, with a crc32c per run.
+ *
+ * Restore: mem_plan() turns the images into the restorer's list of
+ * mappings and page runs (restorer/restorer.c maps them). */
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+#include "crc32c.h"
+#include "dump.h"
+#include "image.h"
+#include "images/mm.pb-c.h"
+#include "images/pagemap.pb-c.h"
+#include "log.h"
+#include "memory.h"
+#include "remote.h"
+#include "restore.h"
+#include "restorer/restorer.h"
+#include "util.h"
+
+#ifndef PAGEMAP_SCAN
+struct page_region {
+	uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#endif
+#define PAGE_IS_FILE    (1 << 2)
+#define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_SWAPPED (1 << 4)
+#define PAGE_IS_PFNZERO (1 << 5)
+
+#define PM_PRESENT  (1ULL << 63)
+#define PM_SWAPPED  (1ULL << 62)
+#define PM_FILE     (1ULL << 61)
+#define PM_PFN_MASK ((1ULL << 55) - 1)
+
+/* ---------------------------------------------------------------- dump */
+
+static uint64_t pfn_of(void *addr)
+{
+	_cleanup_close_ int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	uint64_t e;
+
+	if (fd < 0 || pread(fd, &e, 8, ((uintptr_t)addr / PAGE_SIZE) * 8) != 8)
+		return 0;
+	return (e & PM_PRESENT) ? (e & PM_PFN_MASK) : 0;
+}
+
+/* The zero page's pfn, to skip pages never written (needs CAP_SYS_ADMIN to
+ * see pfns; without it nothing is skipped, which is only slower). */
+void mem_find_zero_pfns(struct cr_dump_ctx *ctx)
+{
+	volatile char *p = mmap(NULL, PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return;
+	(void)p[0];
+	ctx->zero_pfn = pfn_of((void *)p);
+	munmap((void *)p, PAGE_SIZE);
+}
+
+static void vma_madv(struct cr_vma *v)
+{
+	unsigned f = v->s.vmflags;
+
+	v->madv = ((f & VMF_DONTFORK) ? RST_MADV_DONTFORK : 0) |
+		  ((f & VMF_DONTDUMP) ? RST_MADV_DONTDUMP : 0) |
+		  ((f & VMF_HUGEPAGE) ? RST_MADV_HUGEPAGE : 0) |
+		  ((f & VMF_NOHUGEPAGE) ? RST_MADV_NOHUGEPAGE : 0) |
+		  ((f & VMF_MERGEABLE) ? RST_MADV_MERGEABLE : 0) |
+		  ((f & VMF_WIPEONFORK) ? RST_MADV_WIPEONFORK : 0);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int classify_vma(struct cr_proc *p, struct cr_vma *v)
+{
+	const char *path = v->s.path;
+
+	if (!strcmp(path, "[vdso]")) {
+		v->special = path;
+		v->kind = VMA_KIND__VMA_VDSO;
+		return 0;
+	}
+	if (!strncmp(path, "[vvar", 5)) {
+		v->special = path;
+		v->kind = VMA_KIND__VMA_VVAR;
+		return 0;
+	}
+	if (v->s.vmflags & (VMF_IO | VMF_PFNMAP)) {
+		pr_err("pid %d: mapping %lx-%lx (%s) maps device memory, which cannot be saved",
+		       p->pid, v->s.start, v->s.end, path);
+		return -EOPNOTSUPP;
+	}
+	if (path[0] == '[') {
+		v->special = path;
+		if (!strcmp(path, "[heap]") || !strncmp(path, "[stack", 6)) {
+			v->kind = v->s.shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
+		} else if (!strncmp(path, "[anon:", 6) && ends_with(path, "]")) {
+			v->kind = VMA_KIND__VMA_ANON_PRIVATE;
+			v->name = strndup(path + 6, strlen(path) - 7);
+			if (!v->name)
+				return -ENOMEM;
+		} else {
+			pr_err("pid %d: mapping %lx-%lx %s is of a kind that cannot be restored",
+			       p->pid, v->s.start, v->s.end, path);
+			return -EOPNOTSUPP;
+		}
+	} else if (!path[0]) {
+		v->kind = v->s.shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
+	} else {
+		char mf[96];
+		struct stat st;
+
+		if (ends_with(path, " (deleted)")) {
+			if (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/SYSV", 5) ||
+			    !strncmp(path, "/memfd:", 7))
+				pr_err("pid %d: mapping %lx-%lx: shared memory (%s) is not supported "
+				       "yet",
+				       p->pid, v->s.start, v->s.end, path);
+			else
+				pr_err("pid %d: mapping %lx-%lx maps the deleted file %s; deleted "
+				       "mapped files are not supported yet",
+				       p->pid, v->s.start, v->s.end, path);
+			return -EOPNOTSUPP;
+		}
+		snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start,
+			 v->s.end);
+		if (stat(mf, &st)) {
+			int ret = -errno;
+			pr_perror("pid %d: cannot stat %s (%s)", p->pid, mf, path);
+			return ret;
+		}
+		v->ino = st.st_ino;
+		v->file_size = st.st_size;
+		v->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		v->kind = v->s.shared ? VMA_KIND__VMA_FILE_SHARED : VMA_KIND__VMA_FILE_PRIVATE;
+	}
+	if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
+		pr_err("pid %d: mapping %lx-%lx: shared anonymous memory is not supported yet",
+		       p->pid, v->s.start, v->s.end);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int read_vdso(struct cr_proc *p, struct cr_vma *v)
+{
+	size_t len = v->s.end - v->s.start;
+	struct iovec l, r;
+
+	p->vdso_image = malloc(len);
+	if (!p->vdso_image)
+		return -ENOMEM;
+	l.iov_base = p->vdso_image;
+	l.iov_len = len;
+	r.iov_base = (void *)v->s.start;
+	r.iov_len = len;
+	if (process_vm_readv(p->pid, &l, 1, &r, 1, 0) != (ssize_t)len) {
+		int ret = -errno;
+		pr_perror("pid %d: cannot read its vDSO at %lx", p->pid, v->s.start);
+		return ret;
+	}
+	p->vdso_len = len;
+	p->vdso_start = v->s.start;
+	return 0;
+}
+
+static int read_links(struct cr_proc *p)
+{
+	char path[64], buf[PATH_MAX + 1];
+	ssize_t n;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		p->exe_path = xstrdup(buf);
+		if (!stat(path, &st))
+			p->exe_ino = st.st_ino;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/cwd", p->pid);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		p->cwd = xstrdup(buf);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/root", p->pid);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		p->root = xstrdup(buf);
+	}
+	{
+		_cleanup_free_ char *pers = NULL;
+
+		if (!read_proc(&pers, NULL, "/proc/%d/personality", p->pid))
+			p->personality = strtoul(pers, NULL, 16);
+	}
+	return 0;
+}
+
+int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct smaps_vma *sv;
+	int nr, ret;
+
+	(void)ctx;
+	ret = parse_smaps(p->pid, &sv, &nr);
+	if (ret)
+		return ret;
+	p->vmas = xzalloc(sizeof(*p->vmas) * (nr ? nr : 1));
+	if (!p->vmas) {
+		free_smaps(sv, nr);
+		return -ENOMEM;
+	}
+	int i;
+	for (i = 0; i < nr; i++) {
+		struct cr_vma *v;
+
+		if (!strcmp(sv[i].path, "[vsyscall]")) {
+			free(sv[i].path);
+			continue;
+		}
+		/* from here on p->vmas owns the path */
+		v = &p->vmas[p->nr_vmas++];
+		v->s = sv[i];
+		ret = classify_vma(p, v);
+		if (ret)
+			break;
+		vma_madv(v);
+		if (v->kind == VMA_KIND__VMA_VDSO) {
+			ret = read_vdso(p, v);
+			if (ret)
+				break;
+		}
+	}
+	for (i = i + 1; i < nr; i++)
+		free(sv[i].path);
+	free(sv);
+	if (ret)
+		return ret;
+
+	{
+		_cleanup_free_ char *auxv = NULL;
+		size_t len;
+
+		ret = read_proc(&auxv, &len, "/proc/%d/auxv", p->pid);
+		if (ret) {
+			pr_err("pid %d: cannot read auxv: %s", p->pid, strerror(-ret));
+			return ret;
+		}
+		p->nr_auxv = len / 8;
+		p->auxv = malloc(len ? len : 8);
+		if (!p->auxv)
+			return -ENOMEM;
+		memcpy(p->auxv, auxv, len);
+	}
+
+	/* the current brk is known only to the task itself */
+	{
+		long args[6] = { 0 }, res;
+		struct cr_thread *t = &p->threads[0];
+
+		ret = remote_syscall(t->tid, p->syscall_ip, &t->regs, SYS_brk, args, &res);
+		if (ret)
+			return ret;
+		p->brk = res;
+	}
+	return read_links(p);
+}
+
+/* Runs never span two mappings: the restorer fills one mapping at a time. */
+static int add_run(struct cr_proc *p, const struct cr_vma *v, uint64_t vaddr, uint64_t nr)
+{
+	struct cr_pagerun *last = p->nr_runs ? &p->runs[p->nr_runs - 1] : NULL;
+
+	if (last && last->vaddr >= v->s.start && last->vaddr + last->nr_pages * PAGE_SIZE == vaddr) {
+		last->nr_pages += nr;
+	} else {
+		struct cr_pagerun *n = xrealloc_array(p->runs, p->nr_runs + 1, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		p->runs = n;
+		n[p->nr_runs].vaddr = vaddr;
+		n[p->nr_runs].nr_pages = nr;
+		n[p->nr_runs].crc = 0;
+		p->nr_runs++;
+	}
+	p->nr_pages += nr;
+	return 0;
+}
+
+/* PAGEMAP_SCAN: the kernel reports the matching ranges directly. */
+static int scan_vma_ioctl(struct cr_proc *p, int pm_fd, struct cr_vma *v)
+{
+	struct page_region regs[512];
+	struct pm_scan_arg arg;
+	uint64_t start = v->s.start;
+	bool file = v->kind == VMA_KIND__VMA_FILE_PRIVATE;
+
+	while (start < v->s.end) {
+		long n;
+
+		memset(&arg, 0, sizeof(arg));
+		arg.size = sizeof(arg);
+		arg.start = start;
+		arg.end = v->s.end;
+		arg.vec = (uintptr_t)regs;
+		arg.vec_len = ARRAY_SIZE(regs);
+		arg.category_inverted = PAGE_IS_PFNZERO | (file ? PAGE_IS_FILE : 0);
+		arg.category_mask = PAGE_IS_PFNZERO | (file ? PAGE_IS_FILE : 0);
+		arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+		arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+		n = ioctl(pm_fd, PAGEMAP_SCAN, &arg);
+		if (n < 0)
+			return -errno;
+		for (long i = 0; i < n; i++) {
+			int ret = add_run(p, v, regs[i].start, (regs[i].end - regs[i].start) / PAGE_SIZE);
+			if (ret)
+				return ret;
+		}
+		if (arg.walk_end <= start)
+			break;
+		start = arg.walk_end;
+	}
+	return 0;
+}
+
+/* /proc/PID/pagemap: 8 bytes a page. */
+static int scan_vma_read(struct cr_dump_ctx *ctx, struct cr_proc *p, int pm_fd, struct cr_vma *v)
+{
+	enum { CHUNK = 8192 };
+	uint64_t buf[CHUNK];
+	bool file = v->kind == VMA_KIND__VMA_FILE_PRIVATE;
+
+	for (uint64_t a = v->s.start; a < v->s.end;) {
+		uint64_t n = MIN((uint64_t)CHUNK, (v->s.end - a) / PAGE_SIZE);
+		int ret = pread_all(pm_fd, buf, n * 8, (a / PAGE_SIZE) * 8);
+
+		if (ret) {
+			pr_err("pid %d: cannot read pagemap at %lx: %s", p->pid, (unsigned long)a,
+			       strerror(-ret));
+			return ret;
+		}
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t e = buf[i];
+			bool want = (e & PM_SWAPPED) ||
+				    ((e & PM_PRESENT) && !(file && (e & PM_FILE)) &&
+				     !(ctx->zero_pfn && (e & PM_PFN_MASK) == ctx->zero_pfn));
+			if (want) {
+				ret = add_run(p, v, a + i * PAGE_SIZE, 1);
+				if (ret)
+					return ret;
+			}
+		}
+		a += n * PAGE_SIZE;
+	}
+	return 0;
+}
+
+/* Copy runs[first..last) into buf with process_vm_readv (or /proc/PID/mem
+ * for unreadable mappings); the caller has sized buf for them. */
+static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len, bool readable)
+{
+	if (readable) {
+		struct iovec l = { buf, len }, r = { (void *)vaddr, len };
+		ssize_t n = process_vm_readv(p->pid, &l, 1, &r, 1, 0);
+
+		if (n == (ssize_t)len)
+			return 0;
+		if (n >= 0)
+			errno = EFAULT;
+		/* fall back to /proc/PID/mem, which can read any page */
+	}
+	if (pread_all(p->mem_fd, buf, len, vaddr)) {
+		int ret = -errno;
+		pr_perror("pid %d: cannot read memory at %lx (+%lu bytes)", p->pid,
+			  (unsigned long)vaddr, (unsigned long)len);
+		return ret ? ret : -EIO;
+	}
+	return 0;
+}
+
+static bool vma_readable(struct cr_proc *p, uint64_t addr)
+{
+	for (int i = 0; i < p->nr_vmas; i++)
+		if (addr >= p->vmas[i].s.start && addr < p->vmas[i].s.end)
+			return p->vmas[i].s.prot & PROT_READ;
+	return false;
+}
+
+static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	enum { BUF = 4 << 20 };
+	struct pages_header h;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ unsigned char *buf = NULL;
+	unsigned char hdr[PAGES_DATA_OFFSET];
+	char name[64];
+	bool crc = !ctx->opts->no_page_crc;
+	int ret;
+
+	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
+	fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot create image %s", name);
+		return ret;
+	}
+	memset(hdr, 0, sizeof(hdr));
+	memset(&h, 0, sizeof(h));
+	h.h.magic = IMG_MAGIC;
+	h.h.kind = IMG_PAGES;
+	h.h.version = IMG_FORMAT_VERSION;
+	h.h.hdr_size = sizeof(h);
+	h.nr_pages = p->nr_pages;
+	h.pid = p->pid;
+	memcpy(hdr, &h, sizeof(h));
+	ret = write_all(fd, hdr, sizeof(hdr));
+	if (ret)
+		goto werr;
+
+	buf = malloc(BUF);
+	if (!buf)
+		return -ENOMEM;
+	for (int i = 0; i < p->nr_runs; i++) {
+		struct cr_pagerun *r = &p->runs[i];
+		bool readable = vma_readable(p, r->vaddr);
+		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
+		uint32_t c = 0;
+
+		while (left) {
+			uint64_t n = MIN(left, (uint64_t)BUF);
+
+			ret = copy_pages(p, buf, a, n, readable);
+			if (ret)
+				return ret;
+			if (crc)
+				c = crc32c(c, buf, n);
+			ret = write_all(fd, buf, n);
+			if (ret)
+				goto werr;
+			a += n;
+			left -= n;
+		}
+		r->crc = c;
+	}
+	if (close(fd)) {
+		fd = -1;
+		ret = -errno;
+		goto werr;
+	}
+	fd = -1;
+	return 0;
+werr:
+	pr_err("cannot write image %s: %s", name, strerror(-ret));
+	return ret;
+}
+
+int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	_cleanup_close_ int pm_fd = -1;
+	char path[64];
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", p->pid);
+	pm_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (pm_fd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open %s", p->pid, path);
+		return ret;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
+	p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (p->mem_fd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open %s", p->pid, path);
+		return ret;
+	}
+	for (int i = 0; i < p->nr_vmas; i++) {
+		struct cr_vma *v = &p->vmas[i];
+
+		if (v->kind != VMA_KIND__VMA_ANON_PRIVATE && v->kind != VMA_KIND__VMA_FILE_PRIVATE)
+			continue;
+		if (v->s.rss_kb + v->s.swap_kb == 0)
+			continue;
+		if (v->kind == VMA_KIND__VMA_FILE_PRIVATE && v->s.anon_kb + v->s.swap_kb == 0)
+			continue;
+		ret = -ENOTTY;
+		if (ctx->have_pagemap_scan != 0 && !getenv("KUPDATE_NO_PAGEMAP_SCAN")) {
+			ret = scan_vma_ioctl(p, pm_fd, v);
+			if (ret == -ENOTTY || ret == -EINVAL)
+				ctx->have_pagemap_scan = 0;
+			else if (!ret)
+				ctx->have_pagemap_scan = 1;
+		}
+		if (ret == -ENOTTY || ret == -EINVAL)
+			ret = scan_vma_read(ctx, p, pm_fd, v);
+		if (ret) {
+			pr_err("pid %d: cannot scan pages of %lx-%lx: %s", p->pid, v->s.start,
+			       v->s.end, strerror(-ret));
+			return ret;
+		}
+	}
+	ctx->total_pages += p->nr_pages;
+	return write_page_data(ctx, p);
+}
+
+/* vDSO symbols: offsets of the functions, to redirect them on a kernel
+ * whose vDSO differs. */
+static int vdso_symbols(struct cr_proc *p, VdsoSymbol ***out, size_t *nr)
+{
+	const uint8_t *img = p->vdso_image;
+	size_t len = p->vdso_len, n = 0;
+	const Elf64_Ehdr *eh = (const void *)img;
+	const Elf64_Shdr *sh;
+	const Elf64_Phdr *ph;
+	uint64_t base = 0;
+	VdsoSymbol **syms = NULL;
+
+	*out = NULL;
+	*nr = 0;
+	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shoff >= len ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh->e_shnum > (len - eh->e_shoff) / sizeof(Elf64_Shdr) || eh->e_phoff >= len ||
+	    eh->e_phnum > (len - eh->e_phoff) / sizeof(Elf64_Phdr)) {
+		pr_warn("pid %d: the vDSO is not an ELF image this kupdate understands", p->pid);
+		return 0;
+	}
+	ph = (const void *)(img + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD) {
+			base = ph[i].p_vaddr - ph[i].p_offset;
+			break;
+		}
+	sh = (const void *)(img + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *s = &sh[i], *strs;
+
+		if (s->sh_type != SHT_DYNSYM || s->sh_link >= eh->e_shnum)
+			continue;
+		strs = &sh[s->sh_link];
+		if (s->sh_offset > len || s->sh_size > len - s->sh_offset ||
+		    strs->sh_offset > len || strs->sh_size > len - strs->sh_offset)
+			break;
+		for (size_t k = 0; k < s->sh_size / sizeof(Elf64_Sym); k++) {
+			const Elf64_Sym *sym = (const void *)(img + s->sh_offset) + k;
+			VdsoSymbol *vs, **ns;
+			const char *name;
+
+			if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC || !sym->st_shndx ||
+			    sym->st_name >= strs->sh_size)
+				continue;
+			name = (const char *)img + strs->sh_offset + sym->st_name;
+			if (!memchr(name, 0, strs->sh_size - sym->st_name))
+				continue;
+			vs = xzalloc(sizeof(*vs));
+			ns = xrealloc_array(syms, n + 1, sizeof(*ns));
+			if (!vs || !ns) {
+				free(vs);
+				free(ns);
+				return -ENOMEM;
+			}
+			syms = ns;
+			vdso_symbol__init(vs);
+			vs->name = (char *)name;
+			vs->offset = sym->st_value - base;
+			syms[n++] = vs;
+		}
+		break;
+	}
+	*out = syms;
+	*nr = n;
+	return 0;
+}
+
+int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct img_writer w;
+	MmCore mm = MM_CORE__INIT;
+	VdsoSymbol **syms = NULL;
+	size_t nsyms = 0;
+	char name[64];
+	int ret;
+
+	snprintf(name, sizeof(name), "mm-%d.img", p->pid);
+	ret = img_writer_open(&w, ctx->dirfd, name, IMG_MM);
+	if (ret)
+		return ret;
+	mm.start_code = p->stat.start_code;
+	mm.end_code = p->stat.end_code;
+	mm.start_data = p->stat.start_data;
+	mm.end_data = p->stat.end_data;
+	mm.start_brk = p->stat.start_brk;
+	mm.brk = p->brk;
+	mm.start_stack = p->stat.start_stack;
+	mm.arg_start = p->stat.arg_start;
+	mm.arg_end = p->stat.arg_end;
+	mm.env_start = p->stat.env_start;
+	mm.env_end = p->stat.env_end;
+	mm.n_auxv = p->nr_auxv;
+	mm.auxv = p->auxv;
+	if (p->vdso_image) {
+		mm.has_vdso_image = 1;
+		mm.vdso_image.data = p->vdso_image;
+		mm.vdso_image.len = p->vdso_len;
+		ret = vdso_symbols(p, &syms, &nsyms);
+		if (ret) {
+			img_writer_abort(&w);
+			return ret;
+		}
+		mm.vdso_symbols = syms;
+		mm.n_vdso_symbols = nsyms;
+	}
+	img_write(&w, &mm.base);
+	for (size_t i = 0; i < nsyms; i++)
+		free(syms[i]);
+	free(syms);
+
+	for (int i = 0; i < p->nr_vmas; i++) {
+		struct cr_vma *v = &p->vmas[i];
+		VmaEntry e = VMA_ENTRY__INIT;
+
+		e.start = v->s.start;
+		e.end = v->s.end;
+		e.prot = v->s.prot;
+		e.kind = v->kind;
+		if (v->kind == VMA_KIND__VMA_FILE_PRIVATE || v->kind == VMA_KIND__VMA_FILE_SHARED) {
+			e.has_pgoff = e.has_ino = e.has_file_size = e.has_mtime_ns = 1;
+			e.pgoff = v->s.pgoff;
+			e.path = v->s.path;
+			e.ino = v->ino;
+			e.file_size = v->file_size;
+			e.mtime_ns = v->mtime_ns;
+			e.has_may_write = 1;
+			e.may_write = !!(v->s.vmflags & VMF_MAYWRITE);
+		}
+		if (v->s.vmflags & VMF_GROWSDOWN) {
+			e.has_growsdown = 1;
+			e.growsdown = 1;
+		}
+		if (v->s.vmflags & VMF_LOCKED) {
+			e.has_locked = 1;
+			e.locked = 1;
+		}
+		if (v->madv) {
+			e.has_madv = 1;
+			e.madv = v->madv;
+		}
+		e.name = v->name;
+		if (v->special)
+			e.special = (char *)v->special;
+		img_write(&w, &e.base);
+	}
+	ret = img_writer_close(&w);
+	if (ret)
+		return ret;
+
+	snprintf(name, sizeof(name), "pagemap-%d.img", p->pid);
+	ret = img_writer_open(&w, ctx->dirfd, name, IMG_PAGEMAP);
+	if (ret)
+		return ret;
+	{
+		PagemapHead h = PAGEMAP_HEAD__INIT;
+
+		h.nr_pages = p->nr_pages;
+		h.crc_valid = !ctx->opts->no_page_crc;
+		img_write(&w, &h.base);
+	}
+	for (int i = 0; i < p->nr_runs; i++) {
+		PagemapEntry e = PAGEMAP_ENTRY__INIT;
+
+		e.vaddr = p->runs[i].vaddr;
+		e.nr_pages = p->runs[i].nr_pages;
+		e.has_crc32c = 1;
+		e.crc32c = p->runs[i].crc;
+		img_write(&w, &e.base);
+	}
+	return img_writer_close(&w);
+}
+
+/* ------------------------------------------------------------- restore */
+
+#define TASK_SIZE_MAX (1ULL << 56)
+
+void mem_free(struct rmm *mm)
+{
+	if (mm->core)
+		mm_core__free_unpacked(mm->core, NULL);
+	for (size_t i = 0; i < mm->nr_vmas; i++)
+		vma_entry__free_unpacked(mm->vmas[i], NULL);
+	free(mm->vmas);
+	if (mm->head)
+		pagemap_head__free_unpacked(mm->head, NULL);
+	for (size_t i = 0; i < mm->nr_runs; i++)
+		pagemap_entry__free_unpacked(mm->runs[i], NULL);
+	free(mm->runs);
+	memset(mm, 0, sizeof(*mm));
+}
+
+static bool page_aligned(uint64_t x)
+{
+	return !(x & (PAGE_SIZE - 1));
+}
+
+static int validate_mm(pid_t pid, struct rmm *mm)
+{
+	const char *img = "mm";
+	uint64_t total = 0;
+	size_t v = 0;
+
+	if (mm->core->n_auxv % 2 || mm->core->n_auxv > 128) {
+		pr_err("image %s-%d.img is damaged: auxv of %zu words", img, pid, mm->core->n_auxv);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < mm->nr_vmas; i++) {
+		VmaEntry *e = mm->vmas[i];
+
+		if (e->start >= e->end || !page_aligned(e->start) || !page_aligned(e->end) ||
+		    e->end > TASK_SIZE_MAX || (i && e->start < mm->vmas[i - 1]->end)) {
+			pr_err("image mm-%d.img is damaged: mapping %zu (%lx-%lx) is out of order or "
+			       "misaligned",
+			       pid, i, (unsigned long)e->start, (unsigned long)e->end);
+			return -EINVAL;
+		}
+		switch (e->kind) {
+		case VMA_KIND__VMA_ANON_PRIVATE:
+		case VMA_KIND__VMA_VDSO:
+		case VMA_KIND__VMA_VVAR:
+			break;
+		case VMA_KIND__VMA_FILE_PRIVATE:
+		case VMA_KIND__VMA_FILE_SHARED:
+			if (!e->path || e->path[0] != '/' || !page_aligned(e->pgoff)) {
+				pr_err("image mm-%d.img is damaged: file mapping %lx-%lx without a "
+				       "valid path or offset",
+				       pid, (unsigned long)e->start, (unsigned long)e->end);
+				return -EINVAL;
+			}
+			break;
+		default:
+			pr_err("image mm-%d.img: mapping %lx-%lx has kind %d, which this kupdate "
+			       "cannot restore",
+			       pid, (unsigned long)e->start, (unsigned long)e->end, e->kind);
+			return -EINVAL;
+		}
+		if (e->prot & ~7U) {
+			pr_err("image mm-%d.img is damaged: mapping %lx has protection %#x", pid,
+			       (unsigned long)e->start, e->prot);
+			return -EINVAL;
+		}
+	}
+	for (size_t i = 0; i < mm->nr_runs; i++) {
+		PagemapEntry *r = mm->runs[i];
+		uint64_t end = r->vaddr + r->nr_pages * PAGE_SIZE;
+
+		if (!page_aligned(r->vaddr) || !r->nr_pages || r->nr_pages > (1ULL << 36) ||
+		    end <= r->vaddr || (i && r->vaddr < mm->runs[i - 1]->vaddr +
+							 mm->runs[i - 1]->nr_pages * PAGE_SIZE)) {
+			pr_err("image pagemap-%d.img is damaged: run %zu at %lx is out of order or "
+			       "invalid",
+			       pid, i, (unsigned long)r->vaddr);
+			return -EINVAL;
+		}
+		while (v < mm->nr_vmas && mm->vmas[v]->end <= r->vaddr)
+			v++;
+		if (v == mm->nr_vmas || r->vaddr < mm->vmas[v]->start || end > mm->vmas[v]->end ||
+		    (mm->vmas[v]->kind != VMA_KIND__VMA_ANON_PRIVATE &&
+		     mm->vmas[v]->kind != VMA_KIND__VMA_FILE_PRIVATE)) {
+			pr_err("image pagemap-%d.img is damaged: run %zu at %lx (+%lu pages) lies "
+			       "outside any private mapping",
+			       pid, i, (unsigned long)r->vaddr, (unsigned long)r->nr_pages);
+			return -EINVAL;
+		}
+		total += r->nr_pages;
+	}
+	if (total != mm->head->nr_pages) {
+		pr_err("image pagemap-%d.img is damaged: runs hold %lu pages, header says %lu", pid,
+		       (unsigned long)total, (unsigned long)mm->head->nr_pages);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int mem_load(int dirfd, pid_t pid, struct rmm *mm)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	char name[64];
+	int ret;
+
+	memset(mm, 0, sizeof(*mm));
+	snprintf(name, sizeof(name), "mm-%d.img", pid);
+	ret = img_reader_open(&r, dirfd, name, IMG_MM);
+	if (ret)
+		return ret;
+	ret = img_read(&r, &mm_core__descriptor, &m);
+	if (ret == 0) {
+		pr_err("image %s is damaged: it is empty", name);
+		ret = -EINVAL;
+	}
+	if (ret < 0)
+		goto out;
+	mm->core = (MmCore *)m;
+	mm->vmas = calloc(r.nr, sizeof(*mm->vmas));
+	if (!mm->vmas) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while ((ret = img_read(&r, &vma_entry__descriptor, &m)) > 0)
+		mm->vmas[mm->nr_vmas++] = (VmaEntry *)m;
+	if (ret < 0)
+		goto out;
+	img_reader_close(&r);
+
+	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
+	ret = img_reader_open(&r, dirfd, name, IMG_PAGEMAP);
+	if (ret)
+		goto out;
+	ret = img_read(&r, &pagemap_head__descriptor, &m);
+	if (ret == 0) {
+		pr_err("image %s is damaged: it is empty", name);
+		ret = -EINVAL;
+	}
+	if (ret < 0)
+		goto out;
+	mm->head = (PagemapHead *)m;
+	mm->runs = calloc(r.nr, sizeof(*mm->runs));
+	if (!mm->runs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while ((ret = img_read(&r, &pagemap_entry__descriptor, &m)) > 0)
+		mm->runs[mm->nr_runs++] = (PagemapEntry *)m;
+	if (ret < 0)
+		goto out;
+	ret = validate_mm(pid, mm);
+out:
+	img_reader_close(&r);
+	if (ret)
+		mem_free(mm);
+	return ret;
+}
+
+static int open_pages(int dirfd, pid_t pid, uint64_t nr_pages)
+{
+	struct pages_header h;
+	struct stat st;
+	char name[64];
+	int fd, ret;
+
+	snprintf(name, sizeof(name), "pages-%d.img", pid);
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image %s", name);
+		return ret;
+	}
+	if (fstat(fd, &st) || pread(fd, &h, sizeof(h), 0) != sizeof(h)) {
+		pr_err("image %s is damaged: cannot read its header", name);
+		close(fd);
+		return -EINVAL;
+	}
+	if (h.h.magic != IMG_MAGIC || h.h.kind != IMG_PAGES || h.h.version != IMG_FORMAT_VERSION ||
+	    h.nr_pages != nr_pages || h.pid != (uint32_t)pid) {
+		pr_err("image %s is damaged or belongs to another dump (header: kind %u, version "
+		       "%u, %lu pages, pid %u)",
+		       name, h.h.kind, h.h.version, (unsigned long)h.nr_pages, h.pid);
+		close(fd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size != PAGES_DATA_OFFSET + nr_pages * PAGE_SIZE) {
+		pr_err("image %s is damaged: %lu bytes where %lu were written", name,
+		       (unsigned long)st.st_size,
+		       (unsigned long)(PAGES_DATA_OFFSET + nr_pages * PAGE_SIZE));
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+struct map_file {
+	const char *path;
+	int flags;
+	int fd;
+};
+
+static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, size_t *n,
+		       struct rst_builder *b)
+{
+	int flags = (e->kind == VMA_KIND__VMA_FILE_SHARED && e->may_write) ? O_RDWR : O_RDONLY;
+	struct map_file *nc;
+	struct stat st;
+	int fd, ret;
+
+	for (size_t i = 0; i < *n; i++)
+		if ((*cache)[i].flags == flags && !strcmp((*cache)[i].path, e->path))
+			return (*cache)[i].fd;
+	fd = open(e->path, flags | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open %s mapped at %lx", pid, e->path,
+			  (unsigned long)e->start);
+		return ret;
+	}
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	if ((e->has_ino && st.st_ino != e->ino) ||
+	    (e->kind == VMA_KIND__VMA_FILE_PRIVATE &&
+	     ((e->has_file_size && (uint64_t)st.st_size != e->file_size) ||
+	      (e->has_mtime_ns &&
+	       (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != e->mtime_ns)))) {
+		pr_err("pid %d: %s (mapped at %lx) changed since the dump; its process cannot be "
+		       "restored on top of a different file",
+		       pid, e->path, (unsigned long)e->start);
+		close(fd);
+		return -ESTALE;
+	}
+	fd = builder_place_fd(b, fd);
+	if (fd < 0)
+		return fd;
+	nc = realloc(*cache, (*n + 1) * sizeof(**cache));
+	if (!nc)
+		return -ENOMEM;
+	*cache = nc;
+	nc[*n].path = e->path;
+	nc[*n].flags = flags;
+	nc[*n].fd = fd;
+	(*n)++;
+	return fd;
+}
+
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, struct rst_builder *b, bool verify)
+{
+	_cleanup_free_ struct map_file *cache = NULL;
+	size_t ncache = 0, run = 0;
+	uint64_t off = PAGES_DATA_OFFSET;
+	int pages_fd, ret;
+
+	pages_fd = open_pages(dirfd, pid, mm->head->nr_pages);
+	if (pages_fd < 0)
+		return pages_fd;
+	pages_fd = builder_place_fd(b, pages_fd);
+	if (pages_fd < 0)
+		return pages_fd;
+	b->args.pages_fd = pages_fd;
+	b->args.verify_crc = verify && mm->head->crc_valid;
+
+	b->vmas = calloc(mm->nr_vmas ? mm->nr_vmas : 1, sizeof(*b->vmas));
+	b->runs = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*b->runs));
+	if (!b->vmas || !b->runs)
+		return -ENOMEM;
+	for (size_t i = 0; i < mm->nr_vmas; i++) {
+		const VmaEntry *e = mm->vmas[i];
+		struct rst_vma *v;
+
+		if (e->kind == VMA_KIND__VMA_VDSO || e->kind == VMA_KIND__VMA_VVAR)
+			continue;
+		v = &b->vmas[b->nr_vmas++];
+		v->start = e->start;
+		v->end = e->end;
+		v->prot = e->prot;
+		v->fd = -1;
+		v->mmap_flags = e->kind == VMA_KIND__VMA_FILE_SHARED ? MAP_SHARED : MAP_PRIVATE;
+		if (e->growsdown)
+			v->mmap_flags |= MAP_GROWSDOWN;
+		if (e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) {
+			ret = open_mapped(pid, e, &cache, &ncache, b);
+			if (ret < 0)
+				return ret;
+			v->fd = ret;
+			v->pgoff = e->pgoff;
+		}
+		v->madv = e->has_madv ? e->madv : 0;
+		if (e->locked)
+			v->flags |= RST_VMA_LOCKED;
+		if (e->name) {
+			ret = builder_add_string(b, e->name, &v->name_off);
+			if (ret)
+				return ret;
+		}
+		v->first_run = b->nr_runs;
+		for (; run < mm->nr_runs && mm->runs[run]->vaddr < e->end; run++) {
+			struct rst_run *r = &b->runs[b->nr_runs++];
+
+			r->vaddr = mm->runs[run]->vaddr;
+			r->nr_pages = mm->runs[run]->nr_pages;
+			r->file_off = off;
+			r->crc = mm->runs[run]->crc32c;
+			off += r->nr_pages * PAGE_SIZE;
+		}
+		v->nr_runs = b->nr_runs - v->first_run;
+	}
+
+	b->args.start_code = mm->core->start_code;
+	b->args.end_code = mm->core->end_code;
+	b->args.start_data = mm->core->start_data;
+	b->args.end_data = mm->core->end_data;
+	b->args.start_brk = mm->core->start_brk;
+	b->args.brk = mm->core->brk;
+	b->args.start_stack = mm->core->start_stack;
+	b->args.arg_start = mm->core->arg_start;
+	b->args.arg_end = mm->core->arg_end;
+	b->args.env_start = mm->core->env_start;
+	b->args.env_end = mm->core->env_end;
+	return 0;
+}

@@ -1,0 +1,318 @@
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+
+int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	_cleanup_free_ char *buf = NULL;
+	char *p, *e;
+	unsigned long long f[64];
+	int n = 0, ret;
+
+	if (tid)
+		ret = read_proc(&buf, NULL, "/proc/%d/task/%d/stat", pid, tid);
+	else
+		ret = read_proc(&buf, NULL, "/proc/%d/stat", pid);
+	if (ret)
+		return ret;
+	memset(st, 0, sizeof(*st));
+	p = strchr(buf, '(');
+	e = strrchr(buf, ')');
+	if (!p || !e || e < p) {
+		pr_err("pid %d: unexpected /proc/%d/stat format", pid, pid);
+		return -EINVAL;
+	}
+	st->pid = atoi(buf);
+	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(e - p - 1), p + 1);
+	p = e + 2;
+	st->state = *p;
+	p += 1;
+	/* fields from 4 (ppid) on are numbers; f[4] is ppid */
+	for (n = 4; n < 64 && *p; n++) {
+		while (*p == ' ')
+			p++;
+		if (!*p || *p == '\n')
+			break;
+		f[n] = strtoull(p, &p, 10);
+	}
+	if (n <= 52) {
+		pr_err("pid %d: /proc/%d/stat has only %d fields", pid, pid, n - 1);
+		return -EINVAL;
+	}
+	st->ppid = f[4];
+	st->pgid = f[5];
+	st->sid = f[6];
+	st->flags = f[9];
+	st->num_threads = f[20];
+	st->starttime = f[22];
+	st->start_code = f[26];
+	st->end_code = f[27];
+	st->start_stack = f[28];
+	st->start_data = f[45];
+	st->end_data = f[46];
+	st->start_brk = f[47];
+	st->arg_start = f[48];
+	st->arg_end = f[49];
+	st->env_start = f[50];
+	st->env_end = f[51];
+	st->exit_code = (int)f[52];
+	return 0;
+}
+
+static unsigned parse_vmflags(const char *s)
+{
+	static const struct {
+		char name[3];
+		unsigned bit;
+	} map[] = {
+		{ "sh", VMF_SHARED },	 { "mw", VMF_MAYWRITE },    { "gd", VMF_GROWSDOWN },
+		{ "lo", VMF_LOCKED },	 { "io", VMF_IO },	    { "pf", VMF_PFNMAP },
+		{ "dc", VMF_DONTFORK },	 { "dd", VMF_DONTDUMP },    { "hg", VMF_HUGEPAGE },
+		{ "nh", VMF_NOHUGEPAGE }, { "mg", VMF_MERGEABLE },  { "wf", VMF_WIPEONFORK },
+		{ "nr", VMF_NORESERVE }, { "me", VMF_MAYEXEC },
+	};
+	unsigned r = 0;
+
+	while (*s) {
+		while (*s == ' ')
+			s++;
+		if (!s[0] || !s[1])
+			break;
+		for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+			if (s[0] == map[i].name[0] && s[1] == map[i].name[1])
+				r |= map[i].bit;
+		s += 2;
+	}
+	return r;
+}
+
+void free_smaps(struct smaps_vma *v, int nr)
+{
+	for (int i = 0; i < nr; i++)
+		free(v[i].path);
+	free(v);
+}
+
+static bool is_vma_header(const char *line)
+{
+	const char *p = line;
+
+	while (isxdigit((unsigned char)*p))
+		p++;
+	return p != line && *p == '-';
+}
+
+int parse_smaps(pid_t pid, struct smaps_vma **out, int *nr)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	struct smaps_vma *v = NULL, *cur = NULL;
+	int n = 0, alloc = 0, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	f = fopen(path, "re");
+	if (!f) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open %s", pid, path);
+		return ret;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		if (is_vma_header(line)) {
+			char perms[8];
+			int off = 0;
+			char *pp;
+
+			if (n == alloc) {
+				struct smaps_vma *nv;
+
+				alloc = alloc ? alloc * 2 : 64;
+				nv = xrealloc_array(v, alloc, sizeof(*v));
+				if (!nv) {
+					ret = -ENOMEM;
+					goto out;
+				}
+				v = nv;
+			}
+			cur = &v[n++];
+			memset(cur, 0, sizeof(*cur));
+			if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &cur->start, &cur->end, perms,
+				   &cur->pgoff, &cur->dev_major, &cur->dev_minor, &cur->ino,
+				   &off) < 7) {
+				pr_err("pid %d: cannot parse smaps line: %s", pid, line);
+				ret = -EINVAL;
+				n--;
+				goto out;
+			}
+			pp = line + off;
+			pp[strcspn(pp, "\n")] = 0;
+			cur->path = xstrdup(pp);
+			if (!cur->path) {
+				ret = -ENOMEM;
+				n--;
+				goto out;
+			}
+			cur->prot = (perms[0] == 'r' ? PROT_READ : 0) |
+				    (perms[1] == 'w' ? PROT_WRITE : 0) |
+				    (perms[2] == 'x' ? PROT_EXEC : 0);
+			cur->shared = perms[3] == 's';
+			continue;
+		}
+		if (!cur)
+			continue;
+		if (!strncmp(line, "Rss:", 4))
+			cur->rss_kb = strtoul(line + 4, NULL, 10);
+		else if (!strncmp(line, "Swap:", 5))
+			cur->swap_kb = strtoul(line + 5, NULL, 10);
+		else if (!strncmp(line, "Anonymous:", 10))
+			cur->anon_kb = strtoul(line + 10, NULL, 10);
+		else if (!strncmp(line, "VmFlags:", 8))
+			cur->vmflags = parse_vmflags(line + 8);
+	}
+out:
+	free(line);
+	if (ret) {
+		free_smaps(v, n);
+		return ret;
+	}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+int list_tasks(pid_t pid, pid_t **tids)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	pid_t *t = NULL;
+	int n = 0, alloc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		if (n == alloc) {
+			pid_t *nt;
+
+			alloc = alloc ? alloc * 2 : 16;
+			nt = xrealloc_array(t, alloc, sizeof(*t));
+			if (!nt) {
+				free(t);
+				closedir(d);
+				return -ENOMEM;
+			}
+			t = nt;
+		}
+		t[n++] = atoi(de->d_name);
+	}
+	closedir(d);
+	qsort(t, n, sizeof(*t), cmp_pid);
+	*tids = t;
+	return n;
+}
+
+static int add_pid(pid_t **arr, int *n, int *alloc, pid_t p)
+{
+	for (int i = 0; i < *n; i++)
+		if ((*arr)[i] == p)
+			return 0;
+	if (*n == *alloc) {
+		pid_t *na;
+
+		*alloc = *alloc ? *alloc * 2 : 16;
+		na = xrealloc_array(*arr, *alloc, sizeof(pid_t));
+		if (!na)
+			return -ENOMEM;
+		*arr = na;
+	}
+	(*arr)[(*n)++] = p;
+	return 0;
+}
+
+static int scan_children(pid_t pid, pid_t **kids)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t *k = NULL;
+	int n = 0, alloc = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		struct proc_stat st;
+		pid_t p;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		p = atoi(de->d_name);
+		if (parse_stat(p, 0, &st))
+			continue;
+		if (st.ppid == pid && add_pid(&k, &n, &alloc, p)) {
+			free(k);
+			closedir(d);
+			return -ENOMEM;
+		}
+	}
+	closedir(d);
+	qsort(k, n, sizeof(*k), cmp_pid);
+	*kids = k;
+	return n;
+}
+
+int list_children(pid_t pid, pid_t **kids)
+{
+	_cleanup_free_ pid_t *tids = NULL;
+	pid_t *k = NULL;
+	int nt, n = 0, alloc = 0;
+
+	nt = list_tasks(pid, &tids);
+	if (nt < 0)
+		return nt;
+	for (int i = 0; i < nt; i++) {
+		_cleanup_free_ char *buf = NULL;
+		char *p;
+		int ret = read_proc(&buf, NULL, "/proc/%d/task/%d/children", pid, tids[i]);
+
+		if (ret == -ENOENT && i == 0) {
+			free(k);
+			return scan_children(pid, kids);
+		}
+		if (ret == -ENOENT)
+			continue;
+		if (ret) {
+			free(k);
+			return ret;
+		}
+		for (p = buf; *p;) {
+			char *e;
+			long c = strtol(p, &e, 10);
+
+			if (e == p)
+				break;
+			if (add_pid(&k, &n, &alloc, c)) {
+				free(k);
+				return -ENOMEM;
+			}
+			p = e;
+		}
+	}
+	if (n)
+		qsort(k, n, sizeof(*k), cmp_pid);
+	*kids = k;
+	return n;
+}

@@ -1,0 +1,65 @@
+/* Reading /proc: stat, smaps, task and children lists. */
+#ifndef CR_PROC_H
+#define CR_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc_stat {
+	pid_t pid;
+	char comm[64];
+	char state;
+	pid_t ppid, pgid, sid;
+	unsigned long flags;
+	long num_threads;
+	unsigned long start_code, end_code, start_stack;
+	unsigned long start_data, end_data, start_brk;
+	unsigned long arg_start, arg_end, env_start, env_end;
+	int exit_code;
+	unsigned long long starttime;
+};
+
+int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st);
+
+/* VmFlags bits we care about */
+enum {
+	VMF_SHARED = 1 << 0,
+	VMF_MAYWRITE = 1 << 1,
+	VMF_GROWSDOWN = 1 << 2,
+	VMF_LOCKED = 1 << 3,
+	VMF_IO = 1 << 4,
+	VMF_PFNMAP = 1 << 5,
+	VMF_DONTFORK = 1 << 6,
+	VMF_DONTDUMP = 1 << 7,
+	VMF_HUGEPAGE = 1 << 8,
+	VMF_NOHUGEPAGE = 1 << 9,
+	VMF_MERGEABLE = 1 << 10,
+	VMF_WIPEONFORK = 1 << 11,
+	VMF_NORESERVE = 1 << 12,
+	VMF_MAYEXEC = 1 << 13,
+};
+
+struct smaps_vma {
+	unsigned long start, end, pgoff;
+	unsigned prot;       /* PROT_* */
+	bool shared;         /* 's' in the perms column */
+	unsigned dev_major, dev_minor;
+	unsigned long ino;
+	char *path;          /* malloc'd, "" for anonymous */
+	unsigned long rss_kb, swap_kb, anon_kb;
+	unsigned vmflags;
+};
+
+/* Parse /proc/PID/smaps.  *out is a malloc'd array the caller frees (and
+ * each path). */
+int parse_smaps(pid_t pid, struct smaps_vma **out, int *nr);
+void free_smaps(struct smaps_vma *v, int nr);
+
+/* List numeric entries of /proc/PID/task.  Returns count or -errno. */
+int list_tasks(pid_t pid, pid_t **tids);
+/* Children of every thread of pid (needs CONFIG_PROC_CHILDREN; falls back
+ * to a scan of /proc). */
+int list_children(pid_t pid, pid_t **kids);
+
+#endif

@@ -1,0 +1,387 @@
+/* Threads: registers (general purpose, xsave), signal mask, TLS, tid
+ * address, robust list and rseq of each thread — dump side.  The restore
+ * side is in restore.c (set through ptrace at the end of the restore). */
+#include <fcntl.h>
+#include <sys/ptrace.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <elf.h>
+
+#include "dump.h"
+#include "image.h"
+#include "images/core.pb-c.h"
+#include "log.h"
+#include "remote.h"
+#include "restore.h"
+#include "util.h"
+
+#define ERESTARTSYS           512
+#define ERESTARTNOINTR        513
+#define ERESTARTNOHAND        514
+#define ERESTART_RESTARTBLOCK 516
+
+#ifndef PTRACE_GET_RSEQ_CONFIGURATION
+#define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
+#endif
+struct rseq_conf {
+	uint64_t rseq_abi_pointer;
+	uint32_t rseq_abi_size;
+	uint32_t signature;
+	uint32_t flags;
+	uint32_t pad;
+};
+
+#define XSAVE_MAX (64 * 1024)
+
+/* A thread stopped inside a system call has the kernel's restart code in
+ * rax.  Rewind it so the call is issued again when the thread resumes,
+ * whether that is after --leave-running or after a restore; orig_ax = -1
+ * keeps the kernel from rewinding a second time.  Calls that use a restart
+ * block (nanosleep, poll, futex with a timeout...) are issued again with
+ * their original arguments: a relative timeout starts over. */
+static void normalise_regs(struct user_regs_struct *r, int *restart_nr)
+{
+	long ax = (long)r->rax, orig = (long)r->orig_rax;
+
+	*restart_nr = -1;
+	if (orig >= 0) {
+		switch (ax) {
+		case -ERESTARTSYS:
+		case -ERESTARTNOINTR:
+		case -ERESTARTNOHAND:
+		case -ERESTART_RESTARTBLOCK:
+			if (orig == SYS_restart_syscall) {
+				r->rax = -EINTR;
+				break;
+			}
+			r->rax = orig;
+			r->rip -= 2;
+			*restart_nr = orig;
+			break;
+		}
+	}
+	r->orig_rax = -1;
+}
+
+static int get_clear_child_tid(struct cr_proc *p, struct cr_thread *t)
+{
+	long args[6] = { PR_GET_TID_ADDRESS }, res;
+	uint64_t val = 0;
+	int ret;
+
+	ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_prctl, args, 1, &val,
+				 sizeof(val), &res);
+	if (ret)
+		return ret;
+	if (res)
+		pr_warn("pid %d: thread %d: PR_GET_TID_ADDRESS failed (%ld)", p->pid, t->tid, res);
+	t->clear_child_tid = res ? 0 : val;
+	return 0;
+}
+
+int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
+{
+	struct iovec iov;
+	struct rseq_conf rc;
+	char path[96];
+	int ret;
+
+	(void)ctx;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot read registers of thread %d", p->pid, t->tid);
+		return ret;
+	}
+	if (t->orig_regs.cs != 0x33) {
+		pr_err("pid %d: thread %d runs 32-bit code (cs %#llx); only 64-bit tasks are "
+		       "supported",
+		       p->pid, t->tid, t->orig_regs.cs);
+		return -EOPNOTSUPP;
+	}
+	t->regs = t->orig_regs;
+	normalise_regs(&t->regs, &t->restart_nr);
+	t->regs_valid = true;
+
+	t->xsave = malloc(XSAVE_MAX);
+	if (!t->xsave)
+		return -ENOMEM;
+	iov.iov_base = t->xsave;
+	iov.iov_len = XSAVE_MAX;
+	if (ptrace(PTRACE_GETREGSET, t->tid, NT_X86_XSTATE, &iov)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot read the FPU/xsave state of thread %d", p->pid, t->tid);
+		return ret;
+	}
+	t->xsave_len = iov.iov_len;
+
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot read the signal mask of thread %d", p->pid, t->tid);
+		return ret;
+	}
+
+	memset(&rc, 0, sizeof(rc));
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, t->tid, sizeof(rc), &rc) >= 0) {
+		t->has_rseq = rc.rseq_abi_pointer != 0;
+		t->rseq_ptr = rc.rseq_abi_pointer;
+		t->rseq_len = rc.rseq_abi_size;
+		t->rseq_sig = rc.signature;
+		t->rseq_flags = rc.flags;
+	}
+
+	{
+		void *head = NULL;
+		size_t len = 0;
+
+		if (syscall(SYS_get_robust_list, t->tid, &head, &len)) {
+			ret = -errno;
+			pr_perror("pid %d: cannot read the robust futex list of thread %d", p->pid,
+				  t->tid);
+			return ret;
+		}
+		t->robust_list = (uintptr_t)head;
+		t->robust_len = len;
+	}
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", p->pid, t->tid);
+	{
+		_cleanup_free_ char *c = NULL;
+
+		if (!read_file_at(AT_FDCWD, path, &c, NULL)) {
+			c[strcspn(c, "\n")] = 0;
+			snprintf(t->comm, sizeof(t->comm), "%s", c);
+		}
+	}
+	return get_clear_child_tid(p, t);
+}
+
+static void fill_gp(GpRegs *g, const struct user_regs_struct *r)
+{
+	g->r15 = r->r15;
+	g->r14 = r->r14;
+	g->r13 = r->r13;
+	g->r12 = r->r12;
+	g->bp = r->rbp;
+	g->bx = r->rbx;
+	g->r11 = r->r11;
+	g->r10 = r->r10;
+	g->r9 = r->r9;
+	g->r8 = r->r8;
+	g->ax = r->rax;
+	g->cx = r->rcx;
+	g->dx = r->rdx;
+	g->si = r->rsi;
+	g->di = r->rdi;
+	g->orig_ax = r->orig_rax;
+	g->ip = r->rip;
+	g->cs = r->cs;
+	g->flags = r->eflags;
+	g->sp = r->rsp;
+	g->ss = r->ss;
+	g->fs_base = r->fs_base;
+	g->gs_base = r->gs_base;
+	g->ds = r->ds;
+	g->es = r->es;
+	g->fs = r->fs;
+	g->gs = r->gs;
+}
+
+int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct img_writer w;
+	TaskCore tc = TASK_CORE__INIT;
+	char name[64];
+	int ret;
+
+	snprintf(name, sizeof(name), "core-%d.img", p->pid);
+	ret = img_writer_open(&w, ctx->dirfd, name, IMG_CORE);
+	if (ret)
+		return ret;
+	tc.pid = p->pid;
+	tc.comm = p->stat.comm;
+	tc.exe_path = p->exe_path;
+	if (p->exe_path) {
+		tc.has_exe_ino = 1;
+		tc.exe_ino = p->exe_ino;
+	}
+	tc.cwd = p->cwd;
+	tc.root = p->root;
+	tc.has_personality = 1;
+	tc.personality = p->personality;
+	img_write(&w, &tc.base);
+
+	for (int i = 0; i < p->nr_threads; i++) {
+		struct cr_thread *t = &p->threads[i];
+		ThreadCore th = THREAD_CORE__INIT;
+		GpRegs g = GP_REGS__INIT;
+		RseqConfig rs = RSEQ_CONFIG__INIT;
+
+		th.tid = t->tid;
+		fill_gp(&g, &t->regs);
+		th.regs = &g;
+		th.xsave.data = t->xsave;
+		th.xsave.len = t->xsave_len;
+		th.sigmask = t->sigmask;
+		th.has_clear_child_tid = 1;
+		th.clear_child_tid = t->clear_child_tid;
+		th.has_robust_list = th.has_robust_list_len = 1;
+		th.robust_list = t->robust_list;
+		th.robust_list_len = t->robust_len;
+		if (t->has_rseq) {
+			rs.abi_pointer = t->rseq_ptr;
+			rs.abi_size = t->rseq_len;
+			rs.signature = t->rseq_sig;
+			rs.flags = t->rseq_flags;
+			th.rseq = &rs;
+		}
+		th.comm = t->comm;
+		th.has_syscall_restart = 1;
+		th.syscall_restart = t->restart_nr;
+		img_write(&w, &th.base);
+	}
+	return img_writer_close(&w);
+}
+
+/* ------------------------------------------------------------- restore */
+
+void core_free(struct rcore *c)
+{
+	if (c->task)
+		task_core__free_unpacked(c->task, NULL);
+	for (size_t i = 0; i < c->nr_threads; i++)
+		thread_core__free_unpacked(c->threads[i], NULL);
+	free(c->threads);
+	memset(c, 0, sizeof(*c));
+}
+
+int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	char name[64];
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(name, sizeof(name), "core-%d.img", pe->pid);
+	ret = img_reader_open(&r, dirfd, name, IMG_CORE);
+	if (ret)
+		return ret;
+	ret = img_read(&r, &task_core__descriptor, &m);
+	if (ret == 0) {
+		pr_err("image %s is damaged: it is empty", name);
+		ret = -EINVAL;
+	}
+	if (ret < 0)
+		goto out;
+	c->task = (TaskCore *)m;
+	if (c->task->pid != pe->pid) {
+		pr_err("image %s is damaged: it describes pid %d", name, c->task->pid);
+		ret = -EINVAL;
+		goto out;
+	}
+	c->threads = calloc(r.nr, sizeof(*c->threads));
+	if (!c->threads) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while ((ret = img_read(&r, &thread_core__descriptor, &m)) > 0) {
+		ThreadCore *t = (ThreadCore *)m;
+		size_t i = c->nr_threads;
+
+		c->threads[c->nr_threads++] = t;
+		if (i >= pe->n_tids || t->tid != pe->tids[i]) {
+			pr_err("image %s is damaged: thread %zu is %d, pstree.img says otherwise",
+			       name, i, t->tid);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (t->xsave.len < 576 || t->xsave.len > XSAVE_MAX || t->regs->cs != 0x33 ||
+		    t->regs->ss != 0x2b) {
+			pr_err("image %s is damaged: thread %d has invalid registers (cs %#lx, ss "
+			       "%#lx, xsave %zu bytes)",
+			       name, t->tid, (unsigned long)t->regs->cs, (unsigned long)t->regs->ss,
+			       t->xsave.len);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (t->rseq && (t->rseq->abi_size < 32 || t->rseq->abi_size > 4096)) {
+			pr_err("image %s is damaged: thread %d has an rseq area of %u bytes", name,
+			       t->tid, t->rseq->abi_size);
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	if (ret < 0)
+		goto out;
+	if (c->nr_threads != pe->n_tids) {
+		pr_err("image %s is damaged: %zu threads, pstree.img says %zu", name, c->nr_threads,
+		       pe->n_tids);
+		ret = -EINVAL;
+	}
+out:
+	img_reader_close(&r);
+	if (ret)
+		core_free(c);
+	return ret;
+}
+
+static void gp_to_user(struct user_regs_struct *r, const GpRegs *g)
+{
+	r->r15 = g->r15;
+	r->r14 = g->r14;
+	r->r13 = g->r13;
+	r->r12 = g->r12;
+	r->rbp = g->bp;
+	r->rbx = g->bx;
+	r->r11 = g->r11;
+	r->r10 = g->r10;
+	r->r9 = g->r9;
+	r->r8 = g->r8;
+	r->rax = g->ax;
+	r->rcx = g->cx;
+	r->rdx = g->dx;
+	r->rsi = g->si;
+	r->rdi = g->di;
+	r->orig_rax = -1;
+	r->rip = g->ip;
+	r->cs = g->cs;
+	r->eflags = g->flags;
+	r->rsp = g->sp;
+	r->ss = g->ss;
+	r->fs_base = g->fs_base;
+	r->gs_base = g->gs_base;
+	r->ds = g->ds;
+	r->es = g->es;
+	r->fs = g->fs;
+	r->gs = g->gs;
+}
+
+/* The final step for a thread parked in the restorer: its saved registers,
+ * FPU/vector state and signal mask, set through ptrace. */
+int core_set_thread(pid_t pid, const ThreadCore *tc)
+{
+	struct user_regs_struct r;
+	struct iovec iov = { tc->xsave.data, tc->xsave.len };
+	uint64_t mask = tc->sigmask;
+	int ret;
+
+	gp_to_user(&r, tc->regs);
+	if (ptrace(PTRACE_SETREGSET, tc->tid, NT_X86_XSTATE, &iov)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set the FPU/xsave state of thread %d", pid, tc->tid);
+		return ret;
+	}
+	if (ptrace(PTRACE_SETREGS, tc->tid, 0, &r)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set the registers of thread %d (ip %lx)", pid, tc->tid,
+			  (unsigned long)r.rip);
+		return ret;
+	}
+	if (ptrace(PTRACE_SETSIGMASK, tc->tid, sizeof(mask), &mask)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set the signal mask of thread %d", pid, tc->tid);
+		return ret;
+	}
+	return 0;
+}

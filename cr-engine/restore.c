@@ -1,0 +1,1250 @@
+/* Restore of one process tree.
+ *
+ * 1. Load and validate every image before anything is created.
+ * 2. Create the tree: each process is born with its saved pid (clone3 with
+ *    set_tid, ns_last_pid as a fallback), takes its session, creates its
+ *    children, then joins its process group once every group leader
+ *    exists; zombies exit with their saved status.
+ * 3. Each live process reopens its files, maps the restorer blob where the
+ *    saved layout has a hole, and waits; kupdate seizes them all.
+ * 4. The processes jump into the blob, which rebuilds the address space,
+ *    creates the threads with their tids and parks each thread on int3.
+ * 5. kupdate sets every thread's registers, FPU state and signal mask,
+ *    unmaps the blob with an injected munmap, and lets the tree go.
+ *
+ * The processes of the tree and kupdate synchronise through a shared page
+ * (a stage number and a counter, with futexes).  Any failure kills what was
+ * created (PTRACE_O_EXITKILL covers kupdate dying itself). */
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/rseq.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "cr.h"
+#include "files.h"
+#include "image.h"
+#include "log.h"
+#include "proc.h"
+#include "pstree.h"
+#include "remote.h"
+#include "restore.h"
+#include "util.h"
+
+extern const unsigned char restorer_blob[], restorer_blob_end[];
+
+#ifndef CLONE_PARENT
+#define CLONE_PARENT 0x00008000
+#endif
+
+struct clone_args_k {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+
+enum stage { ST_FORK = 1, ST_PGID, ST_PREPARE, ST_GO };
+
+struct shared_proc {
+	uint64_t blob_start, blob_len, args_addr;
+};
+
+struct shared {
+	_Atomic uint32_t stage;
+	_Atomic uint32_t count;
+	_Atomic uint32_t failed; /* a process failed and said why */
+	pid_t tool;
+	struct shared_proc procs[];
+};
+
+struct special {
+	char name[24];
+	uint64_t start, end;
+};
+
+struct rctx {
+	const struct cr_restore_opts *opts;
+	int dirfd;
+	InventoryEntry *inv;
+	PstreeEntry **pstree;
+	size_t nr;
+	struct rproc *procs;
+	size_t nr_live;
+	size_t nr_threads;
+	FileEntry **files;
+	size_t nr_files;
+	struct shared *sh;
+	size_t sh_len;
+	uint64_t xcr0;
+};
+
+/* ------------------------------------------------------------ loading */
+
+static uint64_t read_xcr0(void)
+{
+	uint32_t eax, edx;
+
+	__asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+	return ((uint64_t)edx << 32) | eax;
+}
+
+static int load_inventory(struct rctx *c)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret = img_reader_open(&r, c->dirfd, "inventory.img", IMG_INVENTORY);
+
+	if (ret)
+		return ret;
+	ret = img_read(&r, &inventory_entry__descriptor, &m);
+	img_reader_close(&r);
+	if (ret == 0) {
+		pr_err("image inventory.img is damaged: it is empty");
+		return -EINVAL;
+	}
+	if (ret < 0)
+		return ret;
+	c->inv = (InventoryEntry *)m;
+	if (c->inv->format_version != IMG_FORMAT_VERSION || c->inv->page_size != PAGE_SIZE) {
+		pr_err("images in %s have format %u and page size %u; this kupdate reads format %u "
+		       "with %lu-byte pages",
+		       c->opts->imgdir, c->inv->format_version, c->inv->page_size,
+		       IMG_FORMAT_VERSION, PAGE_SIZE);
+		return -EPROTO;
+	}
+	c->xcr0 = read_xcr0();
+	if (c->inv->xfeatures & ~c->xcr0) {
+		pr_err("the images use CPU state components %#lx that this CPU does not enable "
+		       "(XCR0 %#lx); restore on the machine that dumped them",
+		       (unsigned long)c->inv->xfeatures, (unsigned long)c->xcr0);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int load_pstree(struct rctx *c)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret = img_reader_open(&r, c->dirfd, "pstree.img", IMG_PSTREE);
+
+	if (ret)
+		return ret;
+	c->pstree = calloc(r.nr ? r.nr : 1, sizeof(*c->pstree));
+	if (!c->pstree) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &pstree_entry__descriptor, &m)) > 0)
+		c->pstree[c->nr++] = (PstreeEntry *)m;
+	img_reader_close(&r);
+	if (ret < 0)
+		return ret;
+	ret = pstree_validate(c->pstree, c->nr);
+	if (ret)
+		return ret;
+	if (c->pstree[0]->state == TASK_STATE__TASK_ZOMBIE) {
+		pr_err("image pstree.img is damaged: the root %d is a zombie", c->pstree[0]->pid);
+		return -EINVAL;
+	}
+	if ((uint32_t)c->nr != c->inv->nr_processes || c->pstree[0]->pid != c->inv->root_pid) {
+		pr_err("image pstree.img does not match inventory.img (%zu processes, root %d)",
+		       c->nr, c->pstree[0]->pid);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int load_files(struct rctx *c)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret = img_reader_open(&r, c->dirfd, "files.img", IMG_FILES);
+
+	if (ret)
+		return ret;
+	c->files = calloc(r.nr ? r.nr : 1, sizeof(*c->files));
+	if (!c->files) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &file_entry__descriptor, &m)) > 0)
+		c->files[c->nr_files++] = (FileEntry *)m;
+	img_reader_close(&r);
+	return ret < 0 ? ret : 0;
+}
+
+static int load_fds(struct rctx *c, struct rproc *rp)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	char name[64];
+	int ret;
+
+	snprintf(name, sizeof(name), "fds-%d.img", rp->pid);
+	ret = img_reader_open(&r, c->dirfd, name, IMG_FDS);
+	if (ret)
+		return ret;
+	rp->fds = calloc(r.nr ? r.nr : 1, sizeof(*rp->fds));
+	if (!rp->fds) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &fd_entry__descriptor, &m)) > 0)
+		rp->fds[rp->nr_fds++] = (FdEntry *)m;
+	img_reader_close(&r);
+	if (ret < 0)
+		return ret;
+	return files_validate(rp->fds, rp->nr_fds, c->files, c->nr_files, name);
+}
+
+static int load_images(struct rctx *c)
+{
+	int ret;
+
+	ret = load_inventory(c);
+	if (!ret)
+		ret = load_pstree(c);
+	if (!ret)
+		ret = load_files(c);
+	if (ret)
+		return ret;
+	c->procs = calloc(c->nr, sizeof(*c->procs));
+	if (!c->procs)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+
+		rp->pe = c->pstree[i];
+		rp->pid = rp->pe->pid;
+		rp->zombie = rp->pe->state == TASK_STATE__TASK_ZOMBIE;
+		for (size_t k = 0; k < i; k++)
+			if (c->procs[k].pid == rp->pe->ppid)
+				rp->parent = &c->procs[k];
+		if (rp->parent) {
+			struct rproc **nc = xrealloc_array(rp->parent->children,
+							   rp->parent->nr_children + 1,
+							   sizeof(*nc));
+			if (!nc)
+				return -ENOMEM;
+			rp->parent->children = nc;
+			nc[rp->parent->nr_children++] = rp;
+		}
+		if (rp->zombie)
+			continue;
+		c->nr_live++;
+		c->nr_threads += rp->pe->n_tids;
+		ret = core_load(c->dirfd, rp->pe, &rp->core);
+		if (!ret)
+			ret = mem_load(c->dirfd, rp->pid, &rp->mm);
+		if (!ret)
+			ret = load_fds(c, rp);
+		if (!ret)
+			ret = signals_load(c->dirfd, rp->pid, &rp->sig);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void free_images(struct rctx *c)
+{
+	for (size_t i = 0; c->procs && i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+
+		core_free(&rp->core);
+		mem_free(&rp->mm);
+		signals_free(&rp->sig);
+		for (size_t k = 0; k < rp->nr_fds; k++)
+			fd_entry__free_unpacked(rp->fds[k], NULL);
+		free(rp->fds);
+		free(rp->children);
+	}
+	free(c->procs);
+	for (size_t i = 0; i < c->nr; i++)
+		pstree_entry__free_unpacked(c->pstree[i], NULL);
+	free(c->pstree);
+	for (size_t i = 0; i < c->nr_files; i++)
+		file_entry__free_unpacked(c->files[i], NULL);
+	free(c->files);
+	if (c->inv)
+		inventory_entry__free_unpacked(c->inv, NULL);
+}
+
+/* Every saved pid and tid must be free now. */
+static int check_ids_free(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++)
+		for (size_t k = 0; k < c->pstree[i]->n_tids; k++) {
+			int id = c->pstree[i]->tids[k];
+			struct proc_stat st;
+
+			char path[32];
+
+			snprintf(path, sizeof(path), "/proc/%d", id);
+			if (!access(path, F_OK)) {
+				pr_err("pid %d is in use (by \"%s\"); the tree cannot be restored with "
+				       "its pids until it is free",
+				       id, parse_stat(id, 0, &st) ? "?" : st.comm);
+				return -EBUSY;
+			}
+		}
+	return 0;
+}
+
+/* ----------------------------------------------------- synchronisation */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+static void arrive(struct shared *sh)
+{
+	atomic_fetch_add(&sh->count, 1);
+	futex(&sh->count, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+/* In a restoring process: wait until kupdate opens the stage; leave if
+ * kupdate is gone or gave up. */
+static void wait_stage(struct shared *sh, uint32_t stage)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+	for (;;) {
+		uint32_t v = atomic_load(&sh->stage);
+
+		if (v >= stage)
+			return;
+		if (atomic_load(&sh->failed) || (kill(sh->tool, 0) && errno == ESRCH))
+			_exit(1);
+		futex(&sh->stage, FUTEX_WAIT, v, &ts);
+	}
+}
+
+static void __attribute__((noreturn)) task_fail(struct shared *sh)
+{
+	atomic_store(&sh->failed, 1);
+	futex(&sh->count, FUTEX_WAKE, INT32_MAX, NULL);
+	_exit(1);
+}
+
+/* ------------------------------------------------------ tree creation */
+
+static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp);
+
+static pid_t spawn_ns_last_pid(pid_t pid, unsigned long flags)
+{
+	_cleanup_close_ int fd = open("/proc/sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC);
+	char buf[16];
+	long r;
+
+	if (fd < 0 || flock(fd, LOCK_EX))
+		return -errno;
+	snprintf(buf, sizeof(buf), "%d", pid - 1);
+	if (write(fd, buf, strlen(buf)) < 0)
+		return -errno;
+	r = syscall(SYS_clone, flags | SIGCHLD, 0, NULL, NULL, 0);
+	if (r < 0)
+		return -errno;
+	if (r > 0 && r != pid) {
+		kill(r, SIGKILL);
+		return -EEXIST;
+	}
+	return r;
+}
+
+/* Create rp with its saved pid; the child runs task_main. */
+static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
+{
+	struct clone_args_k ca;
+	pid_t tid = rp->pid;
+	long r;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.flags = clone_parent ? CLONE_PARENT : 0;
+	/* with CLONE_PARENT the child takes our exit signal; clone3 wants 0 */
+	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
+	ca.set_tid = (uintptr_t)&tid;
+	ca.set_tid_size = 1;
+	r = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (r < 0 && (errno == ENOSYS || errno == E2BIG))
+		r = spawn_ns_last_pid(rp->pid, ca.flags);
+	if (r == 0)
+		task_main(c, rp);
+	if (r < 0) {
+		int err = errno;
+
+		if (err == EEXIST)
+			pr_err("pid %d: cannot be created with its pid: the pid is taken", rp->pid);
+		else
+			pr_err("pid %d: cannot be created with its pid: %s", rp->pid, strerror(err));
+		return -err;
+	}
+	if (r != rp->pid) {
+		pr_err("pid %d: was created as pid %ld", rp->pid, r);
+		kill(r, SIGKILL);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static void __attribute__((noreturn)) become_zombie(struct rproc *rp)
+{
+	int st = rp->pe->has_exit_code ? rp->pe->exit_code : 0;
+	struct rlimit rl = { 0, 0 };
+
+	if (WIFSIGNALED(st)) {
+		sigset_t s;
+
+		setrlimit(RLIMIT_CORE, &rl);
+		prctl(PR_SET_DUMPABLE, 0);
+		signal(WTERMSIG(st), SIG_DFL);
+		sigemptyset(&s);
+		sigaddset(&s, WTERMSIG(st));
+		sigprocmask(SIG_UNBLOCK, &s, NULL);
+		kill(getpid(), WTERMSIG(st));
+	}
+	_exit(WEXITSTATUS(st));
+}
+
+/* ------------------------------------------------------- blob building */
+
+int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off)
+{
+	size_t len = strlen(s) + 1;
+	char *ns;
+
+	if (!b->strings_len) {
+		b->strings = malloc(1);
+		if (!b->strings)
+			return -ENOMEM;
+		b->strings[0] = 0;
+		b->strings_len = 1;
+	}
+	ns = realloc(b->strings, b->strings_len + len);
+	if (!ns)
+		return -ENOMEM;
+	b->strings = ns;
+	memcpy(ns + b->strings_len, s, len);
+	*off = b->strings_len; /* relative to the string table; fixed up later */
+	b->strings_len += len;
+	return 0;
+}
+
+int builder_place_fd(struct rst_builder *b, int fd)
+{
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, b->next_fd);
+	int ret = -errno;
+
+	close(fd);
+	if (nfd < 0) {
+		pr_err("cannot move a descriptor above %d: %s", b->next_fd, strerror(-ret));
+		return ret;
+	}
+	b->next_fd = nfd + 1;
+	return nfd;
+}
+
+static int read_own_specials(struct special *sp, int *nr)
+{
+	struct smaps_vma *v;
+	int n, ret = parse_smaps(getpid(), &v, &n);
+
+	if (ret)
+		return ret;
+	*nr = 0;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(v[i].path, "[vdso]") && strncmp(v[i].path, "[vvar", 5))
+			continue;
+		if (*nr == RST_MAX_MOVES)
+			break;
+		snprintf(sp[*nr].name, sizeof(sp[*nr].name), "%s", v[i].path);
+		sp[*nr].start = v[i].start;
+		sp[*nr].end = v[i].end;
+		(*nr)++;
+	}
+	free_smaps(v, n);
+	return 0;
+}
+
+/* The kernel's special mappings ([vvar]..., [vdso]) move to where the
+ * saved process had them.  That is only right if this kernel's vDSO is the
+ * one the process used. */
+static int plan_specials(struct rproc *rp, struct rst_builder *b, uint64_t *park_len)
+{
+	struct special cur[RST_MAX_MOVES];
+	int ncur = 0, nsaved = 0, ret;
+	const struct rmm *mm = &rp->mm;
+	const VmaEntry *saved[RST_MAX_MOVES];
+
+	ret = read_own_specials(cur, &ncur);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < mm->nr_vmas; i++) {
+		const VmaEntry *e = mm->vmas[i];
+
+		if (e->kind != VMA_KIND__VMA_VDSO && e->kind != VMA_KIND__VMA_VVAR)
+			continue;
+		if (nsaved == RST_MAX_MOVES) {
+			pr_err("pid %d: too many kernel special mappings in the images", rp->pid);
+			return -EINVAL;
+		}
+		saved[nsaved++] = e;
+	}
+	*park_len = 0;
+	b->args.nr_moves = 0;
+	if (!nsaved)
+		return 0; /* the sweep unmaps ours */
+
+	bool same = nsaved == ncur;
+	for (int i = 0; same && i < ncur; i++) {
+		const VmaEntry *e = saved[i];
+
+		same = (!e->special || !strcmp(e->special, cur[i].name)) &&
+		       e->end - e->start == cur[i].end - cur[i].start &&
+		       e->start - saved[0]->start == cur[i].start - cur[0].start;
+		if (same && e->kind == VMA_KIND__VMA_VDSO)
+			same = mm->core->has_vdso_image &&
+			       mm->core->vdso_image.len == cur[i].end - cur[i].start &&
+			       !memcmp(mm->core->vdso_image.data, (void *)cur[i].start,
+				       mm->core->vdso_image.len);
+	}
+	if (!same) {
+		pr_err("pid %d: the vDSO of this kernel differs from the one the images were "
+		       "dumped on; restoring across different kernels needs the vDSO proxy, which "
+		       "this kupdate does not have yet",
+		       rp->pid);
+		return -EOPNOTSUPP;
+	}
+	for (int i = 0; i < ncur; i++) {
+		b->args.moves[i].from = cur[i].start;
+		b->args.moves[i].to = saved[i]->start;
+		b->args.moves[i].len = cur[i].end - cur[i].start;
+		*park_len += b->args.moves[i].len;
+	}
+	b->args.nr_moves = ncur;
+	return 0;
+}
+
+#define MARGIN (4UL << 20)
+
+/* Map the blob region where the saved layout has a hole that is also free
+ * in this process now. */
+static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
+{
+	const struct rmm *mm = &rp->mm;
+	uint64_t lo = 1UL << 20;
+
+	for (ssize_t i = mm->nr_vmas; i >= 0; i--) {
+		uint64_t g0 = i ? mm->vmas[i - 1]->end : lo;
+		uint64_t g1 = (size_t)i < mm->nr_vmas ? mm->vmas[i]->start : task_size;
+		uint64_t cand[3];
+
+		if (g1 <= g0 || g1 - g0 < len + 2 * MARGIN)
+			continue;
+		cand[0] = (g1 - MARGIN - len) & ~(PAGE_SIZE - 1);
+		cand[1] = PAGE_ALIGN(g0 + MARGIN);
+		cand[2] = PAGE_ALIGN(g0 + (g1 - g0) / 2);
+		for (int k = 0; k < 3; k++) {
+			void *p;
+
+			if (cand[k] < g0 + MARGIN || cand[k] + len + MARGIN > g1)
+				continue;
+			p = mmap((void *)cand[k], len, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p == (void *)cand[k])
+				return p;
+			if (p != MAP_FAILED)
+				munmap(p, len);
+		}
+	}
+	pr_err("pid %d: found no free place for the restorer in its saved address space",
+	       rp->pid);
+	return NULL;
+}
+
+/* Everything a process needs before it jumps: fds, cwd, the blob. */
+static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
+		   uint64_t *stack_p)
+{
+	struct rst_builder b;
+	const struct rcore *core = &rp->core;
+	uint64_t code_len = PAGE_ALIGN(restorer_blob_end - restorer_blob);
+	uint64_t park_len, args_len, stacks_len, total, task_size = 0x7ffffffff000ULL;
+	int base = 3, dirfd, errfd, logfd = -1, ret;
+	unsigned char *region;
+	struct rst_args *a;
+	size_t off;
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < rp->nr_fds; i++)
+		base = MAX(base, rp->fds[i]->fd + 1);
+	/* our own fds go above the saved ones */
+	errfd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, base);
+	if (cr_log_fd() >= 0)
+		logfd = fcntl(cr_log_fd(), F_DUPFD_CLOEXEC, base);
+	dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, base);
+	if (dirfd < 0) {
+		pr_perror("pid %d: cannot move descriptors above %d", rp->pid, base);
+		return -EMFILE;
+	}
+	cr_log_redirect(errfd, logfd);
+	b.next_fd = MAX(MAX(errfd, dirfd), logfd) + 1;
+	b.args.close_from = base;
+	/* nothing below base survives but what we restore */
+	if (syscall(SYS_close_range, 0, base - 1, 0)) {
+		for (int fd = 0; fd < base; fd++)
+			close(fd);
+	}
+	ret = files_restore(rp->pid, rp->fds, rp->nr_fds, c->files, c->nr_files);
+	if (ret)
+		return ret;
+	if (core->task->root && strcmp(core->task->root, "/") && chroot(core->task->root)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot change root to %s", rp->pid, core->task->root);
+		return ret;
+	}
+	if (core->task->cwd && chdir(core->task->cwd)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
+		return ret;
+	}
+
+	ret = mem_plan(dirfd, rp->pid, &rp->mm, &b, !c->opts->no_page_verify);
+	if (ret)
+		return ret;
+	b.args.exe_fd = -1;
+	if (core->task->exe_path) {
+		int fd = open(core->task->exe_path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+
+		if (fd < 0 || fstat(fd, &st) ||
+		    (core->task->has_exe_ino && st.st_ino != core->task->exe_ino)) {
+			pr_err("pid %d: its executable %s is gone or was replaced since the dump",
+			       rp->pid, core->task->exe_path);
+			if (fd >= 0)
+				close(fd);
+			return -ESTALE;
+		}
+		b.args.exe_fd = builder_place_fd(&b, fd);
+		if (b.args.exe_fd < 0)
+			return b.args.exe_fd;
+	}
+	ret = plan_specials(rp, &b, &park_len);
+	if (ret)
+		return ret;
+
+	/* layout: code | args (vmas, runs, threads, auxv, strings) | park | stacks */
+	b.nr_threads = core->nr_threads;
+	args_len = sizeof(struct rst_args) + b.nr_vmas * sizeof(struct rst_vma) +
+		   b.nr_runs * sizeof(struct rst_run) + b.nr_threads * sizeof(struct rst_thread) +
+		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) + 64;
+	args_len = PAGE_ALIGN(args_len);
+	stacks_len = b.nr_threads * RST_STACK_SIZE;
+	total = code_len + args_len + PAGE_ALIGN(park_len) + stacks_len;
+	for (size_t i = 0; i < rp->mm.nr_vmas; i++)
+		if (rp->mm.vmas[i]->end > task_size)
+			task_size = (1ULL << 56) - PAGE_SIZE;
+	region = map_blob_region(rp, total, task_size);
+	if (!region)
+		return -ENOMEM;
+	if (mprotect(region, code_len + args_len, PROT_READ | PROT_WRITE) ||
+	    mprotect(region + total - stacks_len, stacks_len, PROT_READ | PROT_WRITE)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set up the restorer", rp->pid);
+		return ret;
+	}
+	memcpy(region, restorer_blob, restorer_blob_end - restorer_blob);
+
+	a = (struct rst_args *)(region + code_len);
+	b.args.magic = RST_MAGIC;
+	b.args.version = RST_VERSION;
+	b.args.size = args_len;
+	b.args.blob_start = (uintptr_t)region;
+	b.args.blob_len = total;
+	b.args.park_start = (uintptr_t)region + code_len + args_len;
+	b.args.task_size = task_size;
+	off = sizeof(struct rst_args);
+	b.args.nr_vmas = b.nr_vmas;
+	b.args.vmas_off = off;
+	memcpy((char *)a + off, b.vmas, b.nr_vmas * sizeof(struct rst_vma));
+	off += b.nr_vmas * sizeof(struct rst_vma);
+	b.args.nr_runs = b.nr_runs;
+	b.args.runs_off = off;
+	memcpy((char *)a + off, b.runs, b.nr_runs * sizeof(struct rst_run));
+	off += b.nr_runs * sizeof(struct rst_run);
+	b.args.nr_threads = b.nr_threads;
+	b.args.threads_off = off;
+	for (size_t i = 0; i < b.nr_threads; i++) {
+		struct rst_thread *t = (struct rst_thread *)((char *)a + off) + i;
+		const ThreadCore *tc = core->threads[i];
+
+		t->tid = tc->tid;
+		t->stack_top = (uintptr_t)region + total - i * RST_STACK_SIZE;
+		t->clear_child_tid = tc->clear_child_tid;
+		t->robust_list = tc->robust_list;
+		t->robust_len = tc->robust_list_len;
+		if (tc->rseq) {
+			t->has_rseq = 1;
+			t->rseq_ptr = tc->rseq->abi_pointer;
+			t->rseq_len = tc->rseq->abi_size;
+			t->rseq_sig = tc->rseq->signature;
+		}
+		snprintf(t->comm, sizeof(t->comm), "%s",
+			 tc->comm ? tc->comm : (i ? "" : core->task->comm));
+	}
+	off += b.nr_threads * sizeof(struct rst_thread);
+	b.args.sigacts_off = off;
+	b.args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + off));
+	off += b.args.nr_sigacts * sizeof(struct rst_sigaction);
+	b.args.auxv_off = off;
+	b.args.auxv_size = rp->mm.core->n_auxv * 8;
+	memcpy((char *)a + off, rp->mm.core->auxv, b.args.auxv_size);
+	off += b.args.auxv_size;
+	for (size_t i = 0; i < b.nr_vmas; i++) {
+		struct rst_vma *v = (struct rst_vma *)((char *)a + b.args.vmas_off) + i;
+		if (v->name_off)
+			v->name_off += off;
+	}
+	if (b.strings_len)
+		memcpy((char *)a + off, b.strings, b.strings_len);
+	memcpy(a, &b.args, sizeof(b.args));
+	if (mprotect(region, code_len, PROT_READ | PROT_EXEC)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set up the restorer", rp->pid);
+		return ret;
+	}
+	free(b.vmas);
+	free(b.runs);
+	free(b.strings);
+
+	c->sh->procs[idx].blob_start = (uintptr_t)region;
+	c->sh->procs[idx].blob_len = total;
+	c->sh->procs[idx].args_addr = (uintptr_t)a;
+	*entry = (uintptr_t)region;
+	*args_p = (uintptr_t)a;
+	/* as if called: the return address slot keeps the stack ABI-aligned */
+	*stack_p = (uintptr_t)region + total - 8;
+	return 0;
+}
+
+/* glibc registers an rseq area for every thread; ours is about to be
+ * unmapped, and the kernel would fault on it at the next return to user
+ * mode.  The restorer registers the saved process's areas later. */
+static int unregister_rseq(void)
+{
+#ifdef RSEQ_SIG
+	unsigned sizes[2] = { __rseq_size, 32 };
+	void *area = (char *)__builtin_thread_pointer() + __rseq_offset;
+
+	if (!__rseq_size)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if (!syscall(SYS_rseq, area, sizes[i], RSEQ_FLAG_UNREGISTER, RSEQ_SIG))
+			return 0;
+	if (errno != EINVAL)
+		return -errno;
+	return -EINVAL;
+#else
+	return 0;
+#endif
+}
+
+static void __attribute__((noreturn)) jump(uint64_t entry, uint64_t args, uint64_t stack)
+{
+	__asm__ volatile("mov %0, %%rsp\n\t"
+			 "xor %%ebp, %%ebp\n\t"
+			 "jmp *%1\n\t" ::"r"(stack),
+			 "r"(entry), "D"(args)
+			 : "memory");
+	__builtin_unreachable();
+}
+
+static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp)
+{
+	struct shared *sh = c->sh;
+	int idx = rp - c->procs;
+	uint64_t entry = 0, args = 0, stack = 0;
+	sigset_t all;
+
+	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
+	 * zombie children leave no pending signal behind */
+	sigfillset(&all);
+	sigdelset(&all, SIGCHLD);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+
+	if (rp->pe->sid == rp->pid) {
+		if (setsid() < 0) {
+			pr_perror("pid %d: cannot create its session", rp->pid);
+			task_fail(sh);
+		}
+	} else if (rp->pe->pgid == rp->pid && setpgid(0, 0)) {
+		pr_perror("pid %d: cannot create its process group", rp->pid);
+		task_fail(sh);
+	}
+	for (int i = 0; i < rp->nr_children; i++)
+		if (spawn(c, rp->children[i], false))
+			task_fail(sh);
+	arrive(sh);
+
+	wait_stage(sh, ST_PGID);
+	if (rp->pe->pgid != getpgid(0) && rp->pe->pgid != rp->pid) {
+		if (setpgid(0, rp->pe->pgid)) {
+			if (rp == c->procs)
+				pr_warn("pid %d: its process group %d is outside the tree; it stays in "
+					"group %d",
+					rp->pid, rp->pe->pgid, getpgid(0));
+			else {
+				pr_perror("pid %d: cannot join process group %d", rp->pid,
+					  rp->pe->pgid);
+				task_fail(sh);
+			}
+		}
+	}
+	arrive(sh);
+
+	wait_stage(sh, ST_PREPARE);
+	if (rp->zombie)
+		become_zombie(rp);
+	if (prepare(c, rp, idx, &entry, &args, &stack))
+		task_fail(sh);
+	arrive(sh);
+
+	wait_stage(sh, ST_GO);
+	if (unregister_rseq()) {
+		pr_err("pid %d: cannot unregister the restoring process's rseq area", rp->pid);
+		task_fail(sh);
+	}
+	jump(entry, args, stack);
+}
+
+/* --------------------------------------------------------- kupdate side */
+
+/* Wait until n processes arrived.  Once the tree exists (alive_check), a
+ * process that dies without a word is noticed too. */
+static int wait_count(struct rctx *c, uint32_t n, const char *what, bool alive_check)
+{
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + 60LL * 1000000000LL;
+
+	for (;;) {
+		uint32_t v = atomic_load(&c->sh->count);
+
+		if (atomic_load(&c->sh->failed))
+			return -ECANCELED; /* the process said why */
+		if (v >= n)
+			return 0;
+		if (now_ns(CLOCK_MONOTONIC) > deadline) {
+			pr_err("restore timed out while %s (%u of %u processes ready)", what, v, n);
+			return -ETIMEDOUT;
+		}
+		for (size_t i = 0; alive_check && i < c->nr; i++) {
+			struct proc_stat st;
+			struct rproc *rp = &c->procs[i];
+
+			if (rp->zombie)
+				continue;
+			if (parse_stat(rp->pid, 0, &st) || st.state == 'Z') {
+				pr_err("pid %d died while %s", rp->pid, what);
+				return -ESRCH;
+			}
+		}
+		futex(&c->sh->count, FUTEX_WAIT, v, &ts);
+	}
+}
+
+/* Zombies must be dead before the tree is traced: a SIGCHLD to a traced
+ * parent would be queued instead of discarded. */
+static int wait_zombies(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct proc_stat st;
+		int tries;
+
+		if (!c->procs[i].zombie)
+			continue;
+		for (tries = 0; tries < 5000; tries++) {
+			if (!parse_stat(c->procs[i].pid, 0, &st) && st.state == 'Z')
+				break;
+			usleep(1000);
+		}
+		if (tries == 5000) {
+			pr_err("pid %d: did not become a zombie again", c->procs[i].pid);
+			return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+static void open_stage(struct rctx *c, uint32_t stage)
+{
+	atomic_store(&c->sh->count, 0);
+	atomic_store(&c->sh->stage, stage);
+	futex(&c->sh->stage, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+static struct rproc *proc_of_tid(struct rctx *c, pid_t tid, int *ti)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+
+		for (size_t k = 0; !rp->zombie && k < rp->pe->n_tids; k++)
+			if (rp->pe->tids[k] == tid) {
+				*ti = k;
+				return rp;
+			}
+	}
+	return NULL;
+}
+
+static const char *step_name(uint32_t step)
+{
+	static const char *const n[RST_STEP_MAX] = {
+		[RST_STEP_NONE] = "start",	     [RST_STEP_PARK] = "moving the vDSO aside",
+		[RST_STEP_UNMAP] = "unmapping",	     [RST_STEP_MOVE] = "placing the vDSO",
+		[RST_STEP_MMAP] = "mapping",	     [RST_STEP_FILL] = "reading pages",
+		[RST_STEP_CRC] = "checking pages",   [RST_STEP_MPROTECT] = "protecting",
+		[RST_STEP_MADVISE] = "madvise",	     [RST_STEP_MLOCK] = "mlock",
+		[RST_STEP_MM] = "setting mm fields", [RST_STEP_CLONE] = "creating a thread",
+		[RST_STEP_THREAD] = "thread state",  [RST_STEP_RSEQ] = "registering rseq",
+		[RST_STEP_SIGACTION] = "setting a signal action",
+	};
+	return step < RST_STEP_MAX && n[step] ? n[step] : "?";
+}
+
+/* The blob gave up: say what it was doing. */
+static void report_blob_failure(struct rctx *c, struct rproc *rp)
+{
+	struct rst_args a;
+	struct iovec l = { &a, sizeof(a) }, r = { (void *)rp->args_addr, sizeof(a) };
+
+	if (process_vm_readv(rp->pid, &l, 1, &r, 1, 0) != sizeof(a)) {
+		pr_err("pid %d: the restorer failed (its report is unreadable)", rp->pid);
+		return;
+	}
+	if (a.err_step == RST_STEP_MMAP || a.err_step == RST_STEP_FILL ||
+	    a.err_step == RST_STEP_CRC || a.err_step == RST_STEP_MPROTECT ||
+	    a.err_step == RST_STEP_MADVISE || a.err_step == RST_STEP_MLOCK) {
+		const VmaEntry *e = NULL;
+		size_t n = 0;
+
+		for (size_t i = 0; i < rp->mm.nr_vmas; i++) {
+			if (rp->mm.vmas[i]->kind == VMA_KIND__VMA_VDSO ||
+			    rp->mm.vmas[i]->kind == VMA_KIND__VMA_VVAR)
+				continue;
+			if (n++ == a.err_index)
+				e = rp->mm.vmas[i];
+		}
+		if (a.err_step == RST_STEP_CRC) {
+			pr_err("pid %d: page data at %lx does not match its checksum: pages-%d.img is "
+			       "damaged",
+			       rp->pid, (unsigned long)a.err_addr, rp->pid);
+			return;
+		}
+		pr_err("pid %d: restorer failed %s mapping %lx-%lx%s%s at %lx: %s", rp->pid,
+		       step_name(a.err_step), e ? (unsigned long)e->start : 0,
+		       e ? (unsigned long)e->end : 0, e && e->path ? " " : "",
+		       e && e->path ? e->path : "", (unsigned long)a.err_addr,
+		       strerror((int)-a.err));
+		return;
+	}
+	pr_err("pid %d: restorer failed %s (index %u, address %lx): %s", rp->pid,
+	       step_name(a.err_step), a.err_index, (unsigned long)a.err_addr,
+	       strerror((int)-a.err));
+}
+
+static int seize_all(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		long opts = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL |
+			    PTRACE_O_TRACESYSGOOD;
+
+		if (rp->zombie)
+			continue;
+		if (ptrace(PTRACE_SEIZE, rp->pid, 0, opts)) {
+			int ret = -errno;
+			pr_perror("pid %d: cannot trace it to finish its restore", rp->pid);
+			return ret;
+		}
+		rp->seized = true;
+		rp->blob_start = c->sh->procs[i].blob_start;
+		rp->blob_len = c->sh->procs[i].blob_len;
+		rp->args_addr = c->sh->procs[i].args_addr;
+		rp->syscall_ip = rp->blob_start + RST_SYSCALL_OFFSET;
+		pr_debug("pid %d: restorer at %lx-%lx, args at %lx", rp->pid,
+			 (unsigned long)rp->blob_start, (unsigned long)(rp->blob_start + rp->blob_len),
+			 (unsigned long)rp->args_addr);
+	}
+	return 0;
+}
+
+/* Follow the tree through the blob until every thread is parked. */
+static int run_blobs(struct rctx *c)
+{
+	size_t parked = 0;
+	sigset_t chld;
+	int64_t deadline;
+	uint64_t pages = 0;
+
+	for (size_t i = 0; i < c->nr; i++)
+		if (!c->procs[i].zombie)
+			pages += c->procs[i].mm.head->nr_pages;
+	/* generous: a minute plus ten seconds a GiB */
+	deadline = now_ns(CLOCK_MONOTONIC) + (60LL + 10LL * (int64_t)(pages >> 18)) * 1000000000LL;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+
+	while (parked < c->nr_threads) {
+		int st, ti = 0;
+		pid_t tid = waitpid(-1, &st, __WALL | WNOHANG);
+		struct rproc *rp;
+
+		if (tid == 0) {
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+			if (now_ns(CLOCK_MONOTONIC) > deadline) {
+				pr_err("restore timed out: %zu of %zu threads restored", parked,
+				       c->nr_threads);
+				return -ETIMEDOUT;
+			}
+			sigtimedwait(&chld, NULL, &ts);
+			continue;
+		}
+		if (tid < 0) {
+			if (errno == EINTR)
+				continue;
+			pr_perror("restore: waiting for the tree");
+			return -ECHILD;
+		}
+		rp = proc_of_tid(c, tid, &ti);
+		if (!rp) {
+			pr_debug("restore: event %#x of unrelated pid %d", st, tid);
+			continue;
+		}
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			if (!atomic_load(&c->sh->failed))
+				pr_err("pid %d (thread %d) died during its restore (%s %d)", rp->pid,
+				       tid, WIFEXITED(st) ? "exit status" : "signal",
+				       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			return -ESRCH;
+		}
+		if (!WIFSTOPPED(st))
+			continue;
+		switch (st >> 16) {
+		case PTRACE_EVENT_CLONE:
+		case PTRACE_EVENT_STOP:
+			ptrace(PTRACE_CONT, tid, 0, 0);
+			continue;
+		case PTRACE_EVENT_EXIT:
+			report_blob_failure(c, rp);
+			return -ECANCELED;
+		}
+		if (WSTOPSIG(st) == SIGTRAP) {
+			struct user_regs_struct r;
+
+			if (ptrace(PTRACE_GETREGS, tid, 0, &r) || r.rip <= rp->blob_start ||
+			    r.rip > rp->blob_start + rp->blob_len) {
+				pr_err("pid %d: thread %d stopped outside the restorer", rp->pid, tid);
+				return -EFAULT;
+			}
+			rp->parked++;
+			parked++;
+			continue;
+		}
+		if (WSTOPSIG(st) == SIGCHLD) {
+			/* from a zombie child: discarded, as it would be at SIG_DFL */
+			ptrace(PTRACE_CONT, tid, 0, 0);
+			continue;
+		}
+		{
+			struct user_regs_struct r;
+
+			memset(&r, 0, sizeof(r));
+			ptrace(PTRACE_GETREGS, tid, 0, &r);
+			pr_err("pid %d: thread %d got signal %d at %llx while being restored", rp->pid,
+			       tid, WSTOPSIG(st), r.rip);
+			return -EFAULT;
+		}
+	}
+	return 0;
+}
+
+/* Registers in, blob out, tree loose. */
+static int finish(struct rctx *c)
+{
+	int ret;
+
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		const ThreadCore *main_tc;
+		struct user_regs_struct r;
+		long args[6] = { 0 }, res;
+
+		if (rp->zombie)
+			continue;
+		main_tc = rp->core.threads[0];
+		if (ptrace(PTRACE_GETREGS, main_tc->tid, 0, &r)) {
+			ret = -errno;
+			pr_perror("pid %d: cannot read the restorer's registers", rp->pid);
+			return ret;
+		}
+		args[0] = rp->blob_start;
+		args[1] = rp->blob_len;
+		ret = remote_syscall(main_tc->tid, rp->syscall_ip, &r, SYS_munmap, args, &res);
+		if (ret)
+			return ret;
+		if (res) {
+			pr_err("pid %d: cannot unmap the restorer at %lx: %s", rp->pid,
+			       (unsigned long)rp->blob_start, strerror((int)-res));
+			return (int)res;
+		}
+		for (size_t k = 0; k < rp->core.nr_threads; k++) {
+			ret = core_set_thread(rp->pid, rp->core.threads[k]);
+			if (ret)
+				return ret;
+		}
+	}
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+
+		if (rp->zombie)
+			continue;
+		for (size_t k = 0; k < rp->core.nr_threads; k++) {
+			int sig = (k == 0 && rp->pe->state == TASK_STATE__TASK_STOPPED)
+					  ? (rp->pe->has_stop_signal && rp->pe->stop_signal
+						     ? (int)rp->pe->stop_signal
+						     : SIGSTOP)
+					  : 0;
+
+			if (ptrace(PTRACE_DETACH, rp->core.threads[k]->tid, 0, sig))
+				pr_perror("pid %d: cannot detach thread %d", rp->pid,
+					  rp->core.threads[k]->tid);
+		}
+		rp->seized = false;
+	}
+	return 0;
+}
+
+static void kill_all(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++)
+		kill(c->procs[i].pid, SIGKILL);
+}
+
+static int write_pidfile(const char *path, pid_t pid)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char buf[16];
+	int n = snprintf(buf, sizeof(buf), "%d\n", pid);
+
+	if (fd < 0 || write_all(fd, buf, n)) {
+		pr_perror("cannot write pid file %s", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_status)
+{
+	struct rctx c;
+	sigset_t chld, old;
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	c.opts = o;
+	c.dirfd = open(o->imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c.dirfd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image directory %s", o->imgdir);
+		return ret;
+	}
+	ret = load_images(&c);
+	if (!ret)
+		ret = check_ids_free(&c);
+	if (ret)
+		goto out;
+
+	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));
+	c.sh = mmap(NULL, c.sh_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (c.sh == MAP_FAILED) {
+		c.sh = NULL;
+		ret = -ENOMEM;
+		goto out;
+	}
+	c.sh->tool = getpid();
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	open_stage(&c, ST_FORK);
+	ret = spawn(&c, &c.procs[0], o->detach);
+	if (ret)
+		goto fail;
+	*root_pid = c.procs[0].pid;
+
+	ret = wait_count(&c, c.nr, "creating processes", false);
+	if (ret)
+		goto fail;
+	open_stage(&c, ST_PGID);
+	ret = wait_count(&c, c.nr, "joining process groups", true);
+	if (ret)
+		goto fail;
+	open_stage(&c, ST_PREPARE);
+	ret = wait_count(&c, c.nr_live, "restoring files and preparing memory", true);
+	if (!ret)
+		ret = wait_zombies(&c);
+	if (ret)
+		goto fail;
+	ret = seize_all(&c);
+	if (ret)
+		goto fail;
+	open_stage(&c, ST_GO);
+	ret = run_blobs(&c);
+	if (ret)
+		goto fail;
+	ret = finish(&c);
+	if (ret)
+		goto fail;
+	if (o->pidfile)
+		write_pidfile(o->pidfile, c.procs[0].pid);
+	pr_info("restored %zu processes, %zu threads", c.nr, c.nr_threads);
+
+	if (!o->detach) {
+		int st;
+
+		while (waitpid(c.procs[0].pid, &st, 0) < 0 && errno == EINTR)
+			;
+		*root_status = st;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	goto out;
+fail:
+	/* whatever failed has been reported; nothing of the tree survives */
+	atomic_store(&c.sh->failed, 1);
+	kill_all(&c);
+	/* reap what is ours to reap */
+	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+		;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+out:
+	if (c.sh)
+		munmap(c.sh, c.sh_len);
+	free_images(&c);
+	close(c.dirfd);
+	return ret;
+}

@@ -1,0 +1,87 @@
+/* Restore side: the images of one tree, loaded and validated, and what the
+ * restore of each process builds for the restorer blob. */
+#ifndef CR_RESTORE_H
+#define CR_RESTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cr.h"
+#include "images/core.pb-c.h"
+#include "images/files.pb-c.h"
+#include "images/inventory.pb-c.h"
+#include "images/mm.pb-c.h"
+#include "images/pagemap.pb-c.h"
+#include "images/pstree.pb-c.h"
+#include "restorer/restorer.h"
+#include "signals.h"
+
+/* memory of one process (memory.c) */
+struct rmm {
+	MmCore *core;
+	VmaEntry **vmas;
+	size_t nr_vmas;
+	PagemapHead *head;
+	PagemapEntry **runs;
+	size_t nr_runs;
+};
+
+/* threads and task state of one process (regs.c) */
+struct rcore {
+	TaskCore *task;
+	ThreadCore **threads;
+	size_t nr_threads;
+};
+
+struct rproc {
+	PstreeEntry *pe;
+	pid_t pid;
+	struct rproc *parent;
+	struct rproc **children;
+	int nr_children;
+	bool zombie;
+
+	struct rcore core;
+	struct rmm mm;
+	FdEntry **fds;
+	size_t nr_fds;
+	struct rsignals sig;
+
+	/* filled while restoring */
+	uint64_t blob_start, blob_len, args_addr, syscall_ip;
+	int parked;
+	bool seized;
+};
+
+/* what the restore of one process hands to the blob */
+struct rst_builder {
+	struct rst_args args;
+	struct rst_vma *vmas;
+	size_t nr_vmas;
+	struct rst_run *runs;
+	size_t nr_runs;
+	struct rst_thread *threads;
+	size_t nr_threads;
+	char *strings;          /* NUL-separated; offset 0 is the empty string */
+	size_t strings_len;
+	int next_fd;            /* helper fds are opened from here up */
+};
+
+int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off);
+/* Put fd at the next helper number (>= args.close_from); closes fd. */
+int builder_place_fd(struct rst_builder *b, int fd);
+
+/* memory.c */
+int mem_load(int dirfd, pid_t pid, struct rmm *mm);
+void mem_free(struct rmm *mm);
+/* Fill b's mappings and page runs, opening the mapped files and the page
+ * image (as helper fds). */
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, struct rst_builder *b, bool verify);
+
+/* regs.c */
+int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);
+void core_free(struct rcore *core);
+int core_set_thread(pid_t pid, const ThreadCore *tc);
+
+#endif

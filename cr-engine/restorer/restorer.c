@@ -1,0 +1,297 @@
+/* The restorer: freestanding, position independent, no libc.  See
+ * restorer.h for the protocol.  Entered at offset 0 with %rdi = args and
+ * %rsp on the main thread's stack inside the blob. */
+#include "restorer.h"
+#include "sys.h"
+#include "../crc32c-impl.h"
+
+#define PAGE 4096UL
+
+#define AT(a, off) ((void *)((char *)(a) + (off)))
+
+/* the compiler may emit calls to these */
+void *memcpy(void *d, const void *s, unsigned long n);
+void *memset(void *d, int c, unsigned long n);
+void *memcpy(void *d, const void *s, unsigned long n)
+{
+	char *dp = d;
+	const char *sp = s;
+
+	while (n--)
+		*dp++ = *sp++;
+	return d;
+}
+void *memset(void *d, int c, unsigned long n)
+{
+	char *dp = d;
+
+	while (n--)
+		*dp++ = (char)c;
+	return d;
+}
+
+long rst_clone3(struct r_clone_args *ca, unsigned long size, void (*fn)(struct rst_args *, long),
+		struct rst_args *a, long idx);
+__asm__(".text\n"
+	".globl rst_clone3\n"
+	".type rst_clone3,@function\n"
+	"rst_clone3:\n"
+	"	push %r12\n"
+	"	push %r13\n"
+	"	push %r14\n"
+	"	mov %rdx, %r12\n"
+	"	mov %rcx, %r13\n"
+	"	mov %r8, %r14\n"
+	"	mov $435, %eax\n"
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	mov %r13, %rdi\n"
+	"	mov %r14, %rsi\n"
+	"	xor %ebp, %ebp\n"
+	"	and $-16, %rsp\n"
+	"	call *%r12\n"
+	"	ud2\n"
+	"1:	pop %r14\n"
+	"	pop %r13\n"
+	"	pop %r12\n"
+	"	ret\n");
+
+static __attribute__((noreturn)) void park(void)
+{
+	for (;;)
+		__asm__ volatile("int3" ::: "memory");
+}
+
+static __attribute__((noreturn)) void fail(struct rst_args *a, int step, long err, uint64_t addr,
+					   uint32_t index)
+{
+	a->err = err < 0 ? err : -1;
+	a->err_step = step;
+	a->err_addr = addr;
+	a->err_index = index;
+	rsys1(NR_exit_group, 111);
+	for (;;)
+		;
+}
+
+static void thread_setup(struct rst_args *a, long idx)
+{
+	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+	long r;
+
+	rsys1(NR_set_tid_address, t->clear_child_tid);
+	if (t->robust_list) {
+		r = rsys2(NR_set_robust_list, t->robust_list, t->robust_len);
+		if (r < 0)
+			fail(a, RST_STEP_THREAD, r, t->robust_list, idx);
+	}
+	if (t->has_rseq) {
+		r = rsys4(NR_rseq, t->rseq_ptr, t->rseq_len, 0, t->rseq_sig);
+		if (r < 0)
+			fail(a, RST_STEP_RSEQ, r, t->rseq_ptr, idx);
+	}
+	if (t->comm[0])
+		rsys2(NR_prctl, R_PR_SET_NAME, t->comm);
+}
+
+static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
+{
+	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+
+	if (rsys0(NR_gettid) != t->tid)
+		fail(a, RST_STEP_CLONE, -R_EAGAIN, 0, idx);
+	thread_setup(a, idx);
+	park();
+}
+
+static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint32_t k)
+{
+	struct rst_run *runs = AT(a, a->runs_off);
+
+	for (uint32_t r = v->first_run; r < v->first_run + v->nr_runs; r++) {
+		struct rst_run *run = &runs[r];
+		unsigned char *dst = (unsigned char *)run->vaddr;
+		uint64_t len = run->nr_pages * PAGE, off = run->file_off, done = 0;
+
+		if (run->vaddr < v->start || run->vaddr + len > v->end || len / PAGE != run->nr_pages)
+			fail(a, RST_STEP_FILL, -22, run->vaddr, vi);
+		while (done < len) {
+			long n = rsys4(NR_pread64, a->pages_fd, dst + done, len - done, off + done);
+
+			if (n == -R_EINTR)
+				continue;
+			if (n <= 0)
+				fail(a, RST_STEP_FILL, n ? n : -5, run->vaddr + done, vi);
+			done += n;
+		}
+		if (a->verify_crc && ~crc32c_hw_update(~0U, dst, len, k) != run->crc)
+			fail(a, RST_STEP_CRC, -74 /* EBADMSG */, run->vaddr, vi);
+	}
+}
+
+static void map_vmas(struct rst_args *a)
+{
+	struct rst_vma *vmas = AT(a, a->vmas_off);
+	uint32_t k = a->verify_crc ? crc32c_x_pow_bytes(CRC32C_BLOCK) : 0;
+
+	for (uint32_t i = 0; i < a->nr_vmas; i++) {
+		struct rst_vma *v = &vmas[i];
+		uint64_t len = v->end - v->start;
+		uint32_t prot = v->prot | (v->nr_runs ? R_PROT_WRITE : 0);
+		long r;
+
+		if (v->fd >= 0)
+			r = rsys6(NR_mmap, v->start, len, prot, v->mmap_flags | R_MAP_FIXED, v->fd,
+				  v->pgoff);
+		else
+			r = rsys6(NR_mmap, v->start, len, prot,
+				  v->mmap_flags | R_MAP_FIXED | R_MAP_ANONYMOUS, -1, 0);
+		if (r != (long)v->start)
+			fail(a, RST_STEP_MMAP, r, v->start, i);
+		if (v->nr_runs)
+			fill_pages(a, v, i, k);
+		if (prot != v->prot) {
+			r = rsys3(NR_mprotect, v->start, len, v->prot);
+			if (r)
+				fail(a, RST_STEP_MPROTECT, r, v->start, i);
+		}
+		if (v->madv) {
+			static const struct {
+				uint32_t bit;
+				int advice;
+			} adv[] = {
+				{ RST_MADV_DONTFORK, R_MADV_DONTFORK },
+				{ RST_MADV_DONTDUMP, R_MADV_DONTDUMP },
+				{ RST_MADV_HUGEPAGE, R_MADV_HUGEPAGE },
+				{ RST_MADV_NOHUGEPAGE, R_MADV_NOHUGEPAGE },
+				{ RST_MADV_MERGEABLE, R_MADV_MERGEABLE },
+				{ RST_MADV_WIPEONFORK, R_MADV_WIPEONFORK },
+			};
+			for (unsigned j = 0; j < sizeof(adv) / sizeof(adv[0]); j++) {
+				if (!(v->madv & adv[j].bit))
+					continue;
+				r = rsys3(NR_madvise, v->start, len, adv[j].advice);
+				if (r)
+					fail(a, RST_STEP_MADVISE, r, v->start, i);
+			}
+		}
+		if (v->name_off)
+			/* a kernel without anon VMA names simply keeps them unnamed */
+			rsys5(NR_prctl, R_PR_SET_VMA, R_PR_SET_VMA_ANON_NAME, v->start, len,
+			      AT(a, v->name_off));
+		if (v->flags & RST_VMA_LOCKED) {
+			r = rsys2(NR_mlock, v->start, len);
+			if (r)
+				fail(a, RST_STEP_MLOCK, r, v->start, i);
+		}
+	}
+}
+
+/* Offset 0: the entry.  Offset 8: a syscall instruction kupdate uses to
+ * run the final munmap of the blob from outside (RST_SYSCALL_OFFSET). */
+__asm__(".section .text.entry,\"ax\",@progbits\n"
+	".globl rst_entry\n"
+	"rst_entry:\n"
+	"	jmp rst_main\n"
+	"	.balign 8\n"
+	"rst_syscall_insn:\n"
+	"	syscall\n"
+	"	int3\n"
+	".text\n");
+
+__attribute__((used, noreturn)) void rst_main(struct rst_args *a);
+__attribute__((used, noreturn)) void rst_main(struct rst_args *a)
+{
+	uint64_t blob_end = a->blob_start + a->blob_len, park_at = a->park_start;
+	struct r_prctl_mm_map mm;
+	struct rst_thread *th = AT(a, a->threads_off);
+	long r;
+
+	if (a->magic != RST_MAGIC || a->version != RST_VERSION)
+		fail(a, RST_STEP_NONE, -22, 0, 0);
+
+	/* 1. the kernel's special mappings wait inside the blob while ... */
+	for (uint32_t i = 0; i < a->nr_moves; i++) {
+		struct rst_move *m = &a->moves[i];
+
+		r = rsys5(NR_mremap, m->from, m->len, m->len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED,
+			  park_at);
+		if (r != (long)park_at)
+			fail(a, RST_STEP_PARK, r, m->from, i);
+		m->from = park_at;
+		park_at += m->len;
+	}
+	/* 2. ... everything of the old address space but the blob goes ... */
+	r = rsys2(NR_munmap, 0, a->blob_start);
+	if (r)
+		fail(a, RST_STEP_UNMAP, r, 0, 0);
+	r = rsys2(NR_munmap, blob_end, a->task_size - blob_end);
+	if (r)
+		fail(a, RST_STEP_UNMAP, r, blob_end, 0);
+	/* 3. ... and they move to where the saved process had them */
+	for (uint32_t i = 0; i < a->nr_moves; i++) {
+		struct rst_move *m = &a->moves[i];
+
+		r = rsys5(NR_mremap, m->from, m->len, m->len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED,
+			  m->to);
+		if (r != (long)m->to)
+			fail(a, RST_STEP_MOVE, r, m->to, i);
+	}
+
+	/* 4. the saved mappings and their pages */
+	map_vmas(a);
+
+	/* 5. mm fields, auxv, exe link */
+	mm.start_code = a->start_code;
+	mm.end_code = a->end_code;
+	mm.start_data = a->start_data;
+	mm.end_data = a->end_data;
+	mm.start_brk = a->start_brk;
+	mm.brk = a->brk;
+	mm.start_stack = a->start_stack;
+	mm.arg_start = a->arg_start;
+	mm.arg_end = a->arg_end;
+	mm.env_start = a->env_start;
+	mm.env_end = a->env_end;
+	mm.auxv = (uint64_t)AT(a, a->auxv_off);
+	mm.auxv_size = a->auxv_size;
+	mm.exe_fd = (uint32_t)a->exe_fd;
+	r = rsys5(NR_prctl, R_PR_SET_MM, R_PR_SET_MM_MAP, &mm, sizeof(mm), 0);
+	if (r)
+		fail(a, RST_STEP_MM, r, 0, 0);
+
+	/* 6. descriptors that only served the restore */
+	rsys3(NR_close_range, a->close_from, ~0U, 0);
+
+	/* 7. threads, each with its own tid */
+	for (uint32_t i = 1; i < a->nr_threads; i++) {
+		struct r_clone_args ca;
+		uint64_t tid = th[i].tid;
+
+		memset(&ca, 0, sizeof(ca));
+		ca.flags = R_CLONE_VM | R_CLONE_FS | R_CLONE_FILES | R_CLONE_SIGHAND |
+			   R_CLONE_THREAD | R_CLONE_SYSVSEM;
+		ca.stack = th[i].stack_top - RST_STACK_SIZE;
+		ca.stack_size = RST_STACK_SIZE;
+		ca.set_tid = (uint64_t)&tid;
+		ca.set_tid_size = 1;
+		r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
+		if (r != th[i].tid)
+			fail(a, RST_STEP_CLONE, r < 0 ? r : -R_EAGAIN, th[i].tid, i);
+	}
+
+	/* 8. signal dispositions, now that nothing of the restore can raise one */
+	for (uint32_t i = 0; i < a->nr_sigacts; i++) {
+		struct rst_sigaction *sa = (struct rst_sigaction *)AT(a, a->sigacts_off) + i;
+		uint64_t act[4] = { sa->handler, sa->flags, sa->restorer, sa->mask };
+
+		r = rsys4(NR_rt_sigaction, sa->sig, act, 0, 8);
+		if (r)
+			fail(a, RST_STEP_SIGACTION, r, sa->handler, sa->sig);
+	}
+
+	/* 9. the main thread's own per-thread state, then wait for kupdate */
+	thread_setup(a, 0);
+	park();
+}

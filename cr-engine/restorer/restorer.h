@@ -1,0 +1,131 @@
+/* The interface between kupdate and the restorer blob.
+ *
+ * The blob is freestanding position-independent code (no libc) that a
+ * restoring process jumps into once its tree, sessions and file
+ * descriptors are in place.  It replaces the address space with the saved
+ * one, creates the threads with their tids, and parks every thread on an
+ * int3; kupdate, tracing the process, then sets each thread's registers,
+ * unmaps the blob with an injected munmap and detaches.
+ *
+ * Everything here has a fixed layout; references are offsets from the
+ * start of struct rst_args.
+ */
+#ifndef CR_RESTORER_H
+#define CR_RESTORER_H
+
+#include <stdint.h>
+
+#define RST_MAGIC   0x4b55504452535452ULL
+#define RST_VERSION 1
+
+#define RST_STACK_SIZE (64 * 1024)
+#define RST_MAX_MOVES  4
+
+/* offset in the blob of a syscall instruction (see rst_entry) */
+#define RST_SYSCALL_OFFSET 8
+
+enum {
+	RST_MADV_DONTFORK = 1 << 0,
+	RST_MADV_DONTDUMP = 1 << 1,
+	RST_MADV_HUGEPAGE = 1 << 2,
+	RST_MADV_NOHUGEPAGE = 1 << 3,
+	RST_MADV_MERGEABLE = 1 << 4,
+	RST_MADV_WIPEONFORK = 1 << 5,
+};
+
+enum {
+	RST_VMA_LOCKED = 1 << 0,
+};
+
+struct rst_vma {
+	uint64_t start, end, pgoff;
+	uint32_t prot;       /* final PROT_* */
+	uint32_t mmap_flags; /* MAP_PRIVATE/SHARED|ANONYMOUS|GROWSDOWN|NORESERVE */
+	int32_t fd;          /* -1: anonymous */
+	uint32_t madv;       /* RST_MADV_* */
+	uint32_t name_off;   /* NUL-terminated anon name, 0: none */
+	uint32_t flags;      /* RST_VMA_* */
+	uint32_t first_run, nr_runs;
+};
+
+struct rst_run {
+	uint64_t vaddr, nr_pages, file_off;
+	uint32_t crc;
+	uint32_t pad;
+};
+
+struct rst_thread {
+	int32_t tid;
+	int32_t has_rseq;
+	uint64_t stack_top;
+	uint64_t clear_child_tid;
+	uint64_t robust_list, robust_len;
+	uint64_t rseq_ptr;
+	uint32_t rseq_len, rseq_sig;
+	char comm[16];
+};
+
+struct rst_sigaction {
+	uint32_t sig;
+	uint32_t pad;
+	uint64_t handler, flags, restorer, mask;
+};
+
+/* a kernel special mapping ([vdso], [vvar]...) moved into place */
+struct rst_move {
+	uint64_t from, to, len;
+};
+
+enum rst_step {
+	RST_STEP_NONE = 0,
+	RST_STEP_PARK,
+	RST_STEP_UNMAP,
+	RST_STEP_MOVE,
+	RST_STEP_MMAP,
+	RST_STEP_FILL,
+	RST_STEP_CRC,
+	RST_STEP_MPROTECT,
+	RST_STEP_MADVISE,
+	RST_STEP_MLOCK,
+	RST_STEP_MM,
+	RST_STEP_CLONE,
+	RST_STEP_THREAD,
+	RST_STEP_RSEQ,
+	RST_STEP_SIGACTION,
+	RST_STEP_MAX,
+};
+
+struct rst_args {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;          /* of the whole args area */
+	uint64_t blob_start, blob_len;
+	uint64_t park_start;    /* inside the blob: specials wait here */
+	uint64_t task_size;
+
+	uint32_t nr_vmas, vmas_off;
+	uint32_t nr_runs, runs_off;
+	uint32_t nr_threads, threads_off; /* threads[0] is the main thread */
+	int32_t close_from;               /* fds >= this served only the restore */
+	uint32_t pad0;
+	uint32_t nr_moves;
+	int32_t pages_fd;
+	struct rst_move moves[RST_MAX_MOVES];
+	uint32_t nr_sigacts, sigacts_off;
+	int32_t exe_fd;                   /* -1: keep */
+	uint32_t verify_crc;
+
+	/* struct prctl_mm_map fields */
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint32_t auxv_off, auxv_size; /* bytes */
+
+	/* written by the blob when something fails */
+	int64_t err;          /* negative errno */
+	uint64_t err_addr;
+	uint32_t err_step;    /* enum rst_step */
+	uint32_t err_index;   /* vma or thread index */
+};
+
+#endif

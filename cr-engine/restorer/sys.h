@@ -1,0 +1,90 @@
+/* Raw x86-64 system calls for the freestanding restorer. */
+#ifndef RST_SYS_H
+#define RST_SYS_H
+
+#include <stdint.h>
+
+static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+#define rsys0(n)                rsys6(n, 0, 0, 0, 0, 0, 0)
+#define rsys1(n, a)             rsys6(n, (long)(a), 0, 0, 0, 0, 0)
+#define rsys2(n, a, b)          rsys6(n, (long)(a), (long)(b), 0, 0, 0, 0)
+#define rsys3(n, a, b, c)       rsys6(n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define rsys4(n, a, b, c, d)    rsys6(n, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define rsys5(n, a, b, c, d, e) rsys6(n, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+/* syscall numbers (x86-64) */
+#define NR_read           0
+#define NR_close          3
+#define NR_mmap           9
+#define NR_mprotect       10
+#define NR_rt_sigaction   13
+#define NR_munmap         11
+#define NR_pread64        17
+#define NR_mremap         25
+#define NR_madvise        28
+#define NR_getpid         39
+#define NR_exit           60
+#define NR_mlock          149
+#define NR_prctl          157
+#define NR_gettid         186
+#define NR_set_tid_address 218
+#define NR_exit_group     231
+#define NR_set_robust_list 273
+#define NR_rseq           334
+#define NR_clone3         435
+#define NR_close_range    436
+
+/* constants, spelled out: the restorer includes no system headers */
+#define R_PROT_WRITE      0x2
+#define R_MAP_FIXED       0x10
+#define R_MAP_ANONYMOUS   0x20
+#define R_MREMAP_MAYMOVE  1
+#define R_MREMAP_FIXED    2
+#define R_MADV_MERGEABLE  12
+#define R_MADV_DONTFORK   10
+#define R_MADV_HUGEPAGE   14
+#define R_MADV_NOHUGEPAGE 15
+#define R_MADV_DONTDUMP   16
+#define R_MADV_WIPEONFORK 18
+#define R_PR_SET_NAME     15
+#define R_PR_SET_MM       35
+#define R_PR_SET_MM_MAP   14
+#define R_PR_SET_VMA      0x53564d41
+#define R_PR_SET_VMA_ANON_NAME 0
+#define R_CLONE_VM        0x00000100
+#define R_CLONE_FS        0x00000200
+#define R_CLONE_FILES     0x00000400
+#define R_CLONE_SIGHAND   0x00000800
+#define R_CLONE_THREAD    0x00010000
+#define R_CLONE_SYSVSEM   0x00040000
+#define R_EINTR           4
+#define R_EAGAIN          11
+
+struct r_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+
+struct r_prctl_mm_map {
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv;
+	uint32_t auxv_size;
+	uint32_t exe_fd;
+};
+
+#endif

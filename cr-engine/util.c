@@ -1,0 +1,185 @@
+#include <fcntl.h>
+#include <stdarg.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+void *xzalloc(size_t size)
+{
+	void *p = calloc(1, size ? size : 1);
+	if (!p)
+		pr_err("out of memory allocating %zu bytes", size);
+	return p;
+}
+
+void *xrealloc_array(void *p, size_t nmemb, size_t size)
+{
+	void *r;
+
+	if (size && nmemb > SIZE_MAX / size) {
+		pr_err("allocation overflow: %zu x %zu", nmemb, size);
+		return NULL;
+	}
+	r = realloc(p, (nmemb * size) != 0 ? nmemb * size : 1);
+	if (!r)
+		pr_err("out of memory allocating %zu bytes", nmemb * size);
+	return r;
+}
+
+char *xstrdup(const char *s)
+{
+	char *r = strdup(s);
+	if (!r)
+		pr_err("out of memory");
+	return r;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *r;
+
+	va_start(ap, fmt);
+	if (vasprintf(&r, fmt, ap) < 0)
+		r = NULL;
+	va_end(ap);
+	if (!r)
+		pr_err("out of memory");
+	return r;
+}
+
+int read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int pread_all(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int read_file_at(int dirfd, const char *path, char **bufp, size_t *lenp)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 4096, len = 0;
+	char *buf, *nb;
+
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 >= cap) {
+			cap *= 2;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			n = -errno;
+			free(buf);
+			return n;
+		}
+		if (n == 0)
+			break;
+		len += n;
+	}
+	buf[len] = 0;
+	*bufp = buf;
+	if (lenp)
+		*lenp = len;
+	return 0;
+}
+
+int read_proc(char **buf, size_t *len, const char *fmt, ...)
+{
+	char path[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	return read_file_at(AT_FDCWD, path, buf, len);
+}
+
+int64_t now_ns(int clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
