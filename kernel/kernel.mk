@@ -33,7 +33,7 @@ $(KSELFTEST_DIR)/%: kernel/selftests/%.c kernel/selftests/ktap.h kernel/selftest
 	$(Q)$(CC) $(KSELFTEST_CFLAGS) -o $@ $<
 
 # Boots each kernel with the busybox initramfs and runs every selftest; TAP.
-kernel-selftest: kernels kernel-selftests initramfs
+kernel-selftest: kernels kernel-selftests initramfs qemu-tools
 	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) qemu-kexec/kselftest.sh $(KSELFTESTS)
 
 CHECK_SUITES += kernel-selftest

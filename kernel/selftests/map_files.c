@@ -30,7 +30,7 @@ int main(void)
 	char tmpl[] = "/tmp/map_files.XXXXXX", link[256], path[128];
 	struct stat fst, mst, pst, cst, ost;
 	void *fmap, *shm, *other;
-	int fd, pipefd[2], rpipe[2];
+	int fd, pipefd[2], rpipe[2], ok;
 	ssize_t n;
 	pid_t pid;
 
@@ -50,9 +50,9 @@ int main(void)
 	ktap_ok(n > 0 && !strcmp(link, tmpl),
 		"map_files: link of a file mapping names the file (%s)", link);
 
-	ktap_ok(!stat_map(getpid(), fmap, len, &mst) && mst.st_ino == fst.st_ino &&
-			mst.st_dev == fst.st_dev,
-		"map_files: opening the link gives the mapped file's inode (%lu)",
+	ok = !stat_map(getpid(), fmap, len, &mst) && mst.st_ino == fst.st_ino &&
+	     mst.st_dev == fst.st_dev;
+	ktap_ok(ok, "map_files: opening the link gives the mapped file's inode (%lu)",
 		(unsigned long)fst.st_ino);
 	unlink(tmpl);
 	ktap_ok(!stat_map(getpid(), fmap, len, &mst) && mst.st_ino == fst.st_ino,
@@ -77,17 +77,17 @@ int main(void)
 	}
 	if (read(pipefd[0], &cst, sizeof(cst)) != sizeof(cst))
 		ktap_bail("child");
-	ktap_ok(!stat_map(getpid(), shm, len, &pst) && cst.st_ino && pst.st_ino == cst.st_ino &&
-			pst.st_dev == cst.st_dev,
+	ok = !stat_map(getpid(), shm, len, &pst) && cst.st_ino && pst.st_ino == cst.st_ino &&
+	     pst.st_dev == cst.st_dev;
+	ktap_ok(ok,
 		"map_files: parent and child see the same inode for a shared anonymous mapping "
-		"(%lu, "
-		"%lu)",
+		"(%lu, %lu)",
 		(unsigned long)pst.st_ino, (unsigned long)cst.st_ino);
-	ktap_ok(!stat_map(pid, shm, len, &cst) && cst.st_ino == pst.st_ino,
-		"map_files: the child's mapping seen through /proc/<child>/map_files has that "
-		"inode");
-	ktap_ok(!stat_map(getpid(), other, len, &ost) && ost.st_ino != pst.st_ino,
-		"map_files: another shared anonymous mapping has another inode (%lu)",
+	ok = !stat_map(pid, shm, len, &cst) && cst.st_ino == pst.st_ino;
+	ktap_ok(ok, "map_files: the child's mapping seen through /proc/<child>/map_files has that "
+		    "inode");
+	ok = !stat_map(getpid(), other, len, &ost) && ost.st_ino != pst.st_ino;
+	ktap_ok(ok, "map_files: another shared anonymous mapping has another inode (%lu)",
 		(unsigned long)ost.st_ino);
 	if (write(rpipe[1], "x", 1) != 1)
 		ktap_info("could not release the child");

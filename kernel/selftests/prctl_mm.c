@@ -7,6 +7,7 @@
 #include "util.h"
 #include <elf.h>
 #include <linux/prctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 
 /* /proc/self/stat fields 4..nf-1 into f[], 1-based as in proc(5); returns the last field read */
@@ -50,8 +51,9 @@ static int fill_map(struct prctl_mm_map *m)
 
 int main(void)
 {
-	static char args[] = "kupdate\0--restored\0";
-	static char env[] = "KUPDATE=1\0CYCLE=42\0";
+	static const char args0[] = "kupdate\0--restored\0";
+	static const char env0[] = "KUPDATE=1\0CYCLE=42\0";
+	char *args, *env;
 	unsigned long f[64] = { 0 }, auxv[64], newauxv[64];
 	struct prctl_mm_map m;
 	unsigned int size = 0;
@@ -60,6 +62,14 @@ int main(void)
 	int ret, i;
 
 	ktap_plan(8);
+
+	/* the kernel reads cmdline and environ only from anonymous memory (FOLL_ANON) */
+	args = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (args == MAP_FAILED)
+		ktap_bail("mmap");
+	memcpy(args, args0, sizeof(args0));
+	env = args + 1024;
+	memcpy(env, env0, sizeof(env0));
 
 	ret = prctl(PR_SET_MM, PR_SET_MM_MAP_SIZE, (unsigned long)&size, 0, 0);
 	ktap_ok(ret == 0 && size == sizeof(struct prctl_mm_map),
@@ -81,9 +91,9 @@ int main(void)
 	/* arg and env areas */
 	fill_map(&m);
 	m.arg_start = (unsigned long)args;
-	m.arg_end = (unsigned long)args + sizeof(args) - 1;
+	m.arg_end = (unsigned long)args + sizeof(args0) - 1;
 	m.env_start = (unsigned long)env;
-	m.env_end = (unsigned long)env + sizeof(env) - 1;
+	m.env_end = (unsigned long)env + sizeof(env0) - 1;
 	ret = prctl(PR_SET_MM, PR_SET_MM_MAP, (unsigned long)&m, sizeof(m), 0);
 	ktap_ok(ret == 0, "PR_SET_MM_MAP with new arg and env areas (%s)",
 		ret ? strerror(errno) : "ok");
@@ -92,11 +102,11 @@ int main(void)
 			f[51] == m.env_end,
 		"/proc/self/stat fields 48-51 (arg_start..env_end) follow");
 	n = read_file("/proc/self/cmdline", buf, sizeof(buf));
-	ktap_ok(n == sizeof(args) - 1 && !memcmp(buf, args, n),
-		"/proc/self/cmdline shows the new arguments");
+	ktap_ok(n == sizeof(args0) - 1 && !memcmp(buf, args, n),
+		"/proc/self/cmdline shows the new arguments (%zd bytes, '%s')", n, buf);
 	n = read_file("/proc/self/environ", buf, sizeof(buf));
-	ktap_ok(n == sizeof(env) - 1 && !memcmp(buf, env, n),
-		"/proc/self/environ shows the new environment");
+	ktap_ok(n == sizeof(env0) - 1 && !memcmp(buf, env, n),
+		"/proc/self/environ shows the new environment (%zd bytes, '%s')", n, buf);
 
 	/* auxv: the same vector with AT_HWCAP2 (or the first entry) changed */
 	n = read_file("/proc/self/auxv", (char *)auxv, sizeof(auxv));

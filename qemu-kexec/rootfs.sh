@@ -1,0 +1,132 @@
+#!/bin/bash
+# Build the Debian guest root filesystem image for the QEMU harness.
+#
+# usage: qemu-kexec/rootfs.sh AGENT_BINARY
+#
+# Two cached stages under $KUPDATE_CACHE/rootfs/:
+#   base-<key>/root   debootstrap --variant=minbase bookworm with
+#                     qemu-kexec/guest/packages, boot-time savings applied;
+#                     key = package list + this script (~2-3 min cold)
+#   image-<key>.img   base + kq-agent + qemu-kexec/guest/overlay as an ext4
+#                     image (mkfs.ext4 -d, seconds); key = base key + agent +
+#                     overlay
+# $BUILD/qemu/rootfs.img and $BUILD/qemu/rootfs-base point at them.  The
+# harness boots a throwaway qcow2 overlay, never the cached image itself.
+# The Debian mirror is the one the host's apt sources use for bookworm.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
+KUPDATE_CACHE=${KUPDATE_CACHE:-/var/cache/kupdate}
+agent=${1:?usage: rootfs.sh AGENT_BINARY}
+SUITE=bookworm
+IMG_SIZE=${IMG_SIZE:-2G}
+
+log() { printf '[rootfs] %s\n' "$*" >&2; }
+
+packages=$(sed 's/#.*//' "$here/guest/packages" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
+
+mirror() {
+	local m
+	m=$(apt-get indextargets --format '$(REPO_URI) $(CODENAME) $(COMPONENT) $(LABEL)' 2>/dev/null |
+		awk -v s="$SUITE" '$2 == s && $3 == "main" && $4 == "Debian" { print $1; exit }')
+	if [ -z "$m" ]; then
+		log "no $SUITE main source in the host's apt sources"
+		return 1
+	fi
+	echo "$m"
+}
+
+build_base() {
+	local tmp root m start
+	start=$(date +%s)
+	m=$(mirror)
+	tmp=$(mktemp -d "$KUPDATE_CACHE/rootfs/.base.XXXXXX")
+	root=$tmp/root
+	log "debootstrap $SUITE (minbase + ${packages// /,})"
+	mkdir -p "$KUPDATE_CACHE/debootstrap-debs"
+	if ! debootstrap --variant=minbase --include="${packages// /,}" \
+		--cache-dir="$KUPDATE_CACHE/debootstrap-debs" \
+		"$SUITE" "$root" "$m" >"$tmp/debootstrap.log" 2>&1; then
+		tail -30 "$tmp/debootstrap.log" >&2
+		log "debootstrap failed (log: $tmp/debootstrap.log)"
+		return 1
+	fi
+
+	# identity, login (root without password on the serial console), hosts
+	echo kupdate-guest >"$root/etc/hostname"
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\tkupdate-guest\n::1\tlocalhost\n' >"$root/etc/hosts"
+	chroot "$root" passwd -d root >/dev/null
+	chroot "$root" systemd-machine-id-setup >/dev/null 2>&1 || true
+	# kexec-tools must not load a kernel by itself on shutdown
+	printf 'LOAD_KEXEC=false\nUSE_GRUB_CONFIG=false\n' >"$root/etc/default/kexec"
+
+	# boot-time savings (reference/NOTES.md): units a test guest does not need
+	local u
+	for u in e2scrub_all.timer e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer \
+		dpkg-db-backup.timer fstrim.timer getty@tty1.service serial-getty@ttyS0.service \
+		getty.target systemd-journal-flush.service kexec-load.service kexec.service \
+		modprobe@.service systemd-modules-load.service systemd-networkd.service \
+		systemd-networkd-wait-online.service systemd-hwdb-update.service \
+		systemd-journal-catalog-update.service ldconfig.service systemd-binfmt.service \
+		systemd-firstboot.service systemd-pstore.service sys-kernel-debug.mount \
+		sys-kernel-tracing.mount sys-kernel-config.mount sys-fs-fuse-connections.mount \
+		dev-hugepages.mount proc-sys-fs-binfmt_misc.automount \
+		systemd-update-utmp-runlevel.service man-db.timer; do
+		ln -sfn /dev/null "$root/etc/systemd/system/$u"
+	done
+	ln -sfn /lib/systemd/system/multi-user.target "$root/etc/systemd/system/default.target"
+
+	# size: no docs, manuals, locales or package lists
+	chroot "$root" apt-get clean
+	rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+		"$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
+	find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias \
+		-exec rm -rf {} + 2>/dev/null || true
+	echo "$SUITE $packages" >"$tmp/packages"
+	rm -rf "$base"
+	mv "$tmp" "$base"
+	log "base built in $(($(date +%s) - start)) s: $base ($(du -sh "$base/root" | cut -f1))"
+}
+
+build_image() {
+	local stage tmp
+	stage=$(mktemp -d "$KUPDATE_CACHE/rootfs/.stage.XXXXXX")
+	# hard-linked copy: only new files are added, nothing is modified in place
+	cp -al "$base/root" "$stage/root"
+	install -D -m 755 "$agent" "$stage/root/usr/local/sbin/kq-agent"
+	cp -r --remove-destination "$here/guest/overlay/." "$stage/root/"
+	mkdir -p "$stage/root/payload"
+	local w=$stage/root/etc/systemd/system
+	mkdir -p "$w/sysinit.target.wants" "$w/multi-user.target.wants" "$w/network-online.target.wants"
+	ln -sfn ../kupdate-agent.service "$w/sysinit.target.wants/kupdate-agent.service"
+	ln -sfn ../kupdate-net.service "$w/multi-user.target.wants/kupdate-net.service"
+	ln -sfn ../kupdate-net.service "$w/network-online.target.wants/kupdate-net.service"
+	tmp=$img.tmp.$$
+	rm -f "$tmp"
+	mkfs.ext4 -q -F -L kupdate-root -d "$stage/root" "$tmp" "$IMG_SIZE" >/dev/null
+	rm -rf "$stage"
+	mv "$tmp" "$img"
+	log "image built: $img"
+}
+
+# keys: each stage's inputs, including the text of the function that builds it
+base_key=$( (echo "$SUITE $packages"; declare -f build_base) | sha256sum | cut -c1-16)
+base=$KUPDATE_CACHE/rootfs/base-$base_key
+img_key=$( (echo "$base_key"; declare -f build_image; sha256sum <"$agent"
+	cd "$here/guest/overlay" && find . -type f | LC_ALL=C sort | xargs sha256sum) |
+	sha256sum | cut -c1-16)
+img=$KUPDATE_CACHE/rootfs/image-$img_key.img
+mkdir -p "$KUPDATE_CACHE/rootfs" "$BUILD/qemu"
+
+if [ ! -d "$base/root" ]; then
+	build_base
+fi
+if [ ! -f "$img" ]; then
+	build_image
+fi
+ln -sfn "$img" "$BUILD/qemu/rootfs.img"
+ln -sfn "$base/root" "$BUILD/qemu/rootfs-base"
+log "ready: $BUILD/qemu/rootfs.img -> $img"
