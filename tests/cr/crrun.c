@@ -1,0 +1,677 @@
+/* crrun: run one checkpoint/restore test program.
+ *
+ *   crrun [options] TEST [ARGS...]
+ *
+ * Starts TEST (a session leader, stdin /dev/null, output to a log), waits
+ * for it to be ready, dumps it with `kupdate dump`, checks the whole tree is
+ * gone, restores it with `kupdate restore --detach`, checks every process
+ * is back with its pid and parent, sends SIGTERM and reads the verdict the
+ * test prints as its last line.  Exit 0 = PASS, 1 = FAIL, 77 = SKIP.
+ *
+ * The runner is a child subreaper (PID 1 here reaps no orphans) and only
+ * ever signals processes it started.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct opts {
+	const char *kupdate;
+	int iterations;
+	bool leave_running;
+	long max_image_kb;
+	int timeout;
+	const char *expect_dump_fail;
+	const char *expect_restore_fail;
+	bool keep;
+	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
+	char **dump_extra;
+	int n_dump_extra;
+} o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
+
+static char workdir[256];
+
+static void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Run a command, output to a file; returns its exit status or -1. */
+static int run(char *const argv[], const char *out_path, double *secs)
+{
+	double t0 = now();
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0)
+		return -1;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (secs)
+		*secs = now() - t0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	if (!f)
+		return strdup("");
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, n + 1);
+	if (fread(buf, 1, n, f) != (size_t)n)
+		buf[0] = 0;
+	fclose(f);
+	return buf;
+}
+
+static void show_file(const char *title, const char *path)
+{
+	char *s = slurp(path), *line, *save = NULL;
+
+	diag("--- %s", title);
+	for (line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		diag("  %s", line);
+	free(s);
+}
+
+struct proc_info {
+	pid_t pid, ppid;
+};
+
+static int read_ppid(pid_t pid, pid_t *ppid, char *state)
+{
+	char path[64], buf[1024], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%c %d", state, ppid) != 2)
+		return -1;
+	return 0;
+}
+
+/* The processes of the tree rooted at root (all threads' children). */
+static int collect_tree(pid_t root, struct proc_info *out, int max)
+{
+	int n = 0;
+
+	out[n].pid = root;
+	{
+		char st;
+		if (read_ppid(root, &out[n].ppid, &st))
+			return 0;
+	}
+	n++;
+	for (int i = 0; i < n && n < max; i++) {
+		char path[64];
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", out[i].pid);
+		d = opendir(path);
+		while (d && (de = readdir(d)) && n < max) {
+			char cpath[320], buf[4096], *p, *e;
+			FILE *f;
+
+			if (!isdigit((unsigned char)de->d_name[0]))
+				continue;
+			snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children", out[i].pid,
+				 de->d_name);
+			f = fopen(cpath, "r");
+			if (!f)
+				continue;
+			if (fgets(buf, sizeof(buf), f)) {
+				for (p = buf; n < max; p = e) {
+					long c = strtol(p, &e, 10);
+					if (e == p)
+						break;
+					out[n].pid = c;
+					out[n].ppid = out[i].pid;
+					n++;
+				}
+			}
+			fclose(f);
+		}
+		if (d)
+			closedir(d);
+	}
+	return n;
+}
+
+static bool alive(pid_t pid)
+{
+	pid_t pp;
+	char st;
+
+	return read_ppid(pid, &pp, &st) == 0 && st != 'Z' && st != 'X';
+}
+
+static void kill_tree(pid_t root)
+{
+	struct proc_info t[512];
+	int n = collect_tree(root, t, 512);
+
+	for (int i = 0; i < n; i++)
+		kill(t[i].pid, SIGKILL);
+}
+
+/* Reap every child (we are a subreaper: orphans of the test come to us). */
+static void reap_all(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+static int wait_exit(pid_t pid, int timeout, int *status)
+{
+	double end = now() + timeout;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now() > end)
+			return -1;
+		usleep(2000);
+	}
+}
+
+static long dir_kb(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	long kb = 0;
+
+	while (d && (de = readdir(d))) {
+		char p[512];
+		struct stat st;
+
+		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+		if (!stat(p, &st) && S_ISREG(st.st_mode))
+			kb += st.st_size / 1024;
+	}
+	if (d)
+		closedir(d);
+	return kb;
+}
+
+static bool matches(const char *text, const char *re)
+{
+	regex_t r;
+	bool m;
+
+	if (regcomp(&r, re, REG_EXTENDED | REG_NOSUB))
+		return false;
+	m = regexec(&r, text, 0, NULL, 0) == 0;
+	regfree(&r);
+	return m;
+}
+
+/* Damage the first image whose name starts with the prefix. */
+static int corrupt_images(const char *img)
+{
+	const char *colon = strchr(o.corrupt, ':');
+	const char *prefix = colon ? colon + 1 : "";
+	bool flip = !strncmp(o.corrupt, "flip:", 5);
+	DIR *d = opendir(img);
+	struct dirent *de;
+	char path[1024] = "";
+
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strstr(de->d_name, ".img")) {
+			snprintf(path, sizeof(path), "%s/%s", img, de->d_name);
+			break;
+		}
+	if (d)
+		closedir(d);
+	if (!path[0]) {
+		diag("no image named %s* to damage", prefix);
+		return -1;
+	}
+	{
+		struct stat st;
+		int fd = open(path, O_RDWR);
+
+		if (fd < 0 || fstat(fd, &st))
+			return -1;
+		if (flip) {
+			/* page data: a byte inside the first page; others: the middle */
+			off_t off = !strncmp(prefix, "pages", 5) ? 4096 + 123 : st.st_size / 2;
+			unsigned char c;
+
+			if (pread(fd, &c, 1, off) != 1)
+				return -1;
+			c ^= 0x10;
+			if (pwrite(fd, &c, 1, off) != 1)
+				return -1;
+			diag("flipped a bit at offset %ld of %s", (long)off, path);
+		} else {
+			if (ftruncate(fd, st.st_size / 2))
+				return -1;
+			diag("truncated %s from %ld to %ld bytes", path, (long)st.st_size,
+			     (long)st.st_size / 2);
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+static int do_dump(pid_t root, const char *img, bool leave_running, const char *out, double *secs)
+{
+	char pid_s[16];
+	char *argv[32];
+	int a = 0;
+
+	snprintf(pid_s, sizeof(pid_s), "%d", root);
+	argv[a++] = (char *)o.kupdate;
+	argv[a++] = "dump";
+	argv[a++] = "-t";
+	argv[a++] = pid_s;
+	argv[a++] = "-D";
+	argv[a++] = (char *)img;
+	if (leave_running)
+		argv[a++] = "--leave-running";
+	for (int i = 0; i < o.n_dump_extra && a < 30; i++)
+		argv[a++] = o.dump_extra[i];
+	argv[a] = NULL;
+	return run(argv, out, secs);
+}
+
+static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
+{
+	char *argv[] = { (char *)o.kupdate, "restore", "-D", (char *)img, "--detach", "--pidfile",
+			 (char *)pidfile, NULL };
+	return run(argv, out, secs);
+}
+
+static int test_main(char **targv)
+{
+	char ready[512], log[512], img[512], out[512], pidfile[512];
+	struct proc_info before[512], after[512];
+	int nbefore, st;
+	pid_t root;
+	double t0;
+
+	snprintf(ready, sizeof(ready), "%s/ready", workdir);
+	snprintf(log, sizeof(log), "%s/test.log", workdir);
+	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", workdir);
+
+	root = fork();
+	if (root == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		setsid();
+		dup2(nul, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		for (int i = 3; i < 1024; i++)
+			close(i);
+		setenv("CRT_DIR", workdir, 1);
+		if (chdir(workdir))
+			_exit(126);
+		execv(targv[0], targv);
+		_exit(127);
+	}
+	t0 = now();
+	while (access(ready, F_OK)) {
+		if (waitpid(root, &st, WNOHANG) == root) {
+			diag("the test exited before it was ready (status %#x)", st);
+			show_file("test output", log);
+			return 1;
+		}
+		if (now() - t0 > o.timeout) {
+			diag("the test did not get ready in %d s", o.timeout);
+			kill_tree(root);
+			return 1;
+		}
+		usleep(2000);
+	}
+	usleep(20000); /* let it settle into its wait */
+
+	if (o.leave_running) {
+		double secs;
+
+		snprintf(img, sizeof(img), "%s/img-lr", workdir);
+		snprintf(out, sizeof(out), "%s/dump-lr.out", workdir);
+		if (do_dump(root, img, true, out, &secs)) {
+			diag("dump --leave-running failed");
+			show_file("kupdate dump", out);
+			kill_tree(root);
+			return 1;
+		}
+		diag("dump --leave-running: %.3f s", secs);
+		if (!alive(root)) {
+			diag("the tree did not survive dump --leave-running");
+			show_file("test output", log);
+			return 1;
+		}
+		usleep(50000);
+	}
+
+	for (int it = 0; it < o.iterations; it++) {
+		double dsecs, rsecs;
+		int rc;
+
+		nbefore = collect_tree(root, before, 512);
+		snprintf(img, sizeof(img), "%s/img-%d", workdir, it);
+		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
+		rc = do_dump(root, img, false, out, &dsecs);
+		if (o.expect_dump_fail) {
+			char *text = slurp(out);
+			bool ok = rc != 0 && matches(text, o.expect_dump_fail);
+
+			if (!ok) {
+				diag("expected the dump to fail with /%s/", o.expect_dump_fail);
+				show_file("kupdate dump", out);
+				free(text);
+				kill_tree(root);
+				return 1;
+			}
+			diag("dump refused as expected: %s", strtok(text, "\n"));
+			free(text);
+			if (!alive(root)) {
+				diag("the tree died although the dump failed");
+				return 1;
+			}
+			if (access(img, F_OK) == 0 && dir_kb(img) > 0) {
+				diag("a failed dump left images in %s", img);
+				kill_tree(root);
+				return 1;
+			}
+			goto verdict;
+		}
+		if (rc) {
+			diag("dump failed (exit %d)", rc);
+			show_file("kupdate dump", out);
+			kill_tree(root);
+			return 1;
+		}
+		/* the tree must be gone; the root is our child */
+		if (wait_exit(root, 10, &st)) {
+			diag("the root %d is still alive after the dump", root);
+			kill_tree(root);
+			return 1;
+		}
+		for (int i = 0; i < nbefore; i++)
+			for (int k = 0; k < 500 && alive(before[i].pid); k++)
+				usleep(2000);
+		for (int i = 0; i < nbefore; i++)
+			if (alive(before[i].pid)) {
+				diag("pid %d of the tree is still alive after the dump", before[i].pid);
+				return 1;
+			}
+		reap_all();
+		if (o.max_image_kb >= 0 && dir_kb(img) > o.max_image_kb) {
+			diag("images take %ld KiB, more than the %ld KiB expected", dir_kb(img),
+			     o.max_image_kb);
+			return 1;
+		}
+
+		if (o.corrupt && corrupt_images(img)) {
+			diag("cannot damage the images as asked");
+			return 1;
+		}
+		snprintf(out, sizeof(out), "%s/restore-%d.out", workdir, it);
+		rc = do_restore(img, pidfile, out, &rsecs);
+		if (o.expect_restore_fail) {
+			char *text = slurp(out);
+			bool ok = rc != 0 && matches(text, o.expect_restore_fail);
+
+			if (!ok) {
+				diag("expected the restore to fail with /%s/", o.expect_restore_fail);
+				show_file("kupdate restore", out);
+				free(text);
+				kill_tree(root);
+				return 1;
+			}
+			diag("restore refused as expected: %s", strtok(text, "\n"));
+			free(text);
+			for (int i = 0; i < nbefore; i++)
+				if (alive(before[i].pid)) {
+					diag("a failed restore left pid %d behind", before[i].pid);
+					kill_tree(root);
+					return 1;
+				}
+			return 0;
+		}
+		if (rc) {
+			diag("restore failed (exit %d)", rc);
+			show_file("kupdate restore", out);
+			kill_tree(root);
+			return 1;
+		}
+		{
+			char *p = slurp(pidfile);
+			pid_t rp = atoi(p);
+
+			free(p);
+			if (rp != root) {
+				diag("restore reported root pid %d, expected %d", rp, root);
+				kill_tree(rp > 0 ? rp : root);
+				return 1;
+			}
+		}
+		{
+			int nafter = collect_tree(root, after, 512);
+
+			for (int i = 0; i < nbefore; i++) {
+				bool found = false;
+
+				for (int k = 0; k < nafter; k++)
+					if (after[k].pid == before[i].pid) {
+						found = true;
+						if (i && after[k].ppid != before[i].ppid) {
+							diag("pid %d came back with parent %d, was %d",
+							     before[i].pid, after[k].ppid,
+							     before[i].ppid);
+							kill_tree(root);
+							return 1;
+						}
+					}
+				if (!found) {
+					diag("pid %d did not come back", before[i].pid);
+					kill_tree(root);
+					return 1;
+				}
+			}
+			if (nafter != nbefore) {
+				diag("%d processes before the dump, %d after the restore", nbefore,
+				     nafter);
+				kill_tree(root);
+				return 1;
+			}
+		}
+		diag("iteration %d: %d processes, images %ld KiB, dump %.3f s, restore %.3f s", it,
+		     nbefore, dir_kb(img), dsecs, rsecs);
+		if (!o.keep) {
+			char *rm[] = { "/bin/rm", "-rf", img, NULL };
+			run(rm, "/dev/null", NULL);
+		}
+		usleep(20000);
+	}
+
+verdict:
+	kill(root, SIGTERM);
+	if (wait_exit(root, o.timeout, &st)) {
+		diag("the test did not finish within %d s of SIGTERM", o.timeout);
+		show_file("test output", log);
+		kill_tree(root);
+		return 1;
+	}
+	{
+		char *text = slurp(log), *last = text, *p;
+		bool pass;
+
+		for (p = text; *p; p++)
+			if (*p == '\n' && p[1])
+				last = p + 1;
+		pass = !strncmp(last, "PASS", 4) && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		if (!pass) {
+			diag("test verdict: exit %#x", st);
+			show_file("test output", log);
+		}
+		free(text);
+		return pass ? 0 : 1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "kupdate", required_argument, NULL, 'k' },
+		{ "iterations", required_argument, NULL, 'i' },
+		{ "leave-running", no_argument, NULL, 'l' },
+		{ "max-image-kb", required_argument, NULL, 'm' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "expect-dump-fail", required_argument, NULL, 'F' },
+		{ "expect-restore-fail", required_argument, NULL, 'R' },
+		{ "dump-opt", required_argument, NULL, 'o' },
+		{ "keep", no_argument, NULL, 'K' },
+		{ "corrupt", required_argument, NULL, 'X' },
+		{ "kupdate-env", required_argument, NULL, 'E' },
+		{ 0 },
+	};
+	char *extra[16];
+	int c, ret;
+
+	o.kupdate = getenv("KUPDATE") ? getenv("KUPDATE") : "build/bin/kupdate";
+	o.dump_extra = extra;
+	while ((c = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			o.kupdate = optarg;
+			break;
+		case 'i':
+			o.iterations = atoi(optarg);
+			break;
+		case 'l':
+			o.leave_running = true;
+			break;
+		case 'm':
+			o.max_image_kb = atol(optarg);
+			break;
+		case 't':
+			o.timeout = atoi(optarg);
+			break;
+		case 'F':
+			o.expect_dump_fail = optarg;
+			break;
+		case 'R':
+			o.expect_restore_fail = optarg;
+			break;
+		case 'o':
+			if (o.n_dump_extra < 16)
+				extra[o.n_dump_extra++] = optarg;
+			break;
+		case 'K':
+			o.keep = true;
+			break;
+		case 'X':
+			o.corrupt = optarg;
+			break;
+		case 'E':
+			/* for the kupdate commands (the test sees it too) */
+			putenv(optarg);
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "usage: crrun [options] TEST [ARGS...]\n");
+		return 2;
+	}
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+		perror("crrun: PR_SET_CHILD_SUBREAPER");
+		return 1;
+	}
+	{
+		const char *tmp = getenv("CRT_TMP") ? getenv("CRT_TMP") : "/tmp";
+		snprintf(workdir, sizeof(workdir), "%s/crtest.XXXXXX", tmp);
+		if (!mkdtemp(workdir)) {
+			perror("crrun: mkdtemp");
+			return 1;
+		}
+		chmod(workdir, 0755);
+	}
+	{
+		/* the test runs in the work directory: absolute paths */
+		static char prog[4096], kup[4096];
+
+		if (!realpath(argv[optind], prog) || !realpath(o.kupdate, kup)) {
+			fprintf(stderr, "crrun: cannot find %s or %s\n", argv[optind], o.kupdate);
+			return 1;
+		}
+		argv[optind] = prog;
+		o.kupdate = kup;
+	}
+	ret = test_main(&argv[optind]);
+	reap_all();
+	if (ret == 0 && !o.keep) {
+		char *rm[] = { "/bin/rm", "-rf", workdir, NULL };
+		run(rm, "/dev/null", NULL);
+	} else if (ret) {
+		diag("work directory kept: %s", workdir);
+	}
+	return ret;
+}

@@ -1,0 +1,128 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crt.h"
+
+volatile sig_atomic_t crt_term;
+static const char *dir;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	crt_term = 1;
+}
+
+const char *crt_init(void)
+{
+	struct sigaction sa;
+
+	dir = getenv("CRT_DIR");
+	if (!dir)
+		dir = ".";
+	if (getsid(0) != getpid())
+		setsid();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	return dir;
+}
+
+char *crt_path(const char *name)
+{
+	static char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s/%s", dir, name);
+	return buf;
+}
+
+void crt_ready(void)
+{
+	int fd = open(crt_path("ready"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		crt_fail("cannot create the ready file: %s", strerror(errno));
+	close(fd);
+}
+
+void crt_wait_term(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	while (!crt_term)
+		sigsuspend(&none);
+}
+
+void crt_msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+void crt_pass(void)
+{
+	printf("PASS\n");
+	exit(0);
+}
+
+void crt_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("FAIL: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(1);
+}
+
+uint64_t crt_hash(const void *p, size_t len, uint64_t h)
+{
+	const unsigned char *c = p;
+
+	/* FNV-1a, 64 bit */
+	if (!h)
+		h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < len; i++) {
+		h ^= c[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+char *crt_read_file(const char *path, size_t *lenp)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 4096, len = 0;
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = malloc(cap);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 >= cap)
+			buf = realloc(buf, cap *= 2);
+		n = read(fd, buf + len, cap - len - 1);
+		if (n <= 0)
+			break;
+		len += n;
+	}
+	close(fd);
+	buf[len] = 0;
+	if (lenp)
+		*lenp = len;
+	return buf;
+}

@@ -1,0 +1,35 @@
+/* Helpers for the checkpoint/restore test programs.
+ *
+ * A test sets its state up, calls crt_ready(), and waits for SIGTERM
+ * (crt_wait_term() or polling crt_term).  Between those two the runner
+ * dumps and restores it.  After SIGTERM it checks its state from the
+ * inside and ends with crt_pass() or crt_fail(), which print the verdict
+ * as the last line of its output and exit. */
+#ifndef CRT_H
+#define CRT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+extern volatile sig_atomic_t crt_term;
+
+/* setsid, SIGTERM handler; returns the scratch directory ($CRT_DIR) */
+const char *crt_init(void);
+void crt_ready(void);
+void crt_wait_term(void);
+void crt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void crt_pass(void) __attribute__((noreturn));
+void crt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* fail unless cond, naming what was checked */
+#define crt_check(cond, ...)                                                                       \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			crt_fail(__VA_ARGS__);                                                     \
+	} while (0)
+
+uint64_t crt_hash(const void *p, size_t len, uint64_t h);
+char *crt_read_file(const char *path, size_t *len);
+char *crt_path(const char *name); /* $CRT_DIR/name, static buffer */
+
+#endif

@@ -1,0 +1,50 @@
+# tests: unit tests (cmocka), checkpoint/restore tests on this host.
+
+TBIN        := $(BUILD)/tests
+CR_PROGS    := $(patsubst tests/cr/%.c,%,$(filter-out tests/cr/crt.c tests/cr/crrun.c,$(wildcard tests/cr/*.c)))
+CR_BINS     := $(addprefix $(TBIN)/cr/,$(CR_PROGS)) $(TBIN)/cr/crrun
+# test programs: plain C, no sanitizers (they are what gets dumped)
+CR_CFLAGS   := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Itests/cr
+
+$(TBIN)/cr/crrun: tests/cr/crrun.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+
+$(TBIN)/cr/%: tests/cr/%.c tests/cr/crt.c tests/cr/crt.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -pthread -o $@ $< tests/cr/crt.c -lm
+
+# The sanitized build of the engine and the tool (ASan + UBSan).
+ASAN_BUILD   := $(BUILD)/asan
+ASAN_KUPDATE := $(ASAN_BUILD)/bin/kupdate
+ASAN_LIBCR   := $(ASAN_BUILD)/lib/libcr.a
+.PHONY: asan
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SAN=1 $(ASAN_KUPDATE)
+
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(TBIN)/unit/%,$(UNIT_SRC))
+$(TBIN)/unit/%: tests/unit/%.c asan
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
+		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -I$(ASAN_BUILD)/gen \
+		-o $@ $< $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
+
+.PHONY: tests
+tests: $(CR_BINS) $(UNIT_BINS)
+all: tests
+
+CHECK_SUITES += unit cr cr-asan
+
+.PHONY: check-unit check-cr check-cr-asan
+check-unit: $(UNIT_BINS)
+	$(Q)tools/run-suite $(BUILD)/results unit tests/unit/run.sh $(UNIT_BINS)
+
+check-cr: $(KUPDATE) $(CR_BINS)
+	$(Q)tools/run-suite $(BUILD)/results cr tests/cr/run-tests.sh $(KUPDATE) $(TBIN)/cr
+
+# the same tests driven by the sanitized kupdate (the 1 GiB one is left
+# to the plain run: it tests throughput, not code paths)
+check-cr-asan: asan $(CR_BINS)
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tools/run-suite $(BUILD)/results cr-asan \
+		tests/cr/run-tests.sh $(ASAN_KUPDATE) $(TBIN)/cr 'bigmem'
