@@ -41,3 +41,6 @@ check-kernel-selftest:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results kernel-selftest \
 		$(MAKE) --no-print-directory -s kernel-selftest
+
+# The selftest binaries are part of the normal build (warning-free, static).
+all: kernel-selftests

@@ -43,3 +43,5 @@ check-kexec-smoke:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results kexec-smoke \
 		$(MAKE) --no-print-directory -s kexec-smoke
+
+all: qemu-tools
