@@ -16,8 +16,11 @@ agent=${2:?usage: build.sh OUT KQ_AGENT [ROOTFS_DIR]}
 rootfs=${3:-}
 bb=/bin/busybox
 
-file -L "$bb" 2>/dev/null | grep -q 'statically linked' ||
-	{ echo "initramfs: $bb is not static (install busybox-static)" >&2; exit 1; }
+# ldd fails on a static binary
+if ldd "$bb" >/dev/null 2>&1; then
+	echo "initramfs: $bb is not static (install busybox-static)" >&2
+	exit 1
+fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,etc/init.d,etc/kupdate/hooks.d,proc,sys,dev,tmp,run,payload,root,var}
