@@ -31,6 +31,22 @@ struct cr_thread {
 	int restart_nr;           /* syscall re-issued on resume, or -1 */
 };
 
+struct cr_shm_run {
+	uint64_t offset, nr_pages;
+	uint32_t crc;
+};
+
+/* a shared memory object (shmem.c) */
+struct cr_shm {
+	uint32_t id;
+	int kind;                 /* SHMEM_KIND__* */
+	uint64_t dev, ino, size, nr_pages;
+	char *name;
+	uint32_t seals;
+	struct cr_shm_run *runs;
+	int nr_runs;
+};
+
 struct cr_vma {
 	struct smaps_vma s;       /* from smaps; s.path owned */
 	int kind;                 /* VMA_KIND__* */
@@ -39,6 +55,8 @@ struct cr_vma {
 	int64_t mtime_ns;
 	char *name;               /* [anon:NAME] */
 	uint32_t madv;
+	uint32_t shmid;           /* shared memory object (shmem.c) */
+	bool open_rw;             /* the mapped file was opened for writing */
 };
 
 struct cr_pagerun {
@@ -124,6 +142,9 @@ struct cr_dump_ctx {
 	struct cr_file *files;
 	int nr_files;
 	unsigned next_file_id;
+	/* shared memory objects, see shmem.c */
+	struct cr_shm *shm;
+	int nr_shm;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);

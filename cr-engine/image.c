@@ -11,6 +11,7 @@ static const char *const kind_names[IMG_KIND_MAX] = {
 	[IMG_INVENTORY] = "inventory", [IMG_PSTREE] = "pstree",   [IMG_CORE] = "core",
 	[IMG_MM] = "mm",               [IMG_PAGEMAP] = "pagemap", [IMG_FILES] = "files",
 	[IMG_FDS] = "fds",             [IMG_PAGES] = "pages",         [IMG_SIGNALS] = "signals",
+	[IMG_SHMEM] = "shmem",         [IMG_SHMEM_PAGES] = "shmem pages",
 };
 
 const char *img_kind_name(uint32_t kind)

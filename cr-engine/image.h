@@ -33,6 +33,8 @@ enum img_kind {
 	IMG_FDS,
 	IMG_PAGES, /* raw page data */
 	IMG_SIGNALS,
+	IMG_SHMEM,
+	IMG_SHMEM_PAGES, /* raw page data */
 	IMG_KIND_MAX,
 };
 

@@ -27,6 +27,7 @@
 #include "memory.h"
 #include "remote.h"
 #include "restore.h"
+#include "shmem.h"
 #include "restorer/restorer.h"
 #include "util.h"
 
@@ -84,7 +85,9 @@ static void vma_madv(struct cr_vma *v)
 		  ((f & VMF_HUGEPAGE) ? RST_MADV_HUGEPAGE : 0) |
 		  ((f & VMF_NOHUGEPAGE) ? RST_MADV_NOHUGEPAGE : 0) |
 		  ((f & VMF_MERGEABLE) ? RST_MADV_MERGEABLE : 0) |
-		  ((f & VMF_WIPEONFORK) ? RST_MADV_WIPEONFORK : 0);
+		  ((f & VMF_WIPEONFORK) ? RST_MADV_WIPEONFORK : 0) |
+		  ((f & VMF_SEQ_READ) ? RST_MADV_SEQUENTIAL : 0) |
+		  ((f & VMF_RAND_READ) ? RST_MADV_RANDOM : 0);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -93,7 +96,7 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static int classify_vma(struct cr_proc *p, struct cr_vma *v)
+static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 {
 	const char *path = v->s.path;
 
@@ -132,11 +135,21 @@ static int classify_vma(struct cr_proc *p, struct cr_vma *v)
 		char mf[96];
 		struct stat st;
 
+		if (v->s.shared && (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/memfd:", 7)) &&
+		    ends_with(path, " (deleted)")) {
+			v->kind = VMA_KIND__VMA_ANON_SHARED;
+			return shmem_dump_vma(ctx, p, v);
+		}
+		if (!strncmp(path, "/memfd:", 7)) {
+			pr_err("pid %d: mapping %lx-%lx: private mappings of a memfd (%s) are not "
+			       "supported yet",
+			       p->pid, v->s.start, v->s.end, path);
+			return -EOPNOTSUPP;
+		}
 		if (ends_with(path, " (deleted)")) {
-			if (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/SYSV", 5) ||
-			    !strncmp(path, "/memfd:", 7))
-				pr_err("pid %d: mapping %lx-%lx: shared memory (%s) is not supported "
-				       "yet",
+			if (!strncmp(path, "/SYSV", 5))
+				pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) is not "
+				       "supported yet",
 				       p->pid, v->s.start, v->s.end, path);
 			else
 				pr_err("pid %d: mapping %lx-%lx maps the deleted file %s; deleted "
@@ -146,6 +159,9 @@ static int classify_vma(struct cr_proc *p, struct cr_vma *v)
 		}
 		snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start,
 			 v->s.end);
+		/* the link's mode tells how the file was opened for the mapping */
+		if (!lstat(mf, &st))
+			v->open_rw = !!(st.st_mode & S_IWUSR);
 		if (stat(mf, &st)) {
 			int ret = -errno;
 			pr_perror("pid %d: cannot stat %s (%s)", p->pid, mf, path);
@@ -157,8 +173,10 @@ static int classify_vma(struct cr_proc *p, struct cr_vma *v)
 		v->kind = v->s.shared ? VMA_KIND__VMA_FILE_SHARED : VMA_KIND__VMA_FILE_PRIVATE;
 	}
 	if (v->kind == VMA_KIND__VMA_ANON_SHARED) {
-		pr_err("pid %d: mapping %lx-%lx: shared anonymous memory is not supported yet",
-		       p->pid, v->s.start, v->s.end);
+		/* [anon_shmem:NAME] and the like: a mapping with no file to reach */
+		pr_err("pid %d: mapping %lx-%lx (%s): shared memory without a file is not "
+		       "supported",
+		       p->pid, v->s.start, v->s.end, path);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -226,7 +244,6 @@ int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	struct smaps_vma *sv;
 	int nr, ret;
 
-	(void)ctx;
 	ret = parse_smaps(p->pid, &sv, &nr);
 	if (ret)
 		return ret;
@@ -246,7 +263,7 @@ int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		/* from here on p->vmas owns the path */
 		v = &p->vmas[p->nr_vmas++];
 		v->s = sv[i];
-		ret = classify_vma(p, v);
+		ret = classify_vma(ctx, p, v);
 		if (ret)
 			break;
 		vma_madv(v);
@@ -567,15 +584,16 @@ static int vdso_symbols(struct cr_proc *p, VdsoSymbol ***out, size_t *nr)
 		    strs->sh_offset > len || strs->sh_size > len - strs->sh_offset)
 			break;
 		for (size_t k = 0; k < s->sh_size / sizeof(Elf64_Sym); k++) {
-			const Elf64_Sym *sym = (const void *)(img + s->sh_offset) + k;
+			Elf64_Sym sym;
 			VdsoSymbol *vs, **ns;
 			const char *name;
 
-			if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC || !sym->st_shndx ||
-			    sym->st_name >= strs->sh_size)
+			memcpy(&sym, img + s->sh_offset + k * sizeof(sym), sizeof(sym));
+			if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_shndx ||
+			    sym.st_name >= strs->sh_size)
 				continue;
-			name = (const char *)img + strs->sh_offset + sym->st_name;
-			if (!memchr(name, 0, strs->sh_size - sym->st_name))
+			name = (const char *)img + strs->sh_offset + sym.st_name;
+			if (!memchr(name, 0, strs->sh_size - sym.st_name))
 				continue;
 			vs = xzalloc(sizeof(*vs));
 			ns = xrealloc_array(syms, n + 1, sizeof(*ns));
@@ -587,7 +605,7 @@ static int vdso_symbols(struct cr_proc *p, VdsoSymbol ***out, size_t *nr)
 			syms = ns;
 			vdso_symbol__init(vs);
 			vs->name = (char *)name;
-			vs->offset = sym->st_value - base;
+			vs->offset = sym.st_value - base;
 			syms[n++] = vs;
 		}
 		break;
@@ -657,6 +675,8 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.mtime_ns = v->mtime_ns;
 			e.has_may_write = 1;
 			e.may_write = !!(v->s.vmflags & VMF_MAYWRITE);
+			e.has_open_rw = 1;
+			e.open_rw = v->open_rw;
 		}
 		if (v->s.vmflags & VMF_GROWSDOWN) {
 			e.has_growsdown = 1;
@@ -666,11 +686,25 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.has_locked = 1;
 			e.locked = 1;
 		}
+		if (v->s.vmflags & VMF_DROPPABLE) {
+			e.has_droppable = 1;
+			e.droppable = 1;
+		}
+		if (v->s.vmflags & VMF_NORESERVE) {
+			e.has_noreserve = 1;
+			e.noreserve = 1;
+		}
 		if (v->madv) {
 			e.has_madv = 1;
 			e.madv = v->madv;
 		}
 		e.name = v->name;
+		if (v->shmid) {
+			e.has_shmid = 1;
+			e.shmid = v->shmid;
+			e.has_pgoff = 1;
+			e.pgoff = v->s.pgoff;
+		}
 		if (v->special)
 			e.special = (char *)v->special;
 		img_write(&w, &e.base);
@@ -750,6 +784,14 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 		case VMA_KIND__VMA_ANON_PRIVATE:
 		case VMA_KIND__VMA_VDSO:
 		case VMA_KIND__VMA_VVAR:
+			break;
+		case VMA_KIND__VMA_ANON_SHARED:
+			if (!e->has_shmid || !page_aligned(e->pgoff)) {
+				pr_err("image mm-%d.img is damaged: shared mapping %lx-%lx without an "
+				       "object",
+				       pid, (unsigned long)e->start, (unsigned long)e->end);
+				return -EINVAL;
+			}
 			break;
 		case VMA_KIND__VMA_FILE_PRIVATE:
 		case VMA_KIND__VMA_FILE_SHARED:
@@ -910,7 +952,9 @@ struct map_file {
 static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, size_t *n,
 		       struct rst_builder *b)
 {
-	int flags = (e->kind == VMA_KIND__VMA_FILE_SHARED && e->may_write) ? O_RDWR : O_RDONLY;
+	int flags = ((e->kind == VMA_KIND__VMA_FILE_SHARED && e->may_write) || e->open_rw)
+			    ? O_RDWR
+			    : O_RDONLY;
 	struct map_file *nc;
 	struct stat st;
 	int fd, ret;
@@ -955,13 +999,43 @@ static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, si
 	return fd;
 }
 
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, struct rst_builder *b, bool verify)
+/* This process's own fd to a shared memory object (one per object). */
+static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int *cache,
+		      struct rst_builder *b)
 {
+	uint64_t size;
+	int fd = shmem_fd(shm, e->shmid, &size);
+
+	if (fd < 0 || e->pgoff + (e->end - e->start) > size) {
+		pr_err("pid %d: mapping %lx-%lx refers to shared memory object %u, which the "
+		       "images do not hold",
+		       pid, (unsigned long)e->start, (unsigned long)e->end, e->shmid);
+		return -EINVAL;
+	}
+	if (cache[e->shmid - 1] >= 0)
+		return cache[e->shmid - 1];
+	fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	fd = builder_place_fd(b, fd);
+	if (fd >= 0)
+		cache[e->shmid - 1] = fd;
+	return fd;
+}
+
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
+	     struct rst_builder *b, bool verify)
+{
+	_cleanup_free_ int *shm_cache = malloc(sizeof(int) * (shm->n ? shm->n : 1));
 	_cleanup_free_ struct map_file *cache = NULL;
 	size_t ncache = 0, run = 0;
 	uint64_t off = PAGES_DATA_OFFSET;
 	int pages_fd, ret;
 
+	if (!shm_cache)
+		return -ENOMEM;
+	for (size_t i = 0; i < shm->n; i++)
+		shm_cache[i] = -1;
 	pages_fd = open_pages(dirfd, pid, mm->head->nr_pages);
 	if (pages_fd < 0)
 		return pages_fd;
@@ -986,11 +1060,24 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, struct rst_builder *b, 
 		v->end = e->end;
 		v->prot = e->prot;
 		v->fd = -1;
-		v->mmap_flags = e->kind == VMA_KIND__VMA_FILE_SHARED ? MAP_SHARED : MAP_PRIVATE;
+		v->mmap_flags = (e->kind == VMA_KIND__VMA_FILE_SHARED ||
+				 e->kind == VMA_KIND__VMA_ANON_SHARED)
+					? MAP_SHARED
+					: MAP_PRIVATE;
 		if (e->growsdown)
 			v->mmap_flags |= MAP_GROWSDOWN;
+		if (e->noreserve)
+			v->mmap_flags |= MAP_NORESERVE;
+		if (e->droppable)
+			v->mmap_flags = (v->mmap_flags & ~MAP_PRIVATE) | 0x08 /* MAP_DROPPABLE */;
 		if (e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) {
 			ret = open_mapped(pid, e, &cache, &ncache, b);
+			if (ret < 0)
+				return ret;
+			v->fd = ret;
+			v->pgoff = e->pgoff;
+		} else if (e->kind == VMA_KIND__VMA_ANON_SHARED) {
+			ret = shm_fd_for(pid, e, shm, shm_cache, b);
 			if (ret < 0)
 				return ret;
 			v->fd = ret;

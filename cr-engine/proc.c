@@ -74,7 +74,8 @@ static unsigned parse_vmflags(const char *s)
 		{ "lo", VMF_LOCKED },	 { "io", VMF_IO },	    { "pf", VMF_PFNMAP },
 		{ "dc", VMF_DONTFORK },	 { "dd", VMF_DONTDUMP },    { "hg", VMF_HUGEPAGE },
 		{ "nh", VMF_NOHUGEPAGE }, { "mg", VMF_MERGEABLE },  { "wf", VMF_WIPEONFORK },
-		{ "nr", VMF_NORESERVE }, { "me", VMF_MAYEXEC },
+		{ "nr", VMF_NORESERVE }, { "me", VMF_MAYEXEC },	    { "sr", VMF_SEQ_READ },
+		{ "rr", VMF_RAND_READ }, { "dp", VMF_DROPPABLE },
 	};
 	unsigned r = 0;
 

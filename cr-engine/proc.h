@@ -38,6 +38,9 @@ enum {
 	VMF_WIPEONFORK = 1 << 11,
 	VMF_NORESERVE = 1 << 12,
 	VMF_MAYEXEC = 1 << 13,
+	VMF_SEQ_READ = 1 << 14,
+	VMF_RAND_READ = 1 << 15,
+	VMF_DROPPABLE = 1 << 16,
 };
 
 struct smaps_vma {

@@ -5,6 +5,7 @@
 #include "image.h"
 #include "images/pstree.pb-c.h"
 #include "log.h"
+#include "proc.h"
 #include "pstree.h"
 #include "util.h"
 
@@ -37,9 +38,17 @@ int check_tree(struct cr_dump_ctx *ctx)
 		}
 		if (p->pgid == root->pgid && p->sid == root->sid)
 			continue; /* the root's own outside group */
-		pr_err("pid %d: its process group %d has no leader inside the dumped tree; dump the "
-		       "tree from the group leader",
-		       p->pid, p->pgid);
+		{
+			struct proc_stat st;
+
+			/* a group whose leader is dead (a zombie's group, say) is
+			 * rebuilt with a helper that takes the leader's pid */
+			if (parse_stat(p->pgid, 0, &st) || st.pgid != p->pgid)
+				continue;
+		}
+		pr_err("pid %d: its process group %d is led by pid %d outside the dumped tree; dump "
+		       "the tree from the group leader",
+		       p->pid, p->pgid, p->pgid);
 		return -EOPNOTSUPP;
 	}
 	if (root->sid != root->pid)

@@ -72,6 +72,13 @@ struct special {
 	uint64_t start, end;
 };
 
+/* a process that exists only while the tree is built: the leader of a
+ * process group whose real leader was dead at dump time */
+struct helper {
+	pid_t pid;
+	struct rproc *parent;
+};
+
 struct rctx {
 	const struct cr_restore_opts *opts;
 	int dirfd;
@@ -83,6 +90,9 @@ struct rctx {
 	size_t nr_threads;
 	FileEntry **files;
 	size_t nr_files;
+	struct rshm shm;
+	struct helper *helpers;
+	size_t nr_helpers;
 	struct shared *sh;
 	size_t sh_len;
 	uint64_t xcr0;
@@ -281,6 +291,34 @@ static void free_images(struct rctx *c)
 		inventory_entry__free_unpacked(c->inv, NULL);
 }
 
+static int find_helpers(struct rctx *c)
+{
+	pid_t root_pgid = c->procs[0].pe->pgid;
+
+	for (size_t i = 1; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		pid_t g = rp->pe->pgid;
+		bool known = g == root_pgid;
+		struct helper *nh;
+
+		for (size_t k = 0; k < c->nr && !known; k++)
+			known = c->procs[k].pid == g;
+		for (size_t k = 0; k < c->nr_helpers && !known; k++)
+			known = c->helpers[k].pid == g;
+		if (known)
+			continue;
+		nh = xrealloc_array(c->helpers, c->nr_helpers + 1, sizeof(*nh));
+		if (!nh)
+			return -ENOMEM;
+		c->helpers = nh;
+		nh[c->nr_helpers].pid = g;
+		nh[c->nr_helpers].parent = rp->parent;
+		c->nr_helpers++;
+		pr_debug("group %d is rebuilt with a helper under pid %d", g, rp->parent->pid);
+	}
+	return 0;
+}
+
 /* Every saved pid and tid must be free now. */
 static int check_ids_free(struct rctx *c)
 {
@@ -299,6 +337,16 @@ static int check_ids_free(struct rctx *c)
 				return -EBUSY;
 			}
 		}
+	for (size_t i = 0; i < c->nr_helpers; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "/proc/%d", c->helpers[i].pid);
+		if (!access(path, F_OK)) {
+			pr_err("pid %d is in use; it is needed to rebuild process group %d",
+			       c->helpers[i].pid, c->helpers[i].pid);
+			return -EBUSY;
+		}
+	}
 	return 0;
 }
 
@@ -394,6 +442,39 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	if (r != rp->pid) {
 		pr_err("pid %d: was created as pid %ld", rp->pid, r);
 		kill(r, SIGKILL);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static void __attribute__((noreturn)) helper_main(struct rctx *c)
+{
+	if (setpgid(0, 0)) {
+		pr_perror("helper %d: cannot create its process group", getpid());
+		task_fail(c->sh);
+	}
+	arrive(c->sh);
+	wait_stage(c->sh, ST_PGID);
+	arrive(c->sh);
+	wait_stage(c->sh, ST_PREPARE);
+	_exit(0);
+}
+
+static int spawn_helper(struct rctx *c, pid_t pid)
+{
+	struct clone_args_k ca;
+	long r;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.exit_signal = SIGCHLD;
+	ca.set_tid = (uintptr_t)&pid;
+	ca.set_tid_size = 1;
+	r = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (r == 0)
+		helper_main(c);
+	if (r != pid) {
+		pr_err("pid %d: cannot be created to rebuild its process group: %s", pid,
+		       r < 0 ? strerror(errno) : "wrong pid");
 		return -EEXIST;
 	}
 	return 0;
@@ -602,6 +683,14 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 	cr_log_redirect(errfd, logfd);
 	b.next_fd = MAX(MAX(errfd, dirfd), logfd) + 1;
 	b.args.close_from = base;
+	/* the shared memory objects kupdate created, too */
+	for (size_t i = 0; i < c->shm.n; i++) {
+		int fd = builder_place_fd(&b, c->shm.fds[i]);
+
+		if (fd < 0)
+			return fd;
+		c->shm.fds[i] = fd;
+	}
 	/* nothing below base survives but what we restore */
 	if (syscall(SYS_close_range, 0, base - 1, 0)) {
 		for (int fd = 0; fd < base; fd++)
@@ -621,7 +710,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		return ret;
 	}
 
-	ret = mem_plan(dirfd, rp->pid, &rp->mm, &b, !c->opts->no_page_verify);
+	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &b, !c->opts->no_page_verify);
 	if (ret)
 		return ret;
 	b.args.exe_fd = -1;
@@ -799,6 +888,9 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	for (int i = 0; i < rp->nr_children; i++)
 		if (spawn(c, rp->children[i], false))
 			task_fail(sh);
+	for (size_t i = 0; i < c->nr_helpers; i++)
+		if (c->helpers[i].parent == rp && spawn_helper(c, c->helpers[i].pid))
+			task_fail(sh);
 	arrive(sh);
 
 	wait_stage(sh, ST_PGID);
@@ -818,6 +910,11 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	arrive(sh);
 
 	wait_stage(sh, ST_PREPARE);
+	/* helpers have served once every group is joined */
+	for (size_t i = 0; i < c->nr_helpers; i++)
+		if (c->helpers[i].parent == rp)
+			while (waitpid(c->helpers[i].pid, NULL, 0) < 0 && errno == EINTR)
+				;
 	if (rp->zombie)
 		become_zombie(rp);
 	if (prepare(c, rp, idx, &entry, &args, &stack))
@@ -914,13 +1011,20 @@ static struct rproc *proc_of_tid(struct rctx *c, pid_t tid, int *ti)
 static const char *step_name(uint32_t step)
 {
 	static const char *const n[RST_STEP_MAX] = {
-		[RST_STEP_NONE] = "start",	     [RST_STEP_PARK] = "moving the vDSO aside",
-		[RST_STEP_UNMAP] = "unmapping",	     [RST_STEP_MOVE] = "placing the vDSO",
-		[RST_STEP_MMAP] = "mapping",	     [RST_STEP_FILL] = "reading pages",
-		[RST_STEP_CRC] = "checking pages",   [RST_STEP_MPROTECT] = "protecting",
-		[RST_STEP_MADVISE] = "madvise",	     [RST_STEP_MLOCK] = "mlock",
-		[RST_STEP_MM] = "setting mm fields", [RST_STEP_CLONE] = "creating a thread",
-		[RST_STEP_THREAD] = "thread state",  [RST_STEP_RSEQ] = "registering rseq",
+		[RST_STEP_NONE] = "starting",
+		[RST_STEP_PARK] = "moving the vDSO aside",
+		[RST_STEP_UNMAP] = "unmapping the old address space",
+		[RST_STEP_MOVE] = "placing the vDSO",
+		[RST_STEP_MMAP] = "mmap",
+		[RST_STEP_FILL] = "reading its pages",
+		[RST_STEP_CRC] = "checking its pages",
+		[RST_STEP_MPROTECT] = "mprotect",
+		[RST_STEP_MADVISE] = "madvise",
+		[RST_STEP_MLOCK] = "mlock",
+		[RST_STEP_MM] = "setting the mm fields (PR_SET_MM_MAP)",
+		[RST_STEP_CLONE] = "creating a thread",
+		[RST_STEP_THREAD] = "setting thread state",
+		[RST_STEP_RSEQ] = "registering rseq",
 		[RST_STEP_SIGACTION] = "setting a signal action",
 	};
 	return step < RST_STEP_MAX && n[step] ? n[step] : "?";
@@ -955,14 +1059,13 @@ static void report_blob_failure(struct rctx *c, struct rproc *rp)
 			       rp->pid, (unsigned long)a.err_addr, rp->pid);
 			return;
 		}
-		pr_err("pid %d: restorer failed %s mapping %lx-%lx%s%s at %lx: %s", rp->pid,
-		       step_name(a.err_step), e ? (unsigned long)e->start : 0,
-		       e ? (unsigned long)e->end : 0, e && e->path ? " " : "",
-		       e && e->path ? e->path : "", (unsigned long)a.err_addr,
-		       strerror((int)-a.err));
+		pr_err("pid %d: cannot restore mapping %lx-%lx%s%s: %s at %lx failed: %s", rp->pid,
+		       e ? (unsigned long)e->start : 0, e ? (unsigned long)e->end : 0,
+		       e && e->path ? " " : "", e && e->path ? e->path : "", step_name(a.err_step),
+		       (unsigned long)a.err_addr, strerror((int)-a.err));
 		return;
 	}
-	pr_err("pid %d: restorer failed %s (index %u, address %lx): %s", rp->pid,
+	pr_err("pid %d: the restorer failed %s (index %u, address %lx): %s", rp->pid,
 	       step_name(a.err_step), a.err_index, (unsigned long)a.err_addr,
 	       strerror((int)-a.err));
 }
@@ -1175,7 +1278,11 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	}
 	ret = load_images(&c);
 	if (!ret)
+		ret = find_helpers(&c);
+	if (!ret)
 		ret = check_ids_free(&c);
+	if (!ret)
+		ret = shmem_restore(c.dirfd, &c.shm, !o->no_page_verify);
 	if (ret)
 		goto out;
 
@@ -1197,11 +1304,11 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		goto fail;
 	*root_pid = c.procs[0].pid;
 
-	ret = wait_count(&c, c.nr, "creating processes", false);
+	ret = wait_count(&c, c.nr + c.nr_helpers, "creating processes", false);
 	if (ret)
 		goto fail;
 	open_stage(&c, ST_PGID);
-	ret = wait_count(&c, c.nr, "joining process groups", true);
+	ret = wait_count(&c, c.nr + c.nr_helpers, "joining process groups", true);
 	if (ret)
 		goto fail;
 	open_stage(&c, ST_PREPARE);
@@ -1244,6 +1351,8 @@ fail:
 out:
 	if (c.sh)
 		munmap(c.sh, c.sh_len);
+	shmem_free(&c.shm);
+	free(c.helpers);
 	free_images(&c);
 	close(c.dirfd);
 	return ret;

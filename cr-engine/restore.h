@@ -15,6 +15,7 @@
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
 #include "restorer/restorer.h"
+#include "shmem.h"
 #include "signals.h"
 
 /* memory of one process (memory.c) */
@@ -77,7 +78,8 @@ int mem_load(int dirfd, pid_t pid, struct rmm *mm);
 void mem_free(struct rmm *mm);
 /* Fill b's mappings and page runs, opening the mapped files and the page
  * image (as helper fds). */
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, struct rst_builder *b, bool verify);
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
+	     struct rst_builder *b, bool verify);
 
 /* regs.c */
 int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);

@@ -12,6 +12,7 @@
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
+#include "images/shmem.pb-c.h"
 #include "images/signals.pb-c.h"
 #include "log.h"
 #include "util.h"
@@ -40,6 +41,8 @@ static struct kind_desc descs(uint32_t kind)
 	case IMG_SIGNALS:
 		return (struct kind_desc){ &sigaction_entry__descriptor,
 					   &sigaction_entry__descriptor };
+	case IMG_SHMEM:
+		return (struct kind_desc){ &shmem_entry__descriptor, &shmem_entry__descriptor };
 	case IMG_FDS:
 		return (struct kind_desc){ &fd_entry__descriptor, &fd_entry__descriptor };
 	}
@@ -230,7 +233,7 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 		pr_err("%s is not a kupdate image", name);
 		return ret;
 	}
-	if (kind == IMG_PAGES) {
+	if (kind == IMG_PAGES || kind == IMG_SHMEM_PAGES) {
 		struct pages_header h;
 		_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
 
@@ -242,8 +245,9 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 			fprintf(out, "%s\"%s\":{\"kind\":\"pages\",\"pid\":%u,\"nr_pages\":%" PRIu64 "}",
 				*first_img ? "" : ",", name, h.pid, h.nr_pages);
 		else
-			fprintf(out, "== %s (pages): pid %u, %" PRIu64 " pages of raw data\n", name,
-				h.pid, h.nr_pages);
+			fprintf(out, "== %s (%s): %s %u, %" PRIu64 " pages of raw data\n", name,
+				img_kind_name(kind), kind == IMG_PAGES ? "pid" : "object", h.pid,
+				h.nr_pages);
 		*first_img = false;
 		return 0;
 	}

@@ -167,6 +167,8 @@ static void map_vmas(struct rst_args *a)
 				{ RST_MADV_NOHUGEPAGE, R_MADV_NOHUGEPAGE },
 				{ RST_MADV_MERGEABLE, R_MADV_MERGEABLE },
 				{ RST_MADV_WIPEONFORK, R_MADV_WIPEONFORK },
+				{ RST_MADV_SEQUENTIAL, R_MADV_SEQUENTIAL },
+				{ RST_MADV_RANDOM, R_MADV_RANDOM },
 			};
 			for (unsigned j = 0; j < sizeof(adv) / sizeof(adv[0]); j++) {
 				if (!(v->madv & adv[j].bit))

@@ -31,6 +31,8 @@ enum {
 	RST_MADV_NOHUGEPAGE = 1 << 3,
 	RST_MADV_MERGEABLE = 1 << 4,
 	RST_MADV_WIPEONFORK = 1 << 5,
+	RST_MADV_SEQUENTIAL = 1 << 6,
+	RST_MADV_RANDOM = 1 << 7,
 };
 
 enum {

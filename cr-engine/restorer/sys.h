@@ -53,6 +53,8 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_MAP_ANONYMOUS   0x20
 #define R_MREMAP_MAYMOVE  1
 #define R_MREMAP_FIXED    2
+#define R_MADV_RANDOM     1
+#define R_MADV_SEQUENTIAL 2
 #define R_MADV_MERGEABLE  12
 #define R_MADV_DONTFORK   10
 #define R_MADV_HUGEPAGE   14

@@ -1,0 +1,409 @@
+/* Shared memory objects: MAP_SHARED|MAP_ANONYMOUS regions and memfds.
+ *
+ * Dump: each object is saved once, whichever processes map it.  Its data is
+ * read through /proc/PID/map_files (an fd to the object itself), with
+ * SEEK_DATA/SEEK_HOLE to skip what was never allocated — this also finds
+ * pages no process has mapped right now and pages in swap.
+ * Restore: kupdate creates each object before the tree (an anonymous shared
+ * mapping reopened through /proc/self/map_files, or a memfd of the same
+ * name), fills it, and every process maps that same object, so sharing
+ * holds after the restore. */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "crc32c.h"
+#include "dump.h"
+#include "image.h"
+#include "images/mm.pb-c.h"
+#include "log.h"
+#include "shmem.h"
+#include "util.h"
+
+#ifndef F_GET_SEALS
+#define F_ADD_SEALS 1033
+#define F_GET_SEALS 1034
+#endif
+
+#define SHM_MAX_SIZE (1ULL << 46)
+
+/* The data is read through a mapping of the object: read(2) on an fd of an
+ * anonymous shared mapping does not return its contents on every kernel. */
+static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
+{
+	struct pages_header h;
+	unsigned char hdr[PAGES_DATA_OFFSET];
+	unsigned char *map;
+	char name[64];
+	_cleanup_close_ int out = -1;
+	off_t off = 0;
+	int ret;
+
+	map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		pr_perror("cannot map shared memory object %u to read it", s->id);
+		return ret;
+	}
+	snprintf(name, sizeof(name), "shmem-pages-%u.img", s->id);
+	out = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		ret = -errno;
+		pr_perror("cannot create image %s", name);
+		goto out;
+	}
+	memset(hdr, 0, sizeof(hdr));
+	ret = write_all(out, hdr, sizeof(hdr)); /* the header is written last */
+	if (ret)
+		goto werr;
+	while ((uint64_t)off < s->size) {
+		off_t data = lseek(fd, off, SEEK_DATA), hole;
+		struct cr_shm_run *nr;
+		uint64_t len;
+
+		if (data < 0 && errno == ENXIO)
+			break;
+		if (data < 0) {
+			/* no SEEK_DATA: take everything */
+			data = off;
+			hole = s->size;
+		} else {
+			hole = lseek(fd, data, SEEK_HOLE);
+			if (hole < 0)
+				hole = s->size;
+		}
+		data &= ~(off_t)(PAGE_SIZE - 1);
+		hole = MIN((uint64_t)PAGE_ALIGN(hole), s->size);
+		if (hole <= data)
+			break;
+		len = hole - data;
+		nr = xrealloc_array(s->runs, s->nr_runs + 1, sizeof(*nr));
+		if (!nr) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		s->runs = nr;
+		nr[s->nr_runs].offset = data;
+		nr[s->nr_runs].nr_pages = len / PAGE_SIZE;
+		nr[s->nr_runs].crc = ctx->opts->no_page_crc ? 0 : crc32c(0, map + data, len);
+		s->nr_runs++;
+		s->nr_pages += len / PAGE_SIZE;
+		ret = write_all(out, map + data, len);
+		if (ret)
+			goto werr;
+		off = hole;
+	}
+	memset(&h, 0, sizeof(h));
+	h.h.magic = IMG_MAGIC;
+	h.h.kind = IMG_SHMEM_PAGES;
+	h.h.version = IMG_FORMAT_VERSION;
+	h.h.hdr_size = sizeof(h);
+	h.nr_pages = s->nr_pages;
+	h.pid = s->id;
+	memcpy(hdr, &h, sizeof(h));
+	ret = pwrite_all(out, hdr, sizeof(hdr), 0);
+	if (ret)
+		goto werr;
+	ret = close(out) ? -errno : 0;
+	out = -1;
+	if (ret)
+		goto werr;
+	ctx->total_pages += s->nr_pages;
+	goto out;
+werr:
+	pr_err("cannot write image %s: %s", name, strerror(-ret));
+out:
+	munmap(map, s->size);
+	return ret;
+}
+
+int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
+{
+	char mf[96];
+	struct stat st;
+	struct cr_shm *s, *ns;
+	_cleanup_close_ int fd = -1;
+	const char *path = v->s.path;
+	int ret;
+
+	snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start, v->s.end);
+	fd = open(mf, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start, path);
+		return ret;
+	}
+	for (int i = 0; i < ctx->nr_shm; i++)
+		if (ctx->shm[i].dev == (uint64_t)st.st_dev && ctx->shm[i].ino == st.st_ino) {
+			v->shmid = ctx->shm[i].id;
+			return 0;
+		}
+	if ((uint64_t)st.st_size > SHM_MAX_SIZE) {
+		pr_err("pid %d: shared memory at %lx is too large (%lu bytes)", p->pid, v->s.start,
+		       (unsigned long)st.st_size);
+		return -EFBIG;
+	}
+	ns = xrealloc_array(ctx->shm, ctx->nr_shm + 1, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	ctx->shm = ns;
+	s = &ns[ctx->nr_shm++];
+	memset(s, 0, sizeof(*s));
+	s->id = ctx->nr_shm;
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
+	s->size = PAGE_ALIGN(st.st_size);
+	if (!strncmp(path, "/memfd:", 7)) {
+		size_t n = strlen(path + 7);
+
+		s->kind = SHMEM_KIND__SHMEM_MEMFD;
+		if (n > 10 && !strcmp(path + 7 + n - 10, " (deleted)"))
+			n -= 10;
+		s->name = strndup(path + 7, n);
+		if (!s->name)
+			return -ENOMEM;
+		ret = fcntl(fd, F_GET_SEALS);
+		s->seals = ret > 0 ? ret : 0;
+	} else {
+		s->kind = SHMEM_KIND__SHMEM_ANON;
+	}
+	v->shmid = s->id;
+	return copy_object(ctx, s, fd);
+}
+
+int shmem_write(struct cr_dump_ctx *ctx)
+{
+	struct img_writer w;
+	int ret = img_writer_open(&w, ctx->dirfd, "shmem.img", IMG_SHMEM);
+
+	if (ret)
+		return ret;
+	for (int i = 0; i < ctx->nr_shm; i++) {
+		struct cr_shm *s = &ctx->shm[i];
+		ShmemEntry e = SHMEM_ENTRY__INIT;
+		ShmemRun *runs = calloc(s->nr_runs ? s->nr_runs : 1, sizeof(*runs));
+		ShmemRun **rp = calloc(s->nr_runs ? s->nr_runs : 1, sizeof(*rp));
+
+		if (!runs || !rp) {
+			free(runs);
+			free(rp);
+			img_writer_abort(&w);
+			return -ENOMEM;
+		}
+		for (int k = 0; k < s->nr_runs; k++) {
+			shmem_run__init(&runs[k]);
+			runs[k].offset = s->runs[k].offset;
+			runs[k].nr_pages = s->runs[k].nr_pages;
+			runs[k].has_crc32c = !ctx->opts->no_page_crc;
+			runs[k].crc32c = s->runs[k].crc;
+			rp[k] = &runs[k];
+		}
+		e.id = s->id;
+		e.kind = s->kind;
+		e.size = s->size;
+		e.name = s->name;
+		e.n_runs = s->nr_runs;
+		e.runs = rp;
+		e.has_ino = 1;
+		e.ino = s->ino;
+		if (s->seals) {
+			e.has_seals = 1;
+			e.seals = s->seals;
+		}
+		img_write(&w, &e.base);
+		free(runs);
+		free(rp);
+	}
+	return img_writer_close(&w);
+}
+
+void shmem_free_dump(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_shm; i++) {
+		free(ctx->shm[i].name);
+		free(ctx->shm[i].runs);
+	}
+	free(ctx->shm);
+	ctx->shm = NULL;
+	ctx->nr_shm = 0;
+}
+
+/* ------------------------------------------------------------- restore */
+
+void shmem_free(struct rshm *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		shmem_entry__free_unpacked(t->e[i], NULL);
+		if (t->fds && t->fds[i] >= 0)
+			close(t->fds[i]);
+	}
+	free(t->e);
+	free(t->fds);
+	memset(t, 0, sizeof(*t));
+}
+
+static int validate(const ShmemEntry *e, size_t idx)
+{
+	uint64_t end = 0;
+
+	if (e->id != idx + 1 || (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) ||
+	    !e->size || e->size > SHM_MAX_SIZE || e->size % PAGE_SIZE ||
+	    (e->kind == SHMEM_KIND__SHMEM_MEMFD && !e->name)) {
+		pr_err("image shmem.img is damaged: object %zu is invalid", idx);
+		return -EINVAL;
+	}
+	for (size_t k = 0; k < e->n_runs; k++) {
+		const ShmemRun *r = e->runs[k];
+
+		if (r->offset % PAGE_SIZE || r->offset < end || !r->nr_pages ||
+		    r->nr_pages > e->size / PAGE_SIZE ||
+		    r->offset + r->nr_pages * PAGE_SIZE > e->size) {
+			pr_err("image shmem.img is damaged: object %u, run %zu", e->id, k);
+			return -EINVAL;
+		}
+		end = r->offset + r->nr_pages * PAGE_SIZE;
+	}
+	return 0;
+}
+
+static int fill_object(int dirfd, const ShmemEntry *e, unsigned char *map, bool verify)
+{
+	char name[64];
+	_cleanup_close_ int fd = -1;
+	struct pages_header h;
+	struct stat st;
+	uint64_t total = 0, off = PAGES_DATA_OFFSET;
+	int ret;
+
+	for (size_t k = 0; k < e->n_runs; k++)
+		total += e->runs[k]->nr_pages;
+	snprintf(name, sizeof(name), "shmem-pages-%u.img", e->id);
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image %s", name);
+		return ret;
+	}
+	if (fstat(fd, &st) || pread(fd, &h, sizeof(h), 0) != sizeof(h) || h.h.magic != IMG_MAGIC ||
+	    h.h.kind != IMG_SHMEM_PAGES || h.h.version != IMG_FORMAT_VERSION ||
+	    h.nr_pages != total || h.pid != e->id ||
+	    (uint64_t)st.st_size != PAGES_DATA_OFFSET + total * PAGE_SIZE) {
+		pr_err("image %s is damaged or belongs to another dump", name);
+		return -EINVAL;
+	}
+	for (size_t k = 0; k < e->n_runs; k++) {
+		const ShmemRun *r = e->runs[k];
+		size_t len = r->nr_pages * PAGE_SIZE;
+
+		ret = pread_all(fd, map + r->offset, len, off);
+		if (ret) {
+			pr_err("cannot read image %s: %s", name, strerror(-ret));
+			return ret;
+		}
+		if (verify && r->has_crc32c && crc32c(0, map + r->offset, len) != r->crc32c) {
+			pr_err("shared memory data at offset %lu does not match its checksum: %s is "
+			       "damaged",
+			       (unsigned long)r->offset, name);
+			return -EBADMSG;
+		}
+		off += len;
+	}
+	return 0;
+}
+
+static int create_object(int dirfd, const ShmemEntry *e, bool verify)
+{
+	unsigned char *map;
+	int fd = -1, ret;
+
+	if (e->kind == SHMEM_KIND__SHMEM_MEMFD) {
+		fd = memfd_create(e->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0 || ftruncate(fd, e->size)) {
+			ret = -errno;
+			pr_perror("cannot create memfd %s", e->name);
+			if (fd >= 0)
+				close(fd);
+			return ret;
+		}
+		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	} else {
+		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	}
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		pr_perror("cannot map shared memory object %u (%lu bytes)", e->id,
+			  (unsigned long)e->size);
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	ret = fill_object(dirfd, e, map, verify);
+	if (!ret && fd < 0) {
+		char mf[96];
+
+		/* an fd to the object itself: mappings of it are shared anonymous memory */
+		snprintf(mf, sizeof(mf), "/proc/self/map_files/%lx-%lx", (unsigned long)map,
+			 (unsigned long)(map + e->size));
+		fd = open(mf, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			ret = -errno;
+			pr_perror("cannot reopen shared memory object %u", e->id);
+		}
+	}
+	munmap(map, e->size);
+	if (!ret && e->has_seals && e->seals && fcntl(fd, F_ADD_SEALS, e->seals)) {
+		ret = -errno;
+		pr_perror("cannot seal memfd %s", e->name);
+	}
+	if (ret) {
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int shmem_restore(int dirfd, struct rshm *t, bool verify)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	ret = img_reader_open(&r, dirfd, "shmem.img", IMG_SHMEM);
+	if (ret)
+		return ret;
+	t->e = calloc(r.nr ? r.nr : 1, sizeof(*t->e));
+	t->fds = malloc((r.nr ? r.nr : 1) * sizeof(int));
+	if (!t->e || !t->fds) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &shmem_entry__descriptor, &m)) > 0) {
+		t->fds[t->n] = -1;
+		t->e[t->n] = (ShmemEntry *)m;
+		t->n++;
+		ret = validate(t->e[t->n - 1], t->n - 1);
+		if (ret)
+			break;
+	}
+	img_reader_close(&r);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < t->n; i++) {
+		ret = create_object(dirfd, t->e[i], verify);
+		if (ret < 0)
+			return ret;
+		t->fds[i] = ret;
+	}
+	return 0;
+}
+
+int shmem_fd(const struct rshm *t, uint32_t id, uint64_t *size)
+{
+	if (!id || id > t->n)
+		return -1;
+	if (size)
+		*size = t->e[id - 1]->size;
+	return t->fds[id - 1];
+}

@@ -1,0 +1,30 @@
+#ifndef CR_SHMEM_H
+#define CR_SHMEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "images/shmem.pb-c.h"
+
+struct cr_dump_ctx;
+struct cr_proc;
+struct cr_vma;
+
+/* dump: save the object behind a shared mapping once; sets v->shmid */
+int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v);
+int shmem_write(struct cr_dump_ctx *ctx);
+void shmem_free_dump(struct cr_dump_ctx *ctx);
+
+/* restore: the objects, created and filled, each with an fd */
+struct rshm {
+	ShmemEntry **e;
+	size_t n;
+	int *fds;
+};
+int shmem_restore(int dirfd, struct rshm *t, bool verify);
+void shmem_free(struct rshm *t);
+/* fd of object id, or -1 */
+int shmem_fd(const struct rshm *t, uint32_t id, uint64_t *size);
+
+#endif
