@@ -15,6 +15,7 @@
 #include "log.h"
 #include "memory.h"
 #include "remote.h"
+#include "pipes.h"
 #include "shmem.h"
 #include "signals.h"
 #include "util.h"
@@ -195,6 +196,8 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
 		ret = write_files(&ctx);
 	if (!ret)
 		ret = shmem_write(&ctx);
+	if (!ret)
+		ret = pipes_write(&ctx);
 	/* the inventory last: a directory without one is not a dump */
 	if (!ret)
 		ret = write_inventory(&ctx);
@@ -219,6 +222,7 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
 	free(ctx.procs);
 	free_files(&ctx);
 	shmem_free_dump(&ctx);
+	pipes_free_dump(&ctx);
 	close(ctx.dirfd);
 	return ret;
 }

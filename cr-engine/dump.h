@@ -36,6 +36,14 @@ struct cr_shm_run {
 	uint32_t crc;
 };
 
+/* a pipe object (pipes.c) */
+struct cr_pipe {
+	uint64_t id;
+	uint32_t size;
+	uint8_t *data;
+	size_t len;
+};
+
 /* a shared memory object (shmem.c) */
 struct cr_shm {
 	uint32_t id;
@@ -81,6 +89,7 @@ struct cr_file {
 	uint32_t rdev;
 	pid_t owner_pid;          /* first holder, for kcmp */
 	int owner_fd;
+	uint64_t pipe_id;
 };
 
 struct cr_sigaction {
@@ -145,6 +154,8 @@ struct cr_dump_ctx {
 	/* shared memory objects, see shmem.c */
 	struct cr_shm *shm;
 	int nr_shm;
+	struct cr_pipe *pipes;
+	int nr_pipes;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);

@@ -1,12 +1,22 @@
 /* File descriptors and the open file descriptions behind them.
  *
  * Dump: every fd of /proc/PID/fd is described once per open file
- * description (kcmp(KCMP_FILE) finds dup'd and inherited fds), with its
- * path, open flags and offset from fdinfo.  Restore: each process reopens
- * its files and dups them onto the saved numbers. */
+ * description: kcmp(KCMP_FILE) finds fds that were dup'd or inherited, in
+ * one process or across the tree.  Regular files, directories and
+ * character devices are reopened by path with their flags and offset;
+ * pipes and FIFOs refer to a pipe object (pipes.c).
+ *
+ * Restore: a description held by one process is opened by that process in
+ * place.  A description held by several processes (so that they keep
+ * sharing its offset, or the two ends of one pipe) is created by the
+ * closest common ancestor of its holders before it forks, on a "transport"
+ * fd above every fd the tree uses; the holders inherit it, dup it onto
+ * their fd numbers, and the restorer closes every transport fd at the end.
+ */
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -16,7 +26,11 @@
 #include "image.h"
 #include "images/files.pb-c.h"
 #include "log.h"
+#include "pipes.h"
+#include "restore.h"
 #include "util.h"
+
+#define SETFL_MASK (O_APPEND | O_ASYNC | O_DIRECT | O_NOATIME | O_NONBLOCK)
 
 static int kcmp_file(pid_t p1, int fd1, pid_t p2, int fd2)
 {
@@ -40,8 +54,6 @@ static int parse_fdinfo(pid_t pid, int fd, uint64_t *pos, uint32_t *flags)
 
 static const char *unsupported_kind(const char *link)
 {
-	if (!strncmp(link, "pipe:", 5))
-		return "a pipe";
 	if (!strncmp(link, "socket:", 7))
 		return "a socket";
 	if (!strncmp(link, "anon_inode:", 11))
@@ -49,12 +61,10 @@ static const char *unsupported_kind(const char *link)
 	return NULL;
 }
 
-static int find_or_add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link,
-			    const struct stat *st, uint32_t *id)
+static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link,
+		    const struct stat *st, uint64_t pos, uint32_t flags, uint32_t *id)
 {
 	struct cr_file *f, *nf;
-	uint64_t pos;
-	uint32_t flags;
 	int ret;
 
 	for (int i = 0; i < ctx->nr_files; i++) {
@@ -65,11 +75,6 @@ static int find_or_add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, 
 			*id = f->id;
 			return 0;
 		}
-	}
-	ret = parse_fdinfo(p->pid, fd, &pos, &flags);
-	if (ret) {
-		pr_err("pid %d: cannot read fdinfo of fd %d: %s", p->pid, fd, strerror(-ret));
-		return ret;
 	}
 	nf = xrealloc_array(ctx->files, ctx->nr_files + 1, sizeof(*nf));
 	if (!nf)
@@ -82,9 +87,16 @@ static int find_or_add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, 
 	if (!f->path)
 		return -ENOMEM;
 	ctx->nr_files++;
-	f->kind = S_ISDIR(st->st_mode)	 ? FILE_KIND__FILE_DIR
-		  : S_ISCHR(st->st_mode) ? FILE_KIND__FILE_CHR
-					 : FILE_KIND__FILE_REG;
+	if (!strncmp(link, "pipe:", 5))
+		f->kind = FILE_KIND__FILE_PIPE;
+	else if (S_ISFIFO(st->st_mode))
+		f->kind = FILE_KIND__FILE_FIFO;
+	else if (S_ISDIR(st->st_mode))
+		f->kind = FILE_KIND__FILE_DIR;
+	else if (S_ISCHR(st->st_mode))
+		f->kind = FILE_KIND__FILE_CHR;
+	else
+		f->kind = FILE_KIND__FILE_REG;
 	f->flags = flags & ~O_CLOEXEC;
 	f->pos = pos;
 	f->dev = st->st_dev;
@@ -93,6 +105,12 @@ static int find_or_add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, 
 	f->rdev = st->st_rdev;
 	f->owner_pid = p->pid;
 	f->owner_fd = fd;
+	if (f->kind == FILE_KIND__FILE_PIPE || f->kind == FILE_KIND__FILE_FIFO) {
+		f->pipe_id = st->st_ino;
+		ret = pipe_dump(ctx, p->pid, fd, f->pipe_id);
+		if (ret)
+			return ret;
+	}
 	*id = f->id;
 	return 0;
 }
@@ -101,6 +119,72 @@ static int cmp_fd(const void *a, const void *b)
 {
 	const struct cr_fd *x = a, *y = b;
 	return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
+{
+	char lpath[96], link[PATH_MAX + 1];
+	struct stat st;
+	struct cr_fd *nfds;
+	const char *what;
+	uint64_t pos;
+	uint32_t flags, id;
+	ssize_t n;
+	int ret;
+
+	snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%d", p->pid, fd);
+	n = readlink(lpath, link, sizeof(link) - 1);
+	if (n < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot read the link of fd %d", p->pid, fd);
+		return ret;
+	}
+	link[n] = 0;
+	what = unsupported_kind(link);
+	if (what) {
+		pr_err("pid %d: fd %d is %s (%s), which this kupdate cannot dump yet", p->pid, fd,
+		       what, link);
+		return -EOPNOTSUPP;
+	}
+	if (stat(lpath, &st)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot stat fd %d (%s)", p->pid, fd, link);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode) &&
+	    !S_ISFIFO(st.st_mode)) {
+		pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet", p->pid, fd,
+		       link);
+		return -EOPNOTSUPP;
+	}
+	if (link[0] != '/' && strncmp(link, "pipe:", 5)) {
+		pr_err("pid %d: fd %d (%s) has no path to reopen it by", p->pid, fd, link);
+		return -EOPNOTSUPP;
+	}
+	if (link[0] == '/' &&
+	    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)")))) {
+		pr_err("pid %d: fd %d refers to the deleted file %s; unlinked open files are not "
+		       "supported yet",
+		       p->pid, fd, link);
+		return -EOPNOTSUPP;
+	}
+	ret = parse_fdinfo(p->pid, fd, &pos, &flags);
+	if (ret) {
+		pr_err("pid %d: cannot read fdinfo of fd %d: %s", p->pid, fd, strerror(-ret));
+		return ret;
+	}
+	ret = add_file(ctx, p, fd, link, &st, pos, flags, &id);
+	if (ret)
+		return ret;
+	nfds = xrealloc_array(p->fds, p->nr_fds + 1, sizeof(*nfds));
+	if (!nfds)
+		return -ENOMEM;
+	p->fds = nfds;
+	nfds[p->nr_fds].fd = fd;
+	nfds[p->nr_fds].file_id = id;
+	nfds[p->nr_fds].cloexec = !!(flags & O_CLOEXEC);
+	p->nr_fds++;
+	return 0;
 }
 
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -117,76 +201,10 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		pr_perror("pid %d: cannot list its fds (%s)", p->pid, dpath);
 		return ret;
 	}
-	while ((de = readdir(d))) {
-		char lpath[96], link[PATH_MAX + 1];
-		struct stat st;
-		struct cr_fd *nfds;
-		const char *what;
-		uint64_t pos;
-		uint32_t flags, id;
-		ssize_t n;
-		int fd;
-
+	while ((de = readdir(d)) && !ret) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		fd = atoi(de->d_name);
-		snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%d", p->pid, fd);
-		n = readlink(lpath, link, sizeof(link) - 1);
-		if (n < 0) {
-			ret = -errno;
-			pr_perror("pid %d: cannot read the link of fd %d", p->pid, fd);
-			break;
-		}
-		link[n] = 0;
-		what = unsupported_kind(link);
-		if (what) {
-			pr_err("pid %d: fd %d is %s (%s), which this kupdate cannot dump yet", p->pid,
-			       fd, what, link);
-			ret = -EOPNOTSUPP;
-			break;
-		}
-		if (stat(lpath, &st)) {
-			ret = -errno;
-			pr_perror("pid %d: cannot stat fd %d (%s)", p->pid, fd, link);
-			break;
-		}
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode)) {
-			pr_err("pid %d: fd %d (%s) is neither a file, a directory nor a character "
-			       "device; it cannot be dumped yet",
-			       p->pid, fd, link);
-			ret = -EOPNOTSUPP;
-			break;
-		}
-		if (link[0] != '/') {
-			pr_err("pid %d: fd %d (%s) has no path to reopen it by", p->pid, fd, link);
-			ret = -EOPNOTSUPP;
-			break;
-		}
-		if (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)"))) {
-			pr_err("pid %d: fd %d refers to the deleted file %s; unlinked open files are "
-			       "not supported yet",
-			       p->pid, fd, link);
-			ret = -EOPNOTSUPP;
-			break;
-		}
-		ret = find_or_add_file(ctx, p, fd, link, &st, &id);
-		if (ret)
-			break;
-		ret = parse_fdinfo(p->pid, fd, &pos, &flags);
-		if (ret) {
-			pr_err("pid %d: cannot read fdinfo of fd %d: %s", p->pid, fd, strerror(-ret));
-			break;
-		}
-		nfds = xrealloc_array(p->fds, p->nr_fds + 1, sizeof(*nfds));
-		if (!nfds) {
-			ret = -ENOMEM;
-			break;
-		}
-		p->fds = nfds;
-		nfds[p->nr_fds].fd = fd;
-		nfds[p->nr_fds].file_id = id;
-		nfds[p->nr_fds].cloexec = !!(flags & O_CLOEXEC);
-		p->nr_fds++;
+		ret = dump_one_fd(ctx, p, atoi(de->d_name));
 	}
 	closedir(d);
 	if (!ret)
@@ -216,6 +234,10 @@ int write_files(struct cr_dump_ctx *ctx)
 		if (f->kind == FILE_KIND__FILE_CHR) {
 			e.has_rdev = 1;
 			e.rdev = f->rdev;
+		}
+		if (f->kind == FILE_KIND__FILE_PIPE || f->kind == FILE_KIND__FILE_FIFO) {
+			e.has_pipe_id = 1;
+			e.pipe_id = f->pipe_id;
 		}
 		img_write(&w, &e.base);
 	}
@@ -258,6 +280,178 @@ void free_files(struct cr_dump_ctx *ctx)
 }
 
 /* ------------------------------------------------------------- restore */
+
+int files_load(int dirfd, struct rfiles *f)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	ret = img_reader_open(&r, dirfd, "files.img", IMG_FILES);
+	if (ret)
+		return ret;
+	f->files = calloc(r.nr ? r.nr : 1, sizeof(*f->files));
+	if (!f->files) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &file_entry__descriptor, &m)) > 0)
+		f->files[f->nr_files++] = (FileEntry *)m;
+	img_reader_close(&r);
+	if (ret < 0)
+		return ret;
+	ret = pipes_load(dirfd, &f->pipes, &f->nr_pipes);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < f->nr_files; i++) {
+		FileEntry *e = f->files[i];
+		bool piped = e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO;
+
+		if (e->kind < FILE_KIND__FILE_REG || e->kind > FILE_KIND__FILE_FIFO || !e->path[0] ||
+		    (piped && !e->has_pipe_id)) {
+			pr_err("image files.img is damaged: entry %zu has an invalid kind or path", i);
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (f->files[k]->id == e->id) {
+				pr_err("image files.img is damaged: file %u appears twice", e->id);
+				return -EINVAL;
+			}
+		if (piped && !files_pipe(f, e->pipe_id)) {
+			pr_err("image files.img refers to pipe %lu, which pipes.img lacks",
+			       (unsigned long)e->pipe_id);
+			return -EINVAL;
+		}
+	}
+	f->desc = calloc(f->nr_files ? f->nr_files : 1, sizeof(*f->desc));
+	f->pipe_owner = calloc(f->nr_pipes ? f->nr_pipes : 1, sizeof(*f->pipe_owner));
+	if (!f->desc || !f->pipe_owner)
+		return -ENOMEM;
+	return 0;
+}
+
+void files_free(struct rfiles *f)
+{
+	for (size_t i = 0; i < f->nr_files; i++)
+		file_entry__free_unpacked(f->files[i], NULL);
+	free(f->files);
+	pipes_free(f->pipes, f->nr_pipes);
+	free(f->desc);
+	free(f->pipe_owner);
+	memset(f, 0, sizeof(*f));
+}
+
+PipeEntry *files_pipe(const struct rfiles *f, uint64_t id)
+{
+	for (size_t i = 0; i < f->nr_pipes; i++)
+		if (f->pipes[i]->id == id)
+			return f->pipes[i];
+	return NULL;
+}
+
+static size_t file_index(const struct rfiles *f, uint32_t id)
+{
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->id == id)
+			return i;
+	return (size_t)-1;
+}
+
+static size_t pipe_index(const struct rfiles *f, uint64_t id)
+{
+	for (size_t i = 0; i < f->nr_pipes; i++)
+		if (f->pipes[i]->id == id)
+			return i;
+	return (size_t)-1;
+}
+
+static int depth(const struct rproc *p)
+{
+	int d = 0;
+
+	for (; p->parent; p = p->parent)
+		d++;
+	return d;
+}
+
+/* closest common ancestor (a process is its own ancestor) */
+static struct rproc *common_ancestor(struct rproc *a, struct rproc *b)
+{
+	int da, db;
+
+	if (!a)
+		return b;
+	da = depth(a);
+	db = depth(b);
+	while (da > db) {
+		a = a->parent;
+		da--;
+	}
+	while (db > da) {
+		b = b->parent;
+		db--;
+	}
+	while (a != b) {
+		a = a->parent;
+		b = b->parent;
+	}
+	return a;
+}
+
+int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
+{
+	int maxfd = fd_floor, next;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < nr; i++) {
+		struct rproc *rp = &procs[i];
+
+		for (size_t k = 0; k < rp->nr_fds; k++) {
+			size_t fi = file_index(f, rp->fds[k]->file_id);
+			struct rdesc *d = &f->desc[fi];
+
+			maxfd = MAX(maxfd, rp->fds[k]->fd);
+			if (d->owner != rp)
+				d->nholders++;
+			d->owner = common_ancestor(d->owner, rp);
+		}
+	}
+	/* a pipe is made where all of its ends can be inherited from */
+	for (size_t i = 0; i < f->nr_files; i++) {
+		FileEntry *e = f->files[i];
+		size_t pi;
+
+		if (e->kind != FILE_KIND__FILE_PIPE && e->kind != FILE_KIND__FILE_FIFO)
+			continue;
+		pi = pipe_index(f, e->pipe_id);
+		if (f->desc[i].owner)
+			f->pipe_owner[pi] = common_ancestor(f->pipe_owner[pi], f->desc[i].owner);
+	}
+	next = maxfd + 1;
+	f->tbase = next;
+	for (size_t i = 0; i < f->nr_files; i++) {
+		FileEntry *e = f->files[i];
+		struct rdesc *d = &f->desc[i];
+
+		d->tfd = -1;
+		if (!d->owner)
+			continue; /* held by nobody alive: a zombie's, say */
+		if (e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO) {
+			d->owner = f->pipe_owner[pipe_index(f, e->pipe_id)];
+			d->tfd = next++;
+		} else if (d->nholders > 1) {
+			d->tfd = next++;
+		}
+	}
+	/* transport fds may go beyond the usual soft limit */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)next + 64 &&
+	    rl.rlim_max > rl.rlim_cur) {
+		rl.rlim_cur = MIN(rl.rlim_max, (rlim_t)next + 1024);
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return 0;
+}
 
 static int open_file(const FileEntry *f, pid_t pid, int fd)
 {
@@ -302,35 +496,150 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 	return nfd;
 }
 
-int files_restore(pid_t pid, FdEntry **fds, size_t nr_fds, FileEntry **files, size_t nr_files)
+static int set_fl(int fd, uint32_t flags, const char *what)
 {
-	for (size_t i = 0; i < nr_fds; i++) {
-		const FdEntry *e = fds[i];
-		const FileEntry *f = NULL;
+	if (fcntl(fd, F_SETFL, flags & SETFL_MASK)) {
+		int ret = -errno;
+		pr_perror("cannot set the flags %#x of %s", flags, what);
+		return ret;
+	}
+	return 0;
+}
+
+/* Put fd on exactly the number want (closing what was there). */
+static int place(int fd, int want)
+{
+	if (fd == want)
+		return 0;
+	if (dup3(fd, want, O_CLOEXEC) < 0) {
+		int ret = -errno;
+		pr_perror("cannot place a descriptor on fd %d", want);
+		close(fd);
+		return ret;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Create one pipe object and every description of it, on transport fds. */
+static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
+{
+	PipeEntry *pe = f->pipes[pi];
+	int p[2] = { -1, -1 }, anchor = -1, ret = 0;
+	const char *fifo = NULL;
+
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->kind == FILE_KIND__FILE_FIFO && f->files[i]->pipe_id == pe->id)
+			fifo = f->files[i]->path;
+	if (fifo) {
+		anchor = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (anchor < 0) {
+			ret = -errno;
+			pr_perror("pid %d: cannot open the FIFO %s", pid, fifo);
+			return ret;
+		}
+		ret = pipe_fill(pe, anchor);
+	} else {
+		if (pipe2(p, O_CLOEXEC)) {
+			ret = -errno;
+			pr_perror("pid %d: cannot create a pipe", pid);
+			return ret;
+		}
+		ret = pipe_fill(pe, p[1]);
+	}
+	for (size_t i = 0; i < f->nr_files && !ret; i++) {
+		FileEntry *e = f->files[i];
+		int acc = e->flags & O_ACCMODE, fd;
+		char path[64];
+
+		if ((e->kind != FILE_KIND__FILE_PIPE && e->kind != FILE_KIND__FILE_FIFO) ||
+		    e->pipe_id != pe->id || f->desc[i].tfd < 0)
+			continue;
+		/* each description its own open of the pipe: both ends are open
+		 * meanwhile, so none of these opens waits */
+		if (!fifo)
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", acc == O_WRONLY ? p[1] : p[0]);
+		fd = open(fifo ? fifo : path, acc | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			ret = -errno;
+			pr_perror("pid %d: cannot open an end of pipe %lu", pid, (unsigned long)pe->id);
+			break;
+		}
+		ret = set_fl(fd, e->flags, e->path);
+		if (!ret)
+			ret = place(fd, f->desc[i].tfd);
+	}
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (anchor >= 0)
+		close(anchor);
+	return ret;
+}
+
+int files_create_owned(struct rfiles *f, struct rproc *rp)
+{
+	int ret;
+
+	for (size_t pi = 0; pi < f->nr_pipes; pi++) {
+		if (f->pipe_owner[pi] != rp)
+			continue;
+		ret = create_pipe(f, pi, rp->pid);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < f->nr_files; i++) {
+		FileEntry *e = f->files[i];
+		int fd;
+
+		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || e->kind == FILE_KIND__FILE_PIPE ||
+		    e->kind == FILE_KIND__FILE_FIFO)
+			continue;
+		fd = open_file(e, rp->pid, f->desc[i].tfd);
+		if (fd < 0)
+			return fd;
+		ret = place(fd, f->desc[i].tfd);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int files_restore(struct rfiles *f, struct rproc *rp)
+{
+	for (size_t i = 0; i < rp->nr_fds; i++) {
+		const FdEntry *e = rp->fds[i];
+		size_t fi = file_index(f, e->file_id);
+		const struct rdesc *d = &f->desc[fi];
 		int nfd = -1;
 
-		/* a description already opened by this process: dup it */
-		for (size_t k = 0; k < i; k++)
-			if (fds[k]->file_id == e->file_id) {
-				nfd = fcntl(fds[k]->fd, F_DUPFD_CLOEXEC, 0);
-				if (nfd < 0)
-					return -errno;
-				break;
+		if (d->tfd >= 0) {
+			nfd = fcntl(d->tfd, F_DUPFD_CLOEXEC, 0);
+			if (nfd < 0) {
+				int ret = -errno;
+				pr_perror("pid %d: fd %d: its inherited description is missing",
+					  rp->pid, e->fd);
+				return ret;
 			}
-		if (nfd < 0) {
-			for (size_t k = 0; k < nr_files && !f; k++)
-				if (files[k]->id == e->file_id)
-					f = files[k];
-			if (!f)
-				return -EINVAL; /* validated when loading */
-			nfd = open_file(f, pid, e->fd);
+		} else {
+			/* this process alone holds it: dup an fd placed already */
+			for (size_t k = 0; k < i; k++)
+				if (rp->fds[k]->file_id == e->file_id) {
+					nfd = fcntl(rp->fds[k]->fd, F_DUPFD_CLOEXEC, 0);
+					if (nfd < 0)
+						return -errno;
+					break;
+				}
+			if (nfd < 0)
+				nfd = open_file(f->files[fi], rp->pid, e->fd);
 			if (nfd < 0)
 				return nfd;
 		}
 		if (nfd != e->fd) {
 			if (dup3(nfd, e->fd, e->cloexec ? O_CLOEXEC : 0) < 0) {
 				int ret = -errno;
-				pr_perror("pid %d: cannot place fd %d", pid, e->fd);
+				pr_perror("pid %d: cannot place fd %d", rp->pid, e->fd);
 				close(nfd);
 				return ret;
 			}
@@ -342,19 +651,9 @@ int files_restore(pid_t pid, FdEntry **fds, size_t nr_fds, FileEntry **files, si
 	return 0;
 }
 
-int files_validate(FdEntry **fds, size_t nr_fds, FileEntry **files, size_t nr_files,
-		   const char *img)
+int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img)
 {
-	for (size_t i = 0; i < nr_files; i++) {
-		if (files[i]->kind < FILE_KIND__FILE_REG || files[i]->kind > FILE_KIND__FILE_CHR ||
-		    !files[i]->path[0]) {
-			pr_err("image files.img is damaged: entry %zu has an invalid kind or path", i);
-			return -EINVAL;
-		}
-	}
 	for (size_t i = 0; i < nr_fds; i++) {
-		bool found = false;
-
 		if (fds[i]->fd < 0 || fds[i]->fd >= (1 << 20)) {
 			pr_err("image %s is damaged: fd number %d", img, fds[i]->fd);
 			return -EINVAL;
@@ -363,9 +662,7 @@ int files_validate(FdEntry **fds, size_t nr_fds, FileEntry **files, size_t nr_fi
 			pr_err("image %s is damaged: fds out of order", img);
 			return -EINVAL;
 		}
-		for (size_t k = 0; k < nr_files && !found; k++)
-			found = files[k]->id == fds[i]->file_id;
-		if (!found) {
+		if (file_index(f, fds[i]->file_id) == (size_t)-1) {
 			pr_err("image %s is damaged: fd %d refers to unknown file %u", img,
 			       fds[i]->fd, fds[i]->file_id);
 			return -EINVAL;

@@ -2,14 +2,42 @@
 #define CR_FILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "images/files.pb-c.h"
+#include "images/pipes.pb-c.h"
 
-/* Reopen a process's files and put them on their fd numbers.  The caller
- * has moved its own fds out of the way. */
-int files_restore(pid_t pid, FdEntry **fds, size_t nr_fds, FileEntry **files, size_t nr_files);
-int files_validate(FdEntry **fds, size_t nr_fds, FileEntry **files, size_t nr_files,
-		   const char *img);
+struct rproc;
+
+/* where each open file description comes from at restore (files.c) */
+struct rdesc {
+	struct rproc *owner; /* creates it: the closest common ancestor of its holders */
+	int nholders;
+	int tfd;             /* transport fd its holders inherit, or -1 */
+};
+
+struct rfiles {
+	FileEntry **files;
+	size_t nr_files;
+	PipeEntry **pipes;
+	size_t nr_pipes;
+	struct rdesc *desc;         /* parallel to files */
+	struct rproc **pipe_owner;  /* parallel to pipes */
+	int tbase;                  /* first transport fd */
+};
+
+int files_load(int dirfd, struct rfiles *f);
+void files_free(struct rfiles *f);
+int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);
+PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
+/* Decide who creates each description; fd_floor: the highest fd in use by
+ * kupdate itself (transport fds go above it and every saved fd). */
+int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);
+/* In a restoring process, before it forks: the descriptions it owns. */
+int files_create_owned(struct rfiles *f, struct rproc *rp);
+/* In a restoring process: its fd table.  The caller has moved its own
+ * fds out of the way. */
+int files_restore(struct rfiles *f, struct rproc *rp);
 
 #endif

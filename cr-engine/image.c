@@ -12,6 +12,7 @@ static const char *const kind_names[IMG_KIND_MAX] = {
 	[IMG_MM] = "mm",               [IMG_PAGEMAP] = "pagemap", [IMG_FILES] = "files",
 	[IMG_FDS] = "fds",             [IMG_PAGES] = "pages",         [IMG_SIGNALS] = "signals",
 	[IMG_SHMEM] = "shmem",         [IMG_SHMEM_PAGES] = "shmem pages",
+	[IMG_PIPES] = "pipes",
 };
 
 const char *img_kind_name(uint32_t kind)

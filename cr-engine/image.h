@@ -35,6 +35,7 @@ enum img_kind {
 	IMG_SIGNALS,
 	IMG_SHMEM,
 	IMG_SHMEM_PAGES, /* raw page data */
+	IMG_PIPES,
 	IMG_KIND_MAX,
 };
 

@@ -15,6 +15,7 @@
  * The processes of the tree and kupdate synchronise through a shared page
  * (a stage number and a counter, with futexes).  Any failure kills what was
  * created (PTRACE_O_EXITKILL covers kupdate dying itself). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -88,8 +89,7 @@ struct rctx {
 	struct rproc *procs;
 	size_t nr_live;
 	size_t nr_threads;
-	FileEntry **files;
-	size_t nr_files;
+	struct rfiles files;
 	struct rshm shm;
 	struct helper *helpers;
 	size_t nr_helpers;
@@ -175,25 +175,6 @@ static int load_pstree(struct rctx *c)
 	return 0;
 }
 
-static int load_files(struct rctx *c)
-{
-	struct img_reader r;
-	ProtobufCMessage *m;
-	int ret = img_reader_open(&r, c->dirfd, "files.img", IMG_FILES);
-
-	if (ret)
-		return ret;
-	c->files = calloc(r.nr ? r.nr : 1, sizeof(*c->files));
-	if (!c->files) {
-		img_reader_close(&r);
-		return -ENOMEM;
-	}
-	while ((ret = img_read(&r, &file_entry__descriptor, &m)) > 0)
-		c->files[c->nr_files++] = (FileEntry *)m;
-	img_reader_close(&r);
-	return ret < 0 ? ret : 0;
-}
-
 static int load_fds(struct rctx *c, struct rproc *rp)
 {
 	struct img_reader r;
@@ -215,7 +196,7 @@ static int load_fds(struct rctx *c, struct rproc *rp)
 	img_reader_close(&r);
 	if (ret < 0)
 		return ret;
-	return files_validate(rp->fds, rp->nr_fds, c->files, c->nr_files, name);
+	return files_validate_fds(&c->files, rp->fds, rp->nr_fds, name);
 }
 
 static int load_images(struct rctx *c)
@@ -226,7 +207,7 @@ static int load_images(struct rctx *c)
 	if (!ret)
 		ret = load_pstree(c);
 	if (!ret)
-		ret = load_files(c);
+		ret = files_load(c->dirfd, &c->files);
 	if (ret)
 		return ret;
 	c->procs = calloc(c->nr, sizeof(*c->procs));
@@ -284,9 +265,7 @@ static void free_images(struct rctx *c)
 	for (size_t i = 0; i < c->nr; i++)
 		pstree_entry__free_unpacked(c->pstree[i], NULL);
 	free(c->pstree);
-	for (size_t i = 0; i < c->nr_files; i++)
-		file_entry__free_unpacked(c->files[i], NULL);
-	free(c->files);
+	files_free(&c->files);
 	if (c->inv)
 		inventory_entry__free_unpacked(c->inv, NULL);
 }
@@ -348,6 +327,20 @@ static int check_ids_free(struct rctx *c)
 		}
 	}
 	return 0;
+}
+
+static int highest_fd(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int max = 2;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9')
+			max = MAX(max, atoi(de->d_name));
+	if (d)
+		closedir(d);
+	return max;
 }
 
 /* ----------------------------------------------------- synchronisation */
@@ -696,7 +689,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		for (int fd = 0; fd < base; fd++)
 			close(fd);
 	}
-	ret = files_restore(rp->pid, rp->fds, rp->nr_fds, c->files, c->nr_files);
+	ret = files_restore(&c->files, rp);
 	if (ret)
 		return ret;
 	if (core->task->root && strcmp(core->task->root, "/") && chroot(core->task->root)) {
@@ -885,6 +878,9 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 		pr_perror("pid %d: cannot create its process group", rp->pid);
 		task_fail(sh);
 	}
+	/* what this process and its descendants share, before they fork */
+	if (files_create_owned(&c->files, rp))
+		task_fail(sh);
 	for (int i = 0; i < rp->nr_children; i++)
 		if (spawn(c, rp->children[i], false))
 			task_fail(sh);
@@ -1283,6 +1279,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = check_ids_free(&c);
 	if (!ret)
 		ret = shmem_restore(c.dirfd, &c.shm, !o->no_page_verify);
+	if (!ret)
+		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
 		goto out;
 

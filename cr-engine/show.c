@@ -12,6 +12,7 @@
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
+#include "images/pipes.pb-c.h"
 #include "images/shmem.pb-c.h"
 #include "images/signals.pb-c.h"
 #include "log.h"
@@ -41,6 +42,8 @@ static struct kind_desc descs(uint32_t kind)
 	case IMG_SIGNALS:
 		return (struct kind_desc){ &sigaction_entry__descriptor,
 					   &sigaction_entry__descriptor };
+	case IMG_PIPES:
+		return (struct kind_desc){ &pipe_entry__descriptor, &pipe_entry__descriptor };
 	case IMG_SHMEM:
 		return (struct kind_desc){ &shmem_entry__descriptor, &shmem_entry__descriptor };
 	case IMG_FDS:

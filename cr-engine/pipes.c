@@ -1,0 +1,181 @@
+/* Pipes and FIFOs: the pipe object (size, unread data) once per pipe.
+ *
+ * Dump: the data is copied with tee(2) from an fd opened through
+ * /proc/PID/fd, which duplicates the pipe's buffers without consuming
+ * them: the tree, if it keeps running, loses nothing.
+ * Restore: the process that owns the pipe (the closest common ancestor of
+ * every process holding one of its ends) creates it before it forks, sets
+ * its size, writes the data back, and its children inherit the ends (see
+ * files.c). */
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include "dump.h"
+#include "image.h"
+#include "images/pipes.pb-c.h"
+#include "log.h"
+#include "pipes.h"
+#include "util.h"
+
+int pipe_dump(struct cr_dump_ctx *ctx, pid_t pid, int fd, uint64_t id)
+{
+	char path[64];
+	_cleanup_close_ int pfd = -1;
+	int tmp[2] = { -1, -1 }, avail = 0, size, ret = 0;
+	struct cr_pipe *np, *pp;
+	ssize_t n;
+
+	for (int i = 0; i < ctx->nr_pipes; i++)
+		if (ctx->pipes[i].id == id)
+			return 0;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	pfd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (pfd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot open its pipe to read it", pid, fd);
+		return ret;
+	}
+	size = fcntl(pfd, F_GETPIPE_SZ);
+	if (size < 0 || ioctl(pfd, FIONREAD, &avail)) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot query its pipe", pid, fd);
+		return ret;
+	}
+	np = xrealloc_array(ctx->pipes, ctx->nr_pipes + 1, sizeof(*np));
+	if (!np)
+		return -ENOMEM;
+	ctx->pipes = np;
+	pp = &np[ctx->nr_pipes];
+	memset(pp, 0, sizeof(*pp));
+	pp->id = id;
+	pp->size = size;
+	if (avail > 0) {
+		pp->data = malloc(avail);
+		if (!pp->data)
+			return -ENOMEM;
+		if (pipe2(tmp, O_NONBLOCK | O_CLOEXEC) ||
+		    fcntl(tmp[1], F_SETPIPE_SZ, size) < size) {
+			ret = -errno;
+			pr_perror("pid %d: fd %d: cannot make a pipe of %d bytes to copy its data",
+				  pid, fd, size);
+			goto out;
+		}
+		/* one tee: it duplicates the buffers without consuming them */
+		n = tee(pfd, tmp[1], avail, SPLICE_F_NONBLOCK);
+		if (n != avail) {
+			ret = n < 0 ? -errno : -EIO;
+			pr_err("pid %d: fd %d: copied %zd of the %d bytes queued in its pipe", pid, fd,
+			       n, avail);
+			goto out;
+		}
+		ret = read_all(tmp[0], pp->data, avail);
+		if (ret)
+			goto out;
+		pp->len = avail;
+	}
+	ctx->nr_pipes++;
+out:
+	if (tmp[0] >= 0) {
+		close(tmp[0]);
+		close(tmp[1]);
+	}
+	if (ret)
+		free(pp->data);
+	return ret;
+}
+
+int pipes_write(struct cr_dump_ctx *ctx)
+{
+	struct img_writer w;
+	int ret = img_writer_open(&w, ctx->dirfd, "pipes.img", IMG_PIPES);
+
+	if (ret)
+		return ret;
+	for (int i = 0; i < ctx->nr_pipes; i++) {
+		PipeEntry e = PIPE_ENTRY__INIT;
+
+		e.id = ctx->pipes[i].id;
+		e.size = ctx->pipes[i].size;
+		if (ctx->pipes[i].len) {
+			e.has_data = 1;
+			e.data.data = ctx->pipes[i].data;
+			e.data.len = ctx->pipes[i].len;
+		}
+		img_write(&w, &e.base);
+	}
+	return img_writer_close(&w);
+}
+
+void pipes_free_dump(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_pipes; i++)
+		free(ctx->pipes[i].data);
+	free(ctx->pipes);
+	ctx->pipes = NULL;
+	ctx->nr_pipes = 0;
+}
+
+/* ------------------------------------------------------------- restore */
+
+int pipes_load(int dirfd, PipeEntry ***out, size_t *nr)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	PipeEntry **p;
+	size_t n = 0;
+	int ret = img_reader_open(&r, dirfd, "pipes.img", IMG_PIPES);
+
+	*out = NULL;
+	*nr = 0;
+	if (ret)
+		return ret;
+	p = calloc(r.nr ? r.nr : 1, sizeof(*p));
+	if (!p) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &pipe_entry__descriptor, &m)) > 0) {
+		p[n++] = (PipeEntry *)m;
+		if (p[n - 1]->size < 4096 || p[n - 1]->size > (1U << 30) ||
+		    (p[n - 1]->has_data && p[n - 1]->data.len > p[n - 1]->size)) {
+			pr_err("image pipes.img is damaged: pipe %lu", (unsigned long)p[n - 1]->id);
+			ret = -EINVAL;
+			break;
+		}
+	}
+	img_reader_close(&r);
+	*out = p;
+	*nr = n;
+	return ret < 0 ? ret : 0;
+}
+
+void pipes_free(PipeEntry **p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pipe_entry__free_unpacked(p[i], NULL);
+	free(p);
+}
+
+/* Size the pipe and put its data back; wfd is a write end. */
+int pipe_fill(const PipeEntry *pe, int wfd)
+{
+	int ret;
+
+	if (fcntl(wfd, F_GETPIPE_SZ) < (int)pe->size && fcntl(wfd, F_SETPIPE_SZ, pe->size) < 0) {
+		ret = -errno;
+		pr_perror("cannot give a pipe its size of %u bytes (is it above "
+			  "/proc/sys/fs/pipe-max-size?)",
+			  pe->size);
+		return ret;
+	}
+	if (pe->has_data && pe->data.len) {
+		ret = write_all(wfd, pe->data.data, pe->data.len);
+		if (ret) {
+			pr_err("cannot put %zu bytes back into a pipe: %s", pe->data.len,
+			       strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
