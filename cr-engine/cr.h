@@ -18,6 +18,7 @@ struct cr_dump_opts {
 	bool leave_running;      /* resume the tree after the dump instead of killing it */
 	const char *cycle_id;    /* recorded in the inventory (orchestrator) */
 	bool no_page_crc;        /* skip the crc32c of page data */
+	bool no_net_lock;        /* the caller locks the network itself */
 };
 
 struct cr_dump_stats {
@@ -35,6 +36,7 @@ struct cr_restore_opts {
 	bool detach;             /* return once the tree runs; the caller is its parent */
 	const char *pidfile;     /* receives the root pid */
 	bool no_page_verify;     /* skip the crc32c check of page data */
+	bool no_net_unlock;      /* the caller lifts the network lock itself */
 };
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise

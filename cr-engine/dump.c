@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 
 #include "cr.h"
@@ -18,6 +20,8 @@
 #include "pipes.h"
 #include "shmem.h"
 #include "signals.h"
+#include "tcp.h"
+#include "unix.h"
 #include "util.h"
 
 static uint64_t read_xcr0(void)
@@ -57,6 +61,48 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 		return ret;
 	img_write(&w, &e.base);
 	return img_writer_close(&w);
+}
+
+int dump_lock(struct cr_dump_ctx *ctx, const struct nl_conn *c)
+{
+	struct nl_conn *n = xrealloc_array(ctx->locked, ctx->nr_locked + 1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	ctx->locked = n;
+	if (ctx->opts->no_net_lock)
+		return 0;
+	n[ctx->nr_locked] = *c;
+	if (netlock_add(c, 1))
+		return -EIO;
+	ctx->nr_locked++;
+	return 0;
+}
+
+int dump_keep_repair(struct cr_dump_ctx *ctx, int sk)
+{
+	int *n = xrealloc_array(ctx->repair_fds, ctx->nr_repair + 1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	ctx->repair_fds = n;
+	n[ctx->nr_repair++] = sk;
+	return 0;
+}
+
+/* The tree goes on (a failed dump, or --leave-running): its connections
+ * leave repair mode and their packets flow again. */
+static void sockets_resume(struct cr_dump_ctx *ctx)
+{
+	int off = 0;
+
+	netlock_del(ctx->locked, ctx->nr_locked);
+	for (int i = 0; i < ctx->nr_repair; i++) {
+		if (setsockopt(ctx->repair_fds[i], SOL_TCP, TCP_REPAIR, &off, sizeof(off)))
+			pr_perror("cannot take a TCP connection out of repair mode");
+		close(ctx->repair_fds[i]);
+	}
+	ctx->nr_repair = 0;
 }
 
 static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -109,6 +155,8 @@ static void free_proc(struct cr_proc *p)
 	free(p->root);
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	free(p);
 }
 
@@ -189,6 +237,8 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
 	for (int i = 0; !ret && i < ctx.nr_procs; i++)
 		ret = dump_process(&ctx, ctx.procs[i]);
 	if (!ret)
+		ret = unix_check_peers(&ctx);
+	if (!ret)
 		ret = check_tree(&ctx);
 	if (!ret)
 		ret = write_pstree(&ctx);
@@ -203,12 +253,20 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
 		ret = write_inventory(&ctx);
 
 	if (ret) {
+		sockets_resume(&ctx);
 		release_tree(&ctx, false);
 		remove_images(ctx.dirfd, o->imgdir, created);
 		if (!cr_log_errors())
 			pr_err("dump of pid %d failed: %s", o->root, strerror(-ret));
+	} else if (o->leave_running) {
+		sockets_resume(&ctx);
+		release_tree(&ctx, false);
 	} else {
-		release_tree(&ctx, !o->leave_running);
+		/* killed with its connections in repair mode: no FIN, no RST;
+		 * the lock stays until the restore */
+		release_tree(&ctx, true);
+		for (int i = 0; i < ctx.nr_repair; i++)
+			close(ctx.repair_fds[i]);
 	}
 	if (st) {
 		st->pages = ctx.total_pages;
@@ -221,6 +279,10 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
 		free_proc(ctx.procs[i]);
 	free(ctx.procs);
 	free_files(&ctx);
+	free(ctx.locked);
+	free(ctx.repair_fds);
+	if (ctx.sk_collected)
+		sockdiag_free(&ctx.sk);
 	shmem_free_dump(&ctx);
 	pipes_free_dump(&ctx);
 	close(ctx.dirfd);

@@ -11,7 +11,9 @@
 #include "images/files.pb-c.h"
 #include "images/mm.pb-c.h"
 #include "images/pstree.pb-c.h"
+#include "netlock.h"
 #include "proc.h"
+#include "sockdiag.h"
 
 struct cr_thread {
 	pid_t tid;
@@ -90,6 +92,8 @@ struct cr_file {
 	pid_t owner_pid;          /* first holder, for kcmp */
 	int owner_fd;
 	uint64_t pipe_id;
+	struct UnixSk *usk;       /* sockets: what unix.c / tcp.c read */
+	struct InetSk *isk;
 };
 
 struct cr_sigaction {
@@ -123,6 +127,7 @@ struct cr_proc {
 	uint64_t nr_pages;
 
 	int mem_fd;               /* /proc/PID/mem */
+	int pidfd;                /* for pidfd_getfd, -1 until needed */
 	uint64_t syscall_ip;      /* a syscall instruction in the task, for injection */
 
 	struct cr_fd *fds;
@@ -156,6 +161,13 @@ struct cr_dump_ctx {
 	int nr_shm;
 	struct cr_pipe *pipes;
 	int nr_pipes;
+	/* sockets: sock_diag's view, TCP connections locked and in repair */
+	struct sk_table sk;
+	bool sk_collected;
+	struct nl_conn *locked;
+	int nr_locked;
+	int *repair_fds;
+	int nr_repair;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);

@@ -16,6 +16,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -27,6 +29,9 @@
 #include "images/files.pb-c.h"
 #include "log.h"
 #include "pipes.h"
+#include "sockdiag.h"
+#include "tcp.h"
+#include "unix.h"
 #include "restore.h"
 #include "util.h"
 
@@ -54,11 +59,53 @@ static int parse_fdinfo(pid_t pid, int fd, uint64_t *pos, uint32_t *flags)
 
 static const char *unsupported_kind(const char *link)
 {
-	if (!strncmp(link, "socket:", 7))
-		return "a socket";
 	if (!strncmp(link, "anon_inode:", 11))
 		return "an anonymous-inode object (eventfd, epoll, timerfd, signalfd...)";
 	return NULL;
+}
+
+static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struct cr_file *f,
+		       uint32_t *id)
+{
+	const struct sk_diag *d;
+	int ret;
+
+	if (!ctx->sk_collected) {
+		struct stat a, b;
+		char ns[64];
+
+		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", p->pid);
+		if (!stat(ns, &a) && !stat("/proc/self/ns/net", &b) && a.st_ino != b.st_ino) {
+			pr_err("pid %d lives in another network namespace; run kupdate inside it "
+			       "(for example with ip netns exec, or nsenter --net)",
+			       p->pid);
+			return -EOPNOTSUPP;
+		}
+		ret = sockdiag_collect(&ctx->sk);
+		if (ret)
+			return ret;
+		ctx->sk_collected = true;
+	}
+	d = sockdiag_find(&ctx->sk, f->ino);
+	if (!d) {
+		pr_err("pid %d: fd %d (%s): sock_diag does not know this socket: a kind this "
+		       "kupdate cannot dump (netlink, packet, raw...) or one of another network "
+		       "namespace",
+		       p->pid, fd, f->path);
+		return -EOPNOTSUPP;
+	}
+	*id = f->id;
+	if (d->family == AF_UNIX) {
+		f->kind = FILE_KIND__FILE_UNIX;
+		return unix_dump(ctx, p, fd, d, f);
+	}
+	if ((d->family == AF_INET || d->family == AF_INET6) &&
+	    (d->protocol == IPPROTO_TCP || d->protocol == IPPROTO_UDP)) {
+		f->kind = FILE_KIND__FILE_INET;
+		return inet_dump(ctx, p, fd, d, f);
+	}
+	pr_err("pid %d: fd %d: sockets of family %d are not supported", p->pid, fd, d->family);
+	return -EOPNOTSUPP;
 }
 
 static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link,
@@ -87,6 +134,16 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 	if (!f->path)
 		return -ENOMEM;
 	ctx->nr_files++;
+	f->flags = flags & ~O_CLOEXEC;
+	f->pos = pos;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->size = st->st_size;
+	f->rdev = st->st_rdev;
+	f->owner_pid = p->pid;
+	f->owner_fd = fd;
+	if (!strncmp(link, "socket:", 7))
+		return socket_dump(ctx, p, fd, f, id);
 	if (!strncmp(link, "pipe:", 5))
 		f->kind = FILE_KIND__FILE_PIPE;
 	else if (S_ISFIFO(st->st_mode))
@@ -97,14 +154,6 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 		f->kind = FILE_KIND__FILE_CHR;
 	else
 		f->kind = FILE_KIND__FILE_REG;
-	f->flags = flags & ~O_CLOEXEC;
-	f->pos = pos;
-	f->dev = st->st_dev;
-	f->ino = st->st_ino;
-	f->size = st->st_size;
-	f->rdev = st->st_rdev;
-	f->owner_pid = p->pid;
-	f->owner_fd = fd;
 	if (f->kind == FILE_KIND__FILE_PIPE || f->kind == FILE_KIND__FILE_FIFO) {
 		f->pipe_id = st->st_ino;
 		ret = pipe_dump(ctx, p->pid, fd, f->pipe_id);
@@ -152,12 +201,12 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		return ret;
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode) &&
-	    !S_ISFIFO(st.st_mode)) {
+	    !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
 		pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet", p->pid, fd,
 		       link);
 		return -EOPNOTSUPP;
 	}
-	if (link[0] != '/' && strncmp(link, "pipe:", 5)) {
+	if (link[0] != '/' && strncmp(link, "pipe:", 5) && strncmp(link, "socket:", 7)) {
 		pr_err("pid %d: fd %d (%s) has no path to reopen it by", p->pid, fd, link);
 		return -EOPNOTSUPP;
 	}
@@ -239,6 +288,8 @@ int write_files(struct cr_dump_ctx *ctx)
 			e.has_pipe_id = 1;
 			e.pipe_id = f->pipe_id;
 		}
+		e.usk = f->usk;
+		e.isk = f->isk;
 		img_write(&w, &e.base);
 	}
 	ret = img_writer_close(&w);
@@ -272,8 +323,11 @@ int write_files(struct cr_dump_ctx *ctx)
 
 void free_files(struct cr_dump_ctx *ctx)
 {
-	for (int i = 0; i < ctx->nr_files; i++)
+	for (int i = 0; i < ctx->nr_files; i++) {
 		free(ctx->files[i].path);
+		unix_free_dump(ctx->files[i].usk);
+		inet_free_dump(ctx->files[i].isk);
+	}
 	free(ctx->files);
 	ctx->files = NULL;
 	ctx->nr_files = 0;
@@ -308,7 +362,7 @@ int files_load(int dirfd, struct rfiles *f)
 		FileEntry *e = f->files[i];
 		bool piped = e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO;
 
-		if (e->kind < FILE_KIND__FILE_REG || e->kind > FILE_KIND__FILE_FIFO || !e->path[0] ||
+		if (e->kind < FILE_KIND__FILE_REG || e->kind > FILE_KIND__FILE_INET || !e->path[0] ||
 		    (piped && !e->has_pipe_id)) {
 			pr_err("image files.img is damaged: entry %zu has an invalid kind or path", i);
 			return -EINVAL;
@@ -318,6 +372,9 @@ int files_load(int dirfd, struct rfiles *f)
 				pr_err("image files.img is damaged: file %u appears twice", e->id);
 				return -EINVAL;
 			}
+		if ((e->kind == FILE_KIND__FILE_UNIX && unix_validate(e)) ||
+		    (e->kind == FILE_KIND__FILE_INET && inet_validate(e)))
+			return -EINVAL;
 		if (piped && !files_pipe(f, e->pipe_id)) {
 			pr_err("image files.img refers to pipe %lu, which pipes.img lacks",
 			       (unsigned long)e->pipe_id);
@@ -428,6 +485,37 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		if (f->desc[i].owner)
 			f->pipe_owner[pi] = common_ancestor(f->pipe_owner[pi], f->desc[i].owner);
 	}
+	/* unix sockets: the two ends of a connection in the tree are one
+	 * object; a socket connected to another (bound) one connects late */
+	for (size_t i = 0; i < f->nr_files; i++)
+		f->desc[i].pair = -1;
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const UnixSk *u = f->files[i]->usk;
+
+		if (f->files[i]->kind != FILE_KIND__FILE_UNIX || f->desc[i].pair >= 0)
+			continue;
+		if (u->pending) {
+			f->desc[i].late = true;
+			continue;
+		}
+		if (!u->has_peer)
+			continue;
+		for (size_t j = 0; j < f->nr_files; j++) {
+			const UnixSk *o = f->files[j]->usk;
+
+			if (j != i && f->files[j]->kind == FILE_KIND__FILE_UNIX && o->ino == u->peer &&
+			    o->has_peer && o->peer == u->ino && f->desc[j].owner && f->desc[i].owner) {
+				struct rproc *own = common_ancestor(f->desc[i].owner, f->desc[j].owner);
+
+				f->desc[i].pair = j;
+				f->desc[j].pair = i;
+				f->desc[i].owner = f->desc[j].owner = own;
+				break;
+			}
+		}
+		if (f->desc[i].pair < 0)
+			f->desc[i].late = true;
+	}
 	next = maxfd + 1;
 	f->tbase = next;
 	for (size_t i = 0; i < f->nr_files; i++) {
@@ -440,7 +528,10 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		if (e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO) {
 			d->owner = f->pipe_owner[pipe_index(f, e->pipe_id)];
 			d->tfd = next++;
-		} else if (d->nholders > 1) {
+		} else if (d->nholders > 1 || d->pair >= 0 ||
+			   (e->kind == FILE_KIND__FILE_UNIX && e->usk->has_name && e->usk->name.len)) {
+			/* shared, half of a pair, or bound (it must exist before anyone
+			 * connects to it) */
 			d->tfd = next++;
 		}
 	}
@@ -578,6 +669,32 @@ static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
 	return ret;
 }
 
+/* A description that is neither a pipe nor half of a pair. */
+static int create_desc(const FileEntry *e, pid_t pid, int fd)
+{
+	char what[96];
+
+	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
+	switch (e->kind) {
+	case FILE_KIND__FILE_UNIX:
+		return unix_create(e->usk, what);
+	case FILE_KIND__FILE_INET:
+		return inet_create(e->isk, what);
+	default:
+		return open_file(e, pid, fd);
+	}
+}
+
+static int late_desc(const struct rfiles *f, size_t i, int sk, pid_t pid, int fd)
+{
+	char what[96];
+
+	if (!f->desc[i].late)
+		return 0;
+	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
+	return unix_connect_late(sk, f->files[i]->usk, what);
+}
+
 int files_create_owned(struct rfiles *f, struct rproc *rp)
 {
 	int ret;
@@ -591,15 +708,46 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 	}
 	for (size_t i = 0; i < f->nr_files; i++) {
 		FileEntry *e = f->files[i];
-		int fd;
+		int fd, pair = f->desc[i].pair;
 
 		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || e->kind == FILE_KIND__FILE_PIPE ||
 		    e->kind == FILE_KIND__FILE_FIFO)
 			continue;
-		fd = open_file(e, rp->pid, f->desc[i].tfd);
+		if (pair >= 0) {
+			int fa, fb;
+			char what[96];
+
+			if ((size_t)pair < i)
+				continue; /* made with its other end */
+			snprintf(what, sizeof(what), "pid %d: unix socket pair %u/%u", rp->pid,
+				 e->usk->ino, f->files[pair]->usk->ino);
+			ret = unix_create_pair(e->usk, f->files[pair]->usk, &fa, &fb, what);
+			if (!ret)
+				ret = place(fa, f->desc[i].tfd);
+			if (!ret)
+				ret = place(fb, f->desc[pair].tfd);
+			if (ret)
+				return ret;
+			continue;
+		}
+		fd = create_desc(e, rp->pid, f->desc[i].tfd);
 		if (fd < 0)
 			return fd;
 		ret = place(fd, f->desc[i].tfd);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int files_prepare_owned(struct rfiles *f, struct rproc *rp)
+{
+	for (size_t i = 0; i < f->nr_files; i++) {
+		int ret;
+
+		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || !f->desc[i].late)
+			continue;
+		ret = late_desc(f, i, f->desc[i].tfd, rp->pid, f->desc[i].tfd);
 		if (ret)
 			return ret;
 	}
@@ -631,10 +779,15 @@ int files_restore(struct rfiles *f, struct rproc *rp)
 						return -errno;
 					break;
 				}
-			if (nfd < 0)
-				nfd = open_file(f->files[fi], rp->pid, e->fd);
-			if (nfd < 0)
-				return nfd;
+			if (nfd < 0) {
+				nfd = create_desc(f->files[fi], rp->pid, e->fd);
+				if (nfd < 0)
+					return nfd;
+				if (late_desc(f, fi, nfd, rp->pid, e->fd)) {
+					close(nfd);
+					return -EINVAL;
+				}
+			}
 		}
 		if (nfd != e->fd) {
 			if (dup3(nfd, e->fd, e->cloexec ? O_CLOEXEC : 0) < 0) {

@@ -1,6 +1,7 @@
 #ifndef CR_FILES_H
 #define CR_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,6 +16,8 @@ struct rdesc {
 	struct rproc *owner; /* creates it: the closest common ancestor of its holders */
 	int nholders;
 	int tfd;             /* transport fd its holders inherit, or -1 */
+	int pair;            /* a unix socket: the other end's index, or -1 */
+	bool late;           /* a unix socket connected to a bound one: connect once all exist */
 };
 
 struct rfiles {
@@ -36,6 +39,9 @@ PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);
 /* In a restoring process, before it forks: the descriptions it owns. */
 int files_create_owned(struct rfiles *f, struct rproc *rp);
+/* In a restoring process, once every process has done the above: what
+ * needs other processes' sockets (connecting to a bound unix socket). */
+int files_prepare_owned(struct rfiles *f, struct rproc *rp);
 /* In a restoring process: its fd table.  The caller has moved its own
  * fds out of the way. */
 int files_restore(struct rfiles *f, struct rproc *rp);

@@ -37,10 +37,12 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "netlock.h"
 #include "proc.h"
 #include "pstree.h"
 #include "remote.h"
 #include "restore.h"
+#include "tcp.h"
 #include "util.h"
 
 extern const unsigned char restorer_blob[], restorer_blob_end[];
@@ -689,7 +691,9 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		for (int fd = 0; fd < base; fd++)
 			close(fd);
 	}
-	ret = files_restore(&c->files, rp);
+	ret = files_prepare_owned(&c->files, rp);
+	if (!ret)
+		ret = files_restore(&c->files, rp);
 	if (ret)
 		return ret;
 	if (core->task->root && strcmp(core->task->root, "/") && chroot(core->task->root)) {
@@ -1218,6 +1222,9 @@ static int finish(struct rctx *c)
 				return ret;
 		}
 	}
+	ret = tcp_finish_restore(&c->files, c->procs, c->nr, !c->opts->no_net_unlock);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < c->nr; i++) {
 		struct rproc *rp = &c->procs[i];
 
@@ -1239,10 +1246,26 @@ static int finish(struct rctx *c)
 	return 0;
 }
 
+/* Nothing of a failed restore survives: kill what was created and wait
+ * until it is gone (or a zombie for its parent to reap). */
 static void kill_all(struct rctx *c)
 {
 	for (size_t i = 0; i < c->nr; i++)
 		kill(c->procs[i].pid, SIGKILL);
+	for (size_t i = 0; i < c->nr_helpers; i++)
+		kill(c->helpers[i].pid, SIGKILL);
+	for (size_t i = 0; i < c->nr; i++) {
+		for (int tries = 0; tries < 5000; tries++) {
+			struct proc_stat st;
+
+			/* our tracees report their death to us first */
+			while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+				;
+			if (parse_stat(c->procs[i].pid, 0, &st) || st.state == 'Z' || st.state == 'X')
+				break;
+			usleep(1000);
+		}
+	}
 }
 
 static int write_pidfile(const char *path, pid_t pid)

@@ -23,7 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,6 +43,7 @@ struct opts {
 	const char *expect_restore_fail;
 	bool keep;
 	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
+	bool netns;          /* run everything in a new network namespace */
 	char **dump_extra;
 	int n_dump_extra;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
@@ -343,6 +348,33 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 	return run(argv, out, secs);
 }
 
+/* A network namespace of our own, with lo up: the test, kupdate (and its
+ * network lock) and any peer live in it, nothing touches the host's. */
+static int enter_netns(void)
+{
+	struct ifreq ifr;
+	int sk;
+
+	if (unshare(CLONE_NEWNET)) {
+		perror("crrun: unshare(CLONE_NEWNET)");
+		return -1;
+	}
+	sk = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (sk < 0 || ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) {
+		perror("crrun: lo");
+		return -1;
+	}
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) {
+		perror("crrun: bringing lo up");
+		return -1;
+	}
+	close(sk);
+	return 0;
+}
+
 static int test_main(char **targv)
 {
 	char ready[512], log[512], img[512], out[512], pidfile[512];
@@ -589,6 +621,7 @@ int main(int argc, char **argv)
 		{ "keep", no_argument, NULL, 'K' },
 		{ "corrupt", required_argument, NULL, 'X' },
 		{ "kupdate-env", required_argument, NULL, 'E' },
+		{ "netns", no_argument, NULL, 'N' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -629,6 +662,9 @@ int main(int argc, char **argv)
 		case 'X':
 			o.corrupt = optarg;
 			break;
+		case 'N':
+			o.netns = true;
+			break;
 		case 'E':
 			/* for the kupdate commands (the test sees it too) */
 			putenv(optarg);
@@ -641,6 +677,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: crrun [options] TEST [ARGS...]\n");
 		return 2;
 	}
+	if (o.netns && enter_netns())
+		return 1;
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
 		perror("crrun: PR_SET_CHILD_SUBREAPER");
 		return 1;

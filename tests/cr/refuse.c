@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/netlink.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,18 +16,16 @@ static volatile uint64_t count;
 
 int main(int argc, char **argv)
 {
-	const char *what = argc > 1 ? argv[1] : "socket";
+	const char *what = argc > 1 ? argv[1] : "netlink";
 	uint64_t before;
 
 	crt_init();
-	if (!strcmp(what, "socket")) {
-		if (socket(AF_INET, SOCK_DGRAM, 0) < 0)
+	if (!strcmp(what, "netlink")) {
+		if (socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE) < 0)
 			crt_fail("socket: %s", strerror(errno));
-	} else if (!strcmp(what, "pipe")) {
-		int p[2];
-
-		if (pipe(p))
-			crt_fail("pipe: %s", strerror(errno));
+	} else if (!strcmp(what, "eventfd")) {
+		if (eventfd(3, 0) < 0)
+			crt_fail("eventfd: %s", strerror(errno));
 	} else {
 		crt_fail("unknown state %s", what);
 	}

@@ -1,0 +1,168 @@
+/* The network lock: while a TCP connection is dumped and until it is
+ * restored, its packets are dropped (nftables, through libnftables), so the
+ * peer only retransmits and never meets a closed port that would answer
+ * with a reset.
+ *
+ *   table inet kupdate
+ *     set conn4 / conn6: remote addr . remote port . local addr . local port
+ *     chain in  (hook input,  priority -300): from a locked peer -> drop
+ *     chain out (hook output, priority -300): to a locked peer   -> drop
+ *
+ * The table lives in the network namespace kupdate runs in.  Elements are
+ * added by the dump and removed by the restore (or by a failed dump). */
+#include <arpa/inet.h>
+#include <nftables/libnftables.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "netlock.h"
+#include "util.h"
+
+#define TABLE "inet kupdate"
+
+static bool v4mapped(const uint8_t *a)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return !memcmp(a, pfx, 12);
+}
+
+/* "R . rp . L . lp" and which set it belongs to */
+static void element(const struct nl_conn *c, char *buf, size_t len, const char **set)
+{
+	char r[INET6_ADDRSTRLEN], l[INET6_ADDRSTRLEN];
+
+	if (c->family == AF_INET || (v4mapped(c->raddr) && v4mapped(c->laddr))) {
+		const uint8_t *ra = c->family == AF_INET ? c->raddr : c->raddr + 12;
+		const uint8_t *la = c->family == AF_INET ? c->laddr : c->laddr + 12;
+
+		inet_ntop(AF_INET, ra, r, sizeof(r));
+		inet_ntop(AF_INET, la, l, sizeof(l));
+		*set = "conn4";
+	} else {
+		inet_ntop(AF_INET6, c->raddr, r, sizeof(r));
+		inet_ntop(AF_INET6, c->laddr, l, sizeof(l));
+		*set = "conn6";
+	}
+	snprintf(buf, len, "%s . %u . %s . %u", r, c->rport, l, c->lport);
+}
+
+static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
+{
+	int ret = nft_run_cmd_from_buffer(nft, cmd);
+
+	if (ret && !quiet) {
+		const char *err = nft_ctx_get_error_buffer(nft);
+
+		pr_err("network lock: nftables refused '%.*s': %s", (int)strcspn(cmd, "\n"), cmd,
+		       err && *err ? err : "unknown error");
+	}
+	return ret ? -EIO : 0;
+}
+
+static struct nft_ctx *open_nft(void)
+{
+	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+
+	if (!nft) {
+		pr_err("network lock: cannot create an nftables context");
+		return NULL;
+	}
+	nft_ctx_buffer_error(nft);
+	nft_ctx_buffer_output(nft);
+	return nft;
+}
+
+int netlock_add(const struct nl_conn *c, size_t n)
+{
+	static const char *const setup =
+		"add table " TABLE "\n"
+		"add set " TABLE " conn4 { type ipv4_addr . inet_service . ipv4_addr . "
+		"inet_service ; }\n"
+		"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
+		"inet_service ; }\n"
+		"add chain " TABLE " in { type filter hook input priority -300 ; policy accept ; }\n"
+		"add chain " TABLE " out { type filter hook output priority -300 ; policy accept ; }\n"
+		"flush chain " TABLE " in\n"
+		"flush chain " TABLE " out\n"
+		"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
+		"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
+		"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
+		"add rule " TABLE " out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
+	struct nft_ctx *nft;
+	char *cmd;
+	size_t cap = strlen(setup) + n * 160 + 1, len;
+	int ret;
+
+	if (!n)
+		return 0;
+	nft = open_nft();
+	if (!nft)
+		return -EIO;
+	cmd = malloc(cap);
+	if (!cmd) {
+		nft_ctx_free(nft);
+		return -ENOMEM;
+	}
+	len = snprintf(cmd, cap, "%s", setup);
+	for (size_t i = 0; i < n; i++) {
+		char el[160];
+		const char *set;
+
+		element(&c[i], el, sizeof(el), &set);
+		len += snprintf(cmd + len, cap - len, "add element " TABLE " %s { %s }\n", set, el);
+	}
+	/* one batch: all or nothing */
+	ret = run(nft, cmd, false);
+	free(cmd);
+	nft_ctx_free(nft);
+	return ret;
+}
+
+static bool set_empty(struct nft_ctx *nft, const char *set)
+{
+	char cmd[96];
+	const char *out;
+
+	snprintf(cmd, sizeof(cmd), "list set " TABLE " %s", set);
+	if (nft_run_cmd_from_buffer(nft, cmd))
+		return true;
+	out = nft_ctx_get_output_buffer(nft);
+	return !out || !strstr(out, "elements");
+}
+
+int netlock_del(const struct nl_conn *c, size_t n)
+{
+	struct nft_ctx *nft = open_nft();
+
+	if (!nft)
+		return -EIO;
+	for (size_t i = 0; i < n; i++) {
+		char el[160], cmd[256];
+		const char *set;
+
+		element(&c[i], el, sizeof(el), &set);
+		snprintf(cmd, sizeof(cmd), "delete element " TABLE " %s { %s }", set, el);
+		/* gone already (a restore repeated, say) is fine */
+		run(nft, cmd, true);
+	}
+	if (set_empty(nft, "conn4") && set_empty(nft, "conn6"))
+		run(nft, "delete table " TABLE, true);
+	nft_ctx_free(nft);
+	return 0;
+}
+
+bool netlock_present(const struct nl_conn *c)
+{
+	struct nft_ctx *nft = open_nft();
+	char el[160], cmd[256];
+	const char *set;
+	bool present;
+
+	if (!nft)
+		return false;
+	element(c, el, sizeof(el), &set);
+	snprintf(cmd, sizeof(cmd), "get element " TABLE " %s { %s }", set, el);
+	present = nft_run_cmd_from_buffer(nft, cmd) == 0;
+	nft_ctx_free(nft);
+	return present;
+}

@@ -1,0 +1,13 @@
+#ifndef CR_SOCKETS_H
+#define CR_SOCKETS_H
+
+#include "images/sockets.pb-c.h"
+
+struct cr_proc;
+
+/* kupdate's own descriptor of fd of p (pidfd_getfd) */
+int sk_dup(struct cr_proc *p, int fd);
+int sk_opts_dump(int sk, SkOpts *o, int family);
+int sk_opts_restore(int sk, const SkOpts *o, const char *what);
+
+#endif

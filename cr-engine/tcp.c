@@ -1,0 +1,636 @@
+/* TCP and UDP sockets.
+ *
+ * Listening and unconnected sockets are rebuilt with bind/listen, UDP
+ * sockets with bind/connect.  An established TCP connection is captured in
+ * repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
+ * unsent send queue, the unread receive queue, MSS, window scaling, SACK,
+ * timestamps (TCP_TIMESTAMP, so the peer sees them go on), the window
+ * (TCP_REPAIR_WINDOW) and the usual options.  Its packets are dropped by
+ * the network lock (netlock.c) from just before it is read until it is
+ * restored; a socket still in repair mode closes without a FIN or a RST.
+ *
+ * Restore builds the connection in repair mode without sending anything;
+ * kupdate lifts the lock and leaves repair mode (which sends a window
+ * probe) only once the whole tree is ready to run (restore.c). */
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <netinet/tcp.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "dump.h"
+#include "log.h"
+#include "netlock.h"
+#include "sockdiag.h"
+#include "sockets.h"
+#include "files.h"
+#include "restore.h"
+#include "tcp.h"
+#include "util.h"
+
+#ifndef TCPOPT_MSS
+#define TCPOPT_MSS       2
+#define TCPOPT_WINDOW    3
+#define TCPOPT_SACK_PERM 4
+#define TCPOPT_TIMESTAMP 8
+#endif
+
+static const char *const tcp_states[] = {
+	"?",	   "ESTABLISHED", "SYN_SENT",  "SYN_RECV",	"FIN_WAIT1", "FIN_WAIT2",
+	"TIME_WAIT", "CLOSE",	    "CLOSE_WAIT", "LAST_ACK", "LISTEN",    "CLOSING",
+};
+
+static const char *state_name(int s)
+{
+	return s >= 0 && s < (int)ARRAY_SIZE(tcp_states) ? tcp_states[s] : "?";
+}
+
+void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	inet_ntop(family, addr, a, sizeof(a));
+	snprintf(buf, len, family == AF_INET6 ? "[%s]:%u" : "%s:%u", a, port);
+}
+
+static int alen(int family)
+{
+	return family == AF_INET ? 4 : 16;
+}
+
+static int bytes(ProtobufCBinaryData *b, const void *src, size_t len)
+{
+	b->data = malloc(len ? len : 1);
+	if (!b->data)
+		return -ENOMEM;
+	memcpy(b->data, src, len);
+	b->len = len;
+	return 0;
+}
+
+static int getint(int sk, int level, int opt, uint32_t *v)
+{
+	int val = 0;
+	socklen_t l = sizeof(val);
+
+	if (getsockopt(sk, level, opt, &val, &l))
+		return -errno;
+	*v = val;
+	return 0;
+}
+
+/* peek a whole queue selected with TCP_REPAIR_QUEUE */
+static int peek_tcp_queue(int sk, int queue, uint32_t len, uint32_t *seq, ProtobufCBinaryData *out)
+{
+	ssize_t n;
+
+	if (setsockopt(sk, SOL_TCP, TCP_REPAIR_QUEUE, &queue, sizeof(queue)) ||
+	    getint(sk, SOL_TCP, TCP_QUEUE_SEQ, seq))
+		return -errno;
+	if (!len)
+		return 0;
+	out->data = malloc(len);
+	if (!out->data)
+		return -ENOMEM;
+	n = recv(sk, out->data, len, MSG_PEEK | MSG_DONTWAIT);
+	if (n != (ssize_t)len)
+		return n < 0 ? -errno : -EIO;
+	out->len = len;
+	return 0;
+}
+
+static int dump_stream(int sk, InetSk *s, const char *what)
+{
+	TcpStream *t = xzalloc(sizeof(*t));
+	struct tcp_info ti;
+	struct tcp_repair_window w;
+	socklen_t l;
+	int outq = 0, unsent = 0, inq = 0, ret;
+	uint32_t v = 0;
+
+	if (!t)
+		return -ENOMEM;
+	tcp_stream__init(t);
+	s->tcp = t;
+	l = sizeof(ti);
+	if (getsockopt(sk, SOL_TCP, TCP_INFO, &ti, &l)) {
+		ret = -errno;
+		pr_perror("%s: cannot read TCP_INFO", what);
+		return ret;
+	}
+	if (ioctl(sk, SIOCOUTQ, &outq) || ioctl(sk, SIOCOUTQNSD, &unsent) ||
+	    ioctl(sk, SIOCINQ, &inq)) {
+		ret = -errno;
+		pr_perror("%s: cannot read the queue lengths", what);
+		return ret;
+	}
+	ret = peek_tcp_queue(sk, TCP_SEND_QUEUE, outq, &t->snd_seq, &t->outq);
+	if (!ret)
+		ret = peek_tcp_queue(sk, TCP_RECV_QUEUE, inq, &t->rcv_seq, &t->inq);
+	if (ret) {
+		pr_err("%s: cannot read its queues in repair mode: %s", what, strerror(-ret));
+		return ret;
+	}
+	t->has_outq = outq > 0;
+	t->has_inq = inq > 0;
+	t->has_unsent = 1;
+	t->unsent = unsent;
+	if (getint(sk, SOL_TCP, TCP_MAXSEG, &t->mss)) {
+		ret = -errno;
+		pr_perror("%s: cannot read its MSS", what);
+		return ret;
+	}
+	if (ti.tcpi_options & TCPI_OPT_WSCALE) {
+		t->has_snd_wscale = t->has_rcv_wscale = 1;
+		t->snd_wscale = ti.tcpi_snd_wscale;
+		t->rcv_wscale = ti.tcpi_rcv_wscale;
+	}
+	t->has_sack = t->has_tstamp = 1;
+	t->sack = !!(ti.tcpi_options & TCPI_OPT_SACK);
+	t->tstamp = !!(ti.tcpi_options & TCPI_OPT_TIMESTAMPS);
+	if (!getint(sk, SOL_TCP, TCP_TIMESTAMP, &v)) {
+		t->has_timestamp = 1;
+		t->timestamp = v;
+	}
+	l = sizeof(w);
+	if (!getsockopt(sk, SOL_TCP, TCP_REPAIR_WINDOW, &w, &l)) {
+		t->has_snd_wl1 = t->has_snd_wnd = t->has_max_window = t->has_rcv_wnd =
+			t->has_rcv_wup = 1;
+		t->snd_wl1 = w.snd_wl1;
+		t->snd_wnd = w.snd_wnd;
+		t->max_window = w.max_window;
+		t->rcv_wnd = w.rcv_wnd;
+		t->rcv_wup = w.rcv_wup;
+	}
+	if (!getint(sk, SOL_TCP, TCP_NODELAY, &v) && v)
+		t->has_nodelay = t->nodelay = 1;
+	if (!getint(sk, SOL_TCP, TCP_CORK, &v) && v)
+		t->has_cork = t->cork = 1;
+	if (!getint(sk, SOL_TCP, TCP_KEEPIDLE, &v)) {
+		t->has_keepidle = 1;
+		t->keepidle = v;
+	}
+	if (!getint(sk, SOL_TCP, TCP_KEEPINTVL, &v)) {
+		t->has_keepintvl = 1;
+		t->keepintvl = v;
+	}
+	if (!getint(sk, SOL_TCP, TCP_KEEPCNT, &v)) {
+		t->has_keepcnt = 1;
+		t->keepcnt = v;
+	}
+	if (!getint(sk, SOL_TCP, TCP_USER_TIMEOUT, &v) && v) {
+		t->has_user_timeout = 1;
+		t->user_timeout = v;
+	}
+	return 0;
+}
+
+void inet_conn(const InetSk *s, struct nl_conn *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->family = s->family;
+	memcpy(c->laddr, s->src_addr.data, MIN(s->src_addr.len, sizeof(c->laddr)));
+	memcpy(c->raddr, s->dst_addr.data, MIN(s->dst_addr.len, sizeof(c->raddr)));
+	c->lport = s->src_port;
+	c->rport = s->dst_port;
+}
+
+int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
+	      struct cr_file *f)
+{
+	InetSk *s = xzalloc(sizeof(*s));
+	char what[160], lep[64], rep[64];
+	int sk = -1, ret;
+	uint32_t v = 0;
+
+	if (!s)
+		return -ENOMEM;
+	inet_sk__init(s);
+	f->isk = s;
+	s->family = d->family;
+	s->type = d->type;
+	s->protocol = d->protocol;
+	s->state = d->state;
+	s->ino = d->ino;
+	s->has_src_addr = s->has_src_port = s->has_dst_addr = s->has_dst_port = 1;
+	s->src_port = d->src_port;
+	s->dst_port = d->dst_port;
+	if (bytes(&s->src_addr, d->src, alen(d->family)) ||
+	    bytes(&s->dst_addr, d->dst, alen(d->family)))
+		return -ENOMEM;
+	inet_endpoint(d->family, d->src, d->src_port, lep, sizeof(lep));
+	inet_endpoint(d->family, d->dst, d->dst_port, rep, sizeof(rep));
+	snprintf(what, sizeof(what), "pid %d: fd %d (%s %s -> %s)", p->pid, fd,
+		 d->protocol == IPPROTO_TCP ? "TCP" : "UDP", lep, rep);
+
+	if (d->protocol == IPPROTO_TCP && d->state != TCP_ESTABLISHED && d->state != TCP_LISTEN &&
+	    d->state != TCP_CLOSE) {
+		pr_err("%s: a connection in state %s (closing or half-closed) cannot be dumped; "
+		       "wait for it to finish",
+		       what, state_name(d->state));
+		return -EOPNOTSUPP;
+	}
+	if (d->protocol == IPPROTO_TCP && d->state == TCP_LISTEN && d->rqlen) {
+		pr_err("%s: %u connections wait to be accepted on this listener; they cannot be "
+		       "dumped (retry once they are accepted)",
+		       what, d->rqlen);
+		return -EAGAIN;
+	}
+	if (d->protocol == IPPROTO_UDP && d->rqlen)
+		pr_warn("%s: %u bytes of queued datagrams are dropped", what, d->rqlen);
+
+	sk = sk_dup(p, fd);
+	if (sk < 0)
+		return sk;
+	s->opts = xzalloc(sizeof(*s->opts));
+	ret = s->opts ? sk_opts_dump(sk, s->opts, d->family) : -ENOMEM;
+	if (ret)
+		goto out;
+	s->has_bound = 1;
+	s->bound = d->src_port != 0;
+	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_V6ONLY, &v) && v)
+		s->has_v6only = s->v6only = 1;
+	if (d->family == AF_INET && !getint(sk, IPPROTO_IP, IP_TOS, &v) && v) {
+		s->has_tos = 1;
+		s->tos = v;
+	}
+	if (!getint(sk, d->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+		    d->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, &v) &&
+	    v)
+		s->has_freebind = s->freebind = 1;
+	if (d->shutdown) {
+		s->has_shutdown = 1;
+		s->shutdown = d->shutdown;
+	}
+	if (d->protocol == IPPROTO_TCP && d->state == TCP_LISTEN) {
+		s->has_backlog = 1;
+		s->backlog = d->wqlen;
+	}
+	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
+		struct nl_conn c;
+		int on = 1;
+
+		if (d->shutdown) {
+			pr_err("%s: a half-closed connection (shutdown %#x) cannot be dumped", what,
+			       d->shutdown);
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+		/* lock first, so that nothing moves while it is read */
+		inet_conn(s, &c);
+		ret = dump_lock(ctx, &c);
+		if (ret)
+			goto out;
+		if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &on, sizeof(on))) {
+			ret = -errno;
+			pr_perror("%s: cannot put the connection in repair mode (needs "
+				  "CAP_NET_ADMIN)",
+				  what);
+			goto out;
+		}
+		ret = dump_keep_repair(ctx, sk);
+		if (ret)
+			goto out;
+		sk = -1; /* kept, in repair mode, until the dump ends */
+		ret = dump_stream(ctx->repair_fds[ctx->nr_repair - 1], s, what);
+	}
+out:
+	if (sk >= 0)
+		close(sk);
+	return ret;
+}
+
+void inet_free_dump(InetSk *s)
+{
+	if (!s)
+		return;
+	free(s->src_addr.data);
+	free(s->dst_addr.data);
+	free(s->opts);
+	if (s->tcp) {
+		free(s->tcp->outq.data);
+		free(s->tcp->inq.data);
+		free(s->tcp);
+	}
+	free(s);
+}
+
+/* ------------------------------------------------------------- restore */
+
+int inet_validate(const FileEntry *e)
+{
+	const InetSk *s = e->isk;
+
+	if (!s || (s->family != AF_INET && s->family != AF_INET6) ||
+	    (s->protocol != IPPROTO_TCP && s->protocol != IPPROTO_UDP) ||
+	    s->src_addr.len != (size_t)alen(s->family) ||
+	    (s->has_dst_addr && s->dst_addr.len != (size_t)alen(s->family)) ||
+	    s->src_port > 65535 || s->dst_port > 65535 ||
+	    (s->protocol == IPPROTO_TCP && s->state == TCP_ESTABLISHED &&
+	     (!s->tcp || s->tcp->inq.len > (64U << 20) || s->tcp->outq.len > (64U << 20) ||
+	      s->tcp->unsent > s->tcp->outq.len)) ||
+	    (s->protocol == IPPROTO_TCP && s->state != TCP_ESTABLISHED && s->state != TCP_LISTEN &&
+	     s->state != TCP_CLOSE)) {
+		pr_err("image files.img is damaged: inet socket %u is invalid", e->id);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static socklen_t sockaddr_of(const InetSk *s, bool dst, struct sockaddr_storage *ss)
+{
+	const ProtobufCBinaryData *a = dst ? &s->dst_addr : &s->src_addr;
+	unsigned port = dst ? s->dst_port : s->src_port;
+
+	memset(ss, 0, sizeof(*ss));
+	if (s->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		memcpy(&in->sin_addr, a->data, 4);
+		return sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		memcpy(&in6->sin6_addr, a->data, 16);
+		return sizeof(*in6);
+	}
+}
+
+static int setint(int sk, int level, int opt, int val, const char *name, const char *what)
+{
+	if (setsockopt(sk, level, opt, &val, sizeof(val))) {
+		int ret = -errno;
+		pr_perror("%s: cannot set %s", what, name);
+		return ret;
+	}
+	return 0;
+}
+
+static int fill_tcp_queue(int sk, int queue, const uint8_t *data, size_t len, const char *what)
+{
+	if (setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, queue, "TCP_REPAIR_QUEUE", what))
+		return -EINVAL;
+	while (len) {
+		ssize_t n = send(sk, data, len, MSG_NOSIGNAL);
+
+		if (n <= 0) {
+			int ret = n < 0 ? -errno : -EIO;
+			pr_err("%s: cannot put %zu bytes back into its %s queue: %s", what, len,
+			       queue == TCP_SEND_QUEUE ? "send" : "receive", strerror(-ret));
+			return ret;
+		}
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int restore_stream(int sk, const InetSk *s, const char *what)
+{
+	const TcpStream *t = s->tcp;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	size_t sent_len = t->outq.len - t->unsent;
+	struct tcp_repair_opt opts[4];
+	int n = 0;
+
+	if (setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "TCP_REPAIR_QUEUE", what) ||
+	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, t->snd_seq - t->unsent - sent_len, "send sequence",
+		   what) ||
+	    setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, TCP_RECV_QUEUE, "TCP_REPAIR_QUEUE", what) ||
+	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, t->rcv_seq - t->inq.len, "receive sequence", what))
+		return -EINVAL;
+	len = sockaddr_of(s, false, &ss);
+	if (bind(sk, (struct sockaddr *)&ss, len)) {
+		int ret = -errno;
+		pr_perror("%s: cannot bind", what);
+		return ret;
+	}
+	len = sockaddr_of(s, true, &ss);
+	if (connect(sk, (struct sockaddr *)&ss, len)) {
+		int ret = -errno;
+		pr_perror("%s: cannot connect in repair mode", what);
+		return ret;
+	}
+	opts[n].opt_code = TCPOPT_MSS;
+	opts[n++].opt_val = t->mss;
+	if (t->has_snd_wscale) {
+		opts[n].opt_code = TCPOPT_WINDOW;
+		opts[n++].opt_val = t->snd_wscale | (t->rcv_wscale << 16);
+	}
+	if (t->sack) {
+		opts[n].opt_code = TCPOPT_SACK_PERM;
+		opts[n++].opt_val = 0;
+	}
+	if (t->tstamp) {
+		opts[n].opt_code = TCPOPT_TIMESTAMP;
+		opts[n++].opt_val = 0;
+	}
+	if (setsockopt(sk, SOL_TCP, TCP_REPAIR_OPTIONS, opts, n * sizeof(opts[0]))) {
+		int ret = -errno;
+		pr_perror("%s: cannot set its TCP options", what);
+		return ret;
+	}
+	if (t->has_timestamp &&
+	    setint(sk, SOL_TCP, TCP_TIMESTAMP, t->timestamp, "TCP_TIMESTAMP", what))
+		return -EINVAL;
+	if (fill_tcp_queue(sk, TCP_SEND_QUEUE, t->outq.data, sent_len, what) ||
+	    fill_tcp_queue(sk, TCP_RECV_QUEUE, t->inq.data, t->inq.len, what))
+		return -EIO;
+	if (t->has_snd_wl1) {
+		struct tcp_repair_window w = { t->snd_wl1, t->snd_wnd, t->max_window, t->rcv_wnd,
+					       t->rcv_wup };
+
+		if (setsockopt(sk, SOL_TCP, TCP_REPAIR_WINDOW, &w, sizeof(w))) {
+			int ret = -errno;
+			pr_perror("%s: cannot set its window", what);
+			return ret;
+		}
+	}
+	if ((t->nodelay && setint(sk, SOL_TCP, TCP_NODELAY, 1, "TCP_NODELAY", what)) ||
+	    (t->cork && setint(sk, SOL_TCP, TCP_CORK, 1, "TCP_CORK", what)) ||
+	    (t->has_keepidle && setint(sk, SOL_TCP, TCP_KEEPIDLE, t->keepidle, "TCP_KEEPIDLE", what)) ||
+	    (t->has_keepintvl &&
+	     setint(sk, SOL_TCP, TCP_KEEPINTVL, t->keepintvl, "TCP_KEEPINTVL", what)) ||
+	    (t->has_keepcnt && setint(sk, SOL_TCP, TCP_KEEPCNT, t->keepcnt, "TCP_KEEPCNT", what)) ||
+	    (t->has_user_timeout &&
+	     setint(sk, SOL_TCP, TCP_USER_TIMEOUT, t->user_timeout, "TCP_USER_TIMEOUT", what)))
+		return -EINVAL;
+	return 0;
+}
+
+int inet_create(const InetSk *s, const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int sk, ret = 0;
+
+	sk = socket(s->family, (s->protocol == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
+		    s->protocol);
+	if (sk < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot create the socket", what);
+		return ret;
+	}
+	if (s->v6only)
+		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY", what);
+	if (s->freebind)
+		ret |= setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND", what);
+	if (s->has_tos)
+		ret |= setint(sk, IPPROTO_IP, IP_TOS, s->tos, "IP_TOS", what);
+	if (!ret)
+		ret = sk_opts_restore(sk, s->opts, what);
+	if (ret)
+		goto fail;
+
+	if (s->protocol == IPPROTO_TCP && s->state == TCP_ESTABLISHED) {
+		if (setint(sk, SOL_TCP, TCP_REPAIR, 1, "TCP_REPAIR (needs CAP_NET_ADMIN)", what)) {
+			ret = -EPERM;
+			goto fail;
+		}
+		ret = restore_stream(sk, s, what);
+		if (ret)
+			goto fail;
+		/* it leaves repair mode when kupdate lifts the lock */
+		return sk;
+	}
+	if (s->bound) {
+		len = sockaddr_of(s, false, &ss);
+		if (bind(sk, (struct sockaddr *)&ss, len)) {
+			ret = -errno;
+			pr_perror("%s: cannot bind", what);
+			goto fail;
+		}
+	}
+	if (s->protocol == IPPROTO_TCP && s->state == TCP_LISTEN &&
+	    listen(sk, s->has_backlog ? (int)s->backlog : 128)) {
+		ret = -errno;
+		pr_perror("%s: cannot listen", what);
+		goto fail;
+	}
+	if (s->protocol == IPPROTO_UDP && s->state == TCP_ESTABLISHED) {
+		len = sockaddr_of(s, true, &ss);
+		if (connect(sk, (struct sockaddr *)&ss, len)) {
+			ret = -errno;
+			pr_perror("%s: cannot connect", what);
+			goto fail;
+		}
+	}
+	if (s->has_shutdown && s->shutdown && s->protocol == IPPROTO_UDP)
+		shutdown(sk, (s->shutdown & 3) == 3 ? SHUT_RDWR : (s->shutdown & 2) ? SHUT_WR : SHUT_RD);
+	return sk;
+fail:
+	close(sk);
+	return ret ? ret : -EINVAL;
+}
+
+bool inet_is_repaired(const FileEntry *e)
+{
+	return e->kind == FILE_KIND__FILE_INET && e->isk && e->isk->protocol == IPPROTO_TCP &&
+	       e->isk->state == TCP_ESTABLISHED;
+}
+
+/* After the lock is lifted: leave repair mode (a window probe goes out) and
+ * send what had never been sent. */
+int inet_release(int sk, const InetSk *s, const char *what)
+{
+	const TcpStream *t = s->tcp;
+	int off = 0;
+
+	if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &off, sizeof(off))) {
+		int ret = -errno;
+		pr_perror("%s: cannot leave repair mode", what);
+		return ret;
+	}
+	if (t && t->unsent) {
+		const uint8_t *p = t->outq.data + t->outq.len - t->unsent;
+		size_t left = t->unsent;
+
+		while (left) {
+			ssize_t n = send(sk, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n <= 0) {
+				pr_err("%s: cannot send the %zu bytes it had not sent yet", what, left);
+				return -EIO;
+			}
+			p += n;
+			left -= n;
+		}
+	}
+	return 0;
+}
+
+/* TCP connections: lift the lock, then leave repair mode (which sends a
+ * window probe, so the peer learns at once that its segments get through
+ * again) and send what had never been sent.  The tree is still stopped. */
+int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock)
+{
+	struct nl_conn *conns = NULL;
+	size_t n = 0;
+	int ret = 0;
+	bool *done = calloc(files->nr_files ? files->nr_files : 1, sizeof(bool));
+
+	if (!done)
+		return -ENOMEM;
+	for (size_t f = 0; f < files->nr_files; f++) {
+		struct nl_conn *nc;
+
+		if (!inet_is_repaired(files->files[f]))
+			continue;
+		nc = xrealloc_array(conns, n + 1, sizeof(*nc));
+		if (!nc) {
+			free(conns);
+			free(done);
+			return -ENOMEM;
+		}
+		conns = nc;
+		inet_conn(files->files[f]->isk, &conns[n++]);
+	}
+	if (n && unlock)
+		netlock_del(conns, n);
+	free(conns);
+	for (size_t i = 0; i < nr && !ret; i++) {
+		struct rproc *rp = &procs[i];
+		int pidfd = -1;
+
+		for (size_t k = 0; k < rp->nr_fds && !ret; k++) {
+			const FileEntry *fe = NULL;
+			size_t fi;
+			char what[96];
+			int sk;
+
+			for (fi = 0; fi < files->nr_files; fi++)
+				if (files->files[fi]->id == rp->fds[k]->file_id) {
+					fe = files->files[fi];
+					break;
+				}
+			if (!fe || !inet_is_repaired(fe) || done[fi])
+				continue;
+			done[fi] = true;
+			if (pidfd < 0)
+				pidfd = syscall(SYS_pidfd_open, rp->pid, 0);
+			sk = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, rp->fds[k]->fd, 0);
+			if (sk < 0) {
+				ret = -errno;
+				pr_perror("pid %d: fd %d: cannot reach the restored connection", rp->pid,
+					  rp->fds[k]->fd);
+				break;
+			}
+			snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[k]->fd);
+			ret = inet_release(sk, fe->isk, what);
+			close(sk);
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+	free(done);
+	return ret;
+}
+

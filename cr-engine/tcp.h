@@ -1,0 +1,39 @@
+#ifndef CR_TCP_H
+#define CR_TCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "images/files.pb-c.h"
+#include "images/inet.pb-c.h"
+
+struct cr_dump_ctx;
+struct cr_proc;
+struct cr_file;
+struct sk_diag;
+struct nl_conn;
+
+int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
+	      struct cr_file *f);
+void inet_free_dump(InetSk *s);
+void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, size_t len);
+void inet_conn(const InetSk *s, struct nl_conn *c);
+
+int inet_validate(const FileEntry *e);
+/* the socket, as it was; an established connection stays in repair mode */
+int inet_create(const InetSk *s, const char *what);
+bool inet_is_repaired(const FileEntry *e);
+int inet_release(int sk, const InetSk *s, const char *what);
+
+struct rfiles;
+struct rproc;
+/* After a restore, while the tree is still stopped: lift the lock (unless
+ * the caller does it) and take every connection out of repair mode. */
+int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock);
+
+/* dump.c: the lock and the sockets kept in repair mode during a dump */
+int dump_lock(struct cr_dump_ctx *ctx, const struct nl_conn *c);
+int dump_keep_repair(struct cr_dump_ctx *ctx, int sk);
+
+#endif

@@ -1,0 +1,477 @@
+/* Unix sockets: stream, dgram and seqpacket; bound (path or abstract) or
+ * not; socketpairs and accepted connections; listeners with connections
+ * not yet accepted; unread data with its message boundaries.
+ *
+ * Dump: sock_diag gives the name, the peer and the pending connections;
+ * the receive queue is read without draining it by peeking with SO_PEEK_OFF
+ * (seed 004) on kupdate's own descriptor of the socket.  A socket whose
+ * peer is outside the tree (journald's stdout stream, D-Bus) is refused
+ * naming the peer, unless the caller asked to replace it
+ * (cr_dump_opts.external_unix).  File descriptors in flight (SCM_RIGHTS)
+ * are refused.
+ *
+ * Restore (files.c decides who does it): the two ends of a connection in
+ * the tree are made with socketpair(2); bound sockets are bound again (a
+ * stale socket file left by the dumped process is replaced); sockets
+ * connected to a bound one connect to it once every process has created
+ * its own; queued data is sent back through the peer. */
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "dump.h"
+#include "files.h"
+#include "log.h"
+#include "sockdiag.h"
+#include "sockets.h"
+#include "unix.h"
+#include "util.h"
+
+#define PEEK_BUF (1 << 20)
+
+static const char *type_name(int type)
+{
+	return type == SOCK_STREAM ? "stream" : type == SOCK_DGRAM ? "dgram" : "seqpacket";
+}
+
+void unix_describe(const struct sk_diag *d, char *buf, size_t len)
+{
+	if (!d) {
+		snprintf(buf, len, "an unknown socket");
+	} else if (d->name_len > 0 && d->name[0]) {
+		snprintf(buf, len, "%.*s", d->name_len, d->name);
+	} else if (d->name_len > 1) {
+		snprintf(buf, len, "@%.*s", d->name_len - 1, d->name + 1);
+	} else {
+		snprintf(buf, len, "an unnamed socket (inode %u)", d->ino);
+	}
+}
+
+/* The receive queue, peeked message by message with SO_PEEK_OFF. */
+static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
+{
+	_cleanup_free_ unsigned char *buf = malloc(PEEK_BUF);
+	int32_t old_off = -1, zero = 0;
+	socklen_t olen = sizeof(old_off);
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue (SO_PEEK_OFF)",
+			  p->pid, fd);
+		return ret;
+	}
+	for (;;) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 64)];
+			struct cmsghdr align;
+		} ctl;
+		struct sockaddr_un from;
+		struct iovec iov = { buf, PEEK_BUF };
+		struct msghdr mh = { &from, sizeof(from), &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
+		UnixMsg *m, **nq;
+		ssize_t n = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			ret = -errno;
+			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", p->pid, fd);
+			break;
+		}
+		if (n == 0 && type == SOCK_STREAM)
+			break;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+				int nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+				for (int k = 0; k < nfds; k++)
+					close(((int *)CMSG_DATA(c))[k]);
+				pr_err("pid %d: fd %d: a unix socket holds file descriptors in flight "
+				       "(SCM_RIGHTS), which cannot be dumped",
+				       p->pid, fd);
+				ret = -EOPNOTSUPP;
+			}
+		if (ret)
+			break;
+		if (mh.msg_flags & MSG_TRUNC) {
+			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", p->pid, fd,
+			       PEEK_BUF);
+			ret = -EMSGSIZE;
+			break;
+		}
+		m = xzalloc(sizeof(*m));
+		nq = xrealloc_array(u->queue, u->n_queue + 1, sizeof(*nq));
+		if (!m || !nq) {
+			free(m);
+			free(nq);
+			ret = -ENOMEM;
+			break;
+		}
+		u->queue = nq;
+		unix_msg__init(m);
+		m->data.data = malloc(n ? n : 1);
+		if (!m->data.data) {
+			free(m);
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(m->data.data, buf, n);
+		m->data.len = n;
+		if (type != SOCK_STREAM && mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
+			size_t nl = mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
+
+			m->has_sender = 1;
+			m->sender.data = malloc(nl);
+			if (m->sender.data) {
+				memcpy(m->sender.data, from.sun_path, nl);
+				m->sender.len = nl;
+			}
+		}
+		u->queue[u->n_queue++] = m;
+	}
+	setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, sizeof(old_off));
+	return ret;
+}
+
+int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
+	      struct cr_file *f)
+{
+	UnixSk *u = xzalloc(sizeof(*u));
+	int sk, ret;
+
+	if (!u)
+		return -ENOMEM;
+	unix_sk__init(u);
+	f->usk = u;
+	u->ino = d->ino;
+	u->type = d->type;
+	u->state = d->state;
+	if (d->type != SOCK_STREAM && d->type != SOCK_DGRAM && d->type != SOCK_SEQPACKET) {
+		pr_err("pid %d: fd %d: unix socket of type %d is not supported", p->pid, fd, d->type);
+		return -EOPNOTSUPP;
+	}
+	if (d->name_len) {
+		u->has_name = 1;
+		u->name.data = malloc(d->name_len);
+		if (!u->name.data)
+			return -ENOMEM;
+		memcpy(u->name.data, d->name, d->name_len);
+		u->name.len = d->name_len;
+		if (d->name[0]) {
+			u->has_vfs_ino = 1;
+			u->vfs_ino = d->vfs_ino;
+		}
+	}
+	if (d->peer) {
+		const struct sk_diag *pd = sockdiag_find(&ctx->sk, d->peer);
+
+		u->has_peer = 1;
+		u->peer = d->peer;
+		if (pd && pd->name_len) {
+			u->has_peer_name = 1;
+			u->peer_name.data = malloc(pd->name_len);
+			if (!u->peer_name.data)
+				return -ENOMEM;
+			memcpy(u->peer_name.data, pd->name, pd->name_len);
+			u->peer_name.len = pd->name_len;
+		}
+	}
+	if (d->shutdown) {
+		u->has_shutdown = 1;
+		u->shutdown = d->shutdown;
+	}
+	if (d->state == TCP_LISTEN) {
+		u->has_backlog = 1;
+		u->backlog = d->wqlen; /* sk_max_ack_backlog for a listener */
+		if (d->nr_icons) {
+			u->icons = malloc(sizeof(uint32_t) * d->nr_icons);
+			if (!u->icons)
+				return -ENOMEM;
+			memcpy(u->icons, d->icons, sizeof(uint32_t) * d->nr_icons);
+			u->n_icons = d->nr_icons;
+		}
+	}
+	sk = sk_dup(p, fd);
+	if (sk < 0)
+		return sk;
+	u->opts = xzalloc(sizeof(*u->opts));
+	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
+	if (!ret && d->state != TCP_LISTEN)
+		ret = peek_queue(p, fd, sk, d->type, u);
+	close(sk);
+	return ret;
+}
+
+static void free_unix_msg(UnixMsg *m)
+{
+	free(m->data.data);
+	free(m->sender.data);
+	free(m);
+}
+
+void unix_free_dump(UnixSk *u)
+{
+	if (!u)
+		return;
+	free(u->name.data);
+	free(u->peer_name.data);
+	free(u->icons);
+	for (size_t i = 0; i < u->n_queue; i++)
+		free_unix_msg(u->queue[i]);
+	free(u->queue);
+	if (u->opts)
+		free(u->opts);
+	free(u);
+}
+
+/* Once every fd of the tree is known: a peer must be in the tree; a client
+ * whose connection a listener has not accepted yet (the listener's "icons"
+ * are the clients' inodes) connects to it again at restore. */
+int unix_check_peers(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_files; i++) {
+		struct cr_file *lf = &ctx->files[i];
+		UnixSk *l = lf->usk;
+
+		for (size_t c = 0; l && c < l->n_icons; c++) {
+			UnixSk *cl = NULL;
+
+			for (int k = 0; k < ctx->nr_files && !cl; k++)
+				if (ctx->files[k].usk && ctx->files[k].usk->ino == l->icons[c])
+					cl = ctx->files[k].usk;
+			if (!cl) {
+				pr_err("pid %d: fd %d: a process outside the dumped tree waits for this "
+				       "unix listener to accept its connection; it cannot be dumped "
+				       "(retry once it is accepted)",
+				       lf->owner_pid, lf->owner_fd);
+				return -EAGAIN;
+			}
+			if (cl->n_queue || cl->has_peer) {
+				pr_err("pid %d: fd %d: a connection not yet accepted by this unix "
+				       "listener carries data, which cannot be dumped",
+				       lf->owner_pid, lf->owner_fd);
+				return -EOPNOTSUPP;
+			}
+			cl->has_pending = cl->pending = 1;
+			cl->has_peer_name = 1;
+			cl->peer_name.data = malloc(l->name.len ? l->name.len : 1);
+			if (!cl->peer_name.data)
+				return -ENOMEM;
+			memcpy(cl->peer_name.data, l->name.data, l->name.len);
+			cl->peer_name.len = l->name.len;
+		}
+	}
+	for (int i = 0; i < ctx->nr_files; i++) {
+		struct cr_file *f = &ctx->files[i];
+		UnixSk *u = f->usk;
+		bool found = false;
+		char who[160];
+
+		if (!u || !u->has_peer)
+			continue;
+		for (int k = 0; k < ctx->nr_files && !found; k++)
+			found = ctx->files[k].usk && ctx->files[k].usk->ino == u->peer;
+		if (found)
+			continue;
+		unix_describe(sockdiag_find(&ctx->sk, u->peer), who, sizeof(who));
+		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
+		       "tree; such a connection cannot be restored",
+		       f->owner_pid, f->owner_fd, type_name(u->type), who);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- restore */
+
+static socklen_t make_addr(struct sockaddr_un *a, const ProtobufCBinaryData *name)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path, name->data, MIN(name->len, sizeof(a->sun_path)));
+	return offsetof(struct sockaddr_un, sun_path) + MIN(name->len, sizeof(a->sun_path));
+}
+
+static void addr_str(const ProtobufCBinaryData *name, char *buf, size_t len)
+{
+	if (name->len && name->data[0])
+		snprintf(buf, len, "%.*s", (int)name->len, (char *)name->data);
+	else if (name->len > 1)
+		snprintf(buf, len, "@%.*s", (int)name->len - 1, (char *)name->data + 1);
+	else
+		snprintf(buf, len, "(unnamed)");
+}
+
+int unix_validate(const FileEntry *e)
+{
+	const UnixSk *u = e->usk;
+
+	if (!u || (u->type != SOCK_STREAM && u->type != SOCK_DGRAM && u->type != SOCK_SEQPACKET) ||
+	    u->name.len > sizeof(((struct sockaddr_un *)0)->sun_path) ||
+	    (u->state != TCP_ESTABLISHED && u->state != TCP_LISTEN && u->state != TCP_CLOSE &&
+	     u->state != TCP_SYN_SENT)) {
+		pr_err("image files.img is damaged: unix socket %u is invalid", e->id);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Bind to the saved name; a socket file left behind by the dumped process
+ * (the same inode, or any socket file nobody listens on) is replaced. */
+static int do_bind(int sk, const UnixSk *u, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len = make_addr(&a, &u->name);
+	char name[120];
+
+	addr_str(&u->name, name, sizeof(name));
+	if (bind(sk, (struct sockaddr *)&a, len) == 0)
+		return 0;
+	if (errno == EADDRINUSE && u->name.data[0]) {
+		struct stat st;
+
+		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode)) {
+			unlink(a.sun_path);
+			if (bind(sk, (struct sockaddr *)&a, len) == 0)
+				return 0;
+		}
+	}
+	{
+		int ret = -errno;
+		pr_perror("%s: cannot bind the unix socket to %s", what, name);
+		return ret;
+	}
+}
+
+/* Put data into the receive queue of the socket whose peer is "via". */
+static int send_queue(int via, const UnixSk *u, const char *what)
+{
+	for (size_t i = 0; i < u->n_queue; i++) {
+		const UnixMsg *m = u->queue[i];
+		ssize_t n = send(via, m->data.data, m->data.len, MSG_NOSIGNAL);
+
+		if (n != (ssize_t)m->data.len) {
+			int ret = n < 0 ? -errno : -EIO;
+			pr_err("%s: cannot put %zu queued bytes back: %s", what, m->data.len,
+			       strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int finish_sk(int sk, const UnixSk *u, const char *what)
+{
+	int ret = sk_opts_restore(sk, u->opts, what);
+
+	if (!ret && u->has_shutdown && u->shutdown) {
+		int how = (u->shutdown & 3) == 3 ? SHUT_RDWR : (u->shutdown & 2) ? SHUT_WR : SHUT_RD;
+
+		if (shutdown(sk, how) && errno != ENOTCONN) {
+			ret = -errno;
+			pr_perror("%s: cannot shut the unix socket down", what);
+		}
+	}
+	return ret;
+}
+
+int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+{
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, a->type | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		pr_perror("%s: cannot create a unix socket pair", what);
+		return ret;
+	}
+	/* data first, then options (a small buffer would not take it) */
+	ret = send_queue(sv[1], a, what);
+	if (!ret)
+		ret = send_queue(sv[0], b, what);
+	if (!ret)
+		ret = finish_sk(sv[0], a, what);
+	if (!ret)
+		ret = finish_sk(sv[1], b, what);
+	if (ret) {
+		close(sv[0]);
+		close(sv[1]);
+		return ret;
+	}
+	*fa = sv[0];
+	*fb = sv[1];
+	return 0;
+}
+
+int unix_create(const UnixSk *u, const char *what)
+{
+	int sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0), ret = 0;
+
+	if (sk < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot create a unix socket", what);
+		return ret;
+	}
+	if (u->has_name && u->name.len)
+		ret = do_bind(sk, u, what);
+	if (!ret && u->state == TCP_LISTEN && listen(sk, u->has_backlog ? (int)u->backlog : 128)) {
+		ret = -errno;
+		pr_perror("%s: cannot listen", what);
+	}
+	/* queued datagrams of a bound receiver come back from a stand-in sender */
+	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len &&
+	    !u->has_peer) {
+		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un a;
+		socklen_t len = make_addr(&a, &u->name);
+
+		if (tmp < 0 || connect(tmp, (struct sockaddr *)&a, len)) {
+			ret = -errno;
+			pr_perror("%s: cannot refill the datagram queue", what);
+		} else {
+			ret = send_queue(tmp, u, what);
+		}
+		if (tmp >= 0)
+			close(tmp);
+	} else if (!ret && u->n_queue && !u->has_peer) {
+		pr_err("%s: queued data without a sender to send it again", what);
+		ret = -EOPNOTSUPP;
+	}
+	if (!ret)
+		ret = sk_opts_restore(sk, u->opts, what);
+	if (ret) {
+		close(sk);
+		return ret;
+	}
+	return sk;
+}
+
+int unix_connect_late(int sk, const UnixSk *u, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len;
+	char name[120];
+
+	if (!u->has_peer_name || !u->peer_name.len) {
+		pr_err("%s: its peer has no name to connect to again", what);
+		return -EOPNOTSUPP;
+	}
+	len = make_addr(&a, &u->peer_name);
+	addr_str(&u->peer_name, name, sizeof(name));
+	if (connect(sk, (struct sockaddr *)&a, len)) {
+		int ret = -errno;
+		pr_perror("%s: cannot connect again to %s", what, name);
+		return ret;
+	}
+	if (u->n_queue) {
+		pr_err("%s: data queued on a socket connected to %s cannot be put back", what, name);
+		return -EOPNOTSUPP;
+	}
+	return finish_sk(sk, u, what);
+}
