@@ -19,6 +19,7 @@
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,10 @@ struct opts {
 	bool keep;
 	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
 	bool netns;          /* run everything in a new network namespace */
+	const char *peer;    /* a program outside the tree, in a namespace of its own */
+	char *peer_args[8];
+	int n_peer_args;
+	bool peer_local;     /* the peer shares our namespace (loopback) */
 	char **dump_extra;
 	int n_dump_extra;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
@@ -348,6 +353,139 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 	return run(argv, out, secs);
 }
 
+static pid_t peer_pid;
+
+static int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_ip(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The peer runs in a network namespace of its own, linked to ours by a
+ * veth pair: 10.77.0.1 here, 10.77.0.2 there. */
+static int start_peer(void)
+{
+	int up[2], go[2];
+	char c = 0, log[512], prog[4096];
+
+	if (!realpath(o.peer, prog)) {
+		diag("peer program %s not found", o.peer);
+		return -1;
+	}
+	snprintf(log, sizeof(log), "%s/peer.log", workdir);
+	if (pipe(up) || pipe(go))
+		return -1;
+	peer_pid = fork();
+	if (peer_pid == 0) {
+		char *argv[12];
+		int a = 0, fd;
+
+		if (!o.peer_local &&
+		    (unshare(CLONE_NEWNET) || write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1))
+			_exit(120);
+		if (!o.peer_local &&
+		    (run_ip("ip link set lo up") || run_ip("ip addr add 10.77.0.2/24 dev kv1") ||
+		     run_ip("ip link set kv1 up")))
+			_exit(121);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("CRT_DIR", workdir, 1);
+		argv[a++] = prog;
+		for (int i = 0; i < o.n_peer_args; i++)
+			argv[a++] = o.peer_args[i];
+		argv[a] = NULL;
+		execv(prog, argv);
+		_exit(127);
+	}
+	if (!o.peer_local && (read(up[0], &c, 1) != 1 ||
+	    run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
+	    run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
+	    write(go[1], &c, 1) != 1)) {
+		diag("cannot set up the peer's network namespace");
+		return -1;
+	}
+	close(up[0]);
+	close(up[1]);
+	close(go[0]);
+	close(go[1]);
+	return 0;
+}
+
+/* records the peer has received so far, or -1 if it died */
+static long peer_progress(void)
+{
+	char path[512];
+	FILE *f;
+	long n = 0;
+
+	if (waitpid(peer_pid, NULL, WNOHANG) == peer_pid) {
+		peer_pid = 0;
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/peer-progress", workdir);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+static int wait_peer_progress(long want, int secs, const char *when)
+{
+	double end = now() + secs;
+	long n;
+
+	while ((n = peer_progress()) >= 0 && n < want) {
+		if (now() > end) {
+			diag("the peer received %ld records %s, expected %ld within %d s", n, when,
+			     want, secs);
+			return -1;
+		}
+		usleep(10000);
+	}
+	if (n < 0) {
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/peer.log", workdir);
+		diag("the peer died %s", when);
+		show_file("peer output", path);
+		return -1;
+	}
+	return 0;
+}
+
+static int stop_peer(void)
+{
+	char path[512], *text, *last;
+	int st = 0;
+
+	if (!peer_pid)
+		return -1;
+	kill(peer_pid, SIGTERM);
+	waitpid(peer_pid, &st, 0);
+	snprintf(path, sizeof(path), "%s/peer.log", workdir);
+	text = slurp(path);
+	last = strrchr(text, '\n');
+	while (last && last > text && last[1] == 0) {
+		*last = 0;
+		last = strrchr(text, '\n');
+	}
+	last = last ? last + 1 : text;
+	diag("peer: %s", last);
+	st = (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !strncmp(last, "PASS", 4)) ? 0 : -1;
+	free(text);
+	return st;
+}
+
 /* A network namespace of our own, with lo up: the test, kupdate (and its
  * network lock) and any peer live in it, nothing touches the host's. */
 static int enter_netns(void)
@@ -419,6 +557,10 @@ static int test_main(char **targv)
 		usleep(2000);
 	}
 	usleep(20000); /* let it settle into its wait */
+	if (o.peer && wait_peer_progress(20, 30, "before the dump")) {
+		kill_tree(root);
+		return 1;
+	}
 
 	if (o.leave_running) {
 		double secs;
@@ -575,6 +717,14 @@ static int test_main(char **targv)
 		}
 		diag("iteration %d: %d processes, images %ld KiB, dump %.3f s, restore %.3f s", it,
 		     nbefore, dir_kb(img), dsecs, rsecs);
+		if (o.peer) {
+			long n = peer_progress();
+
+			if (n < 0 || wait_peer_progress(n + 100, 60, "after the restore")) {
+				kill_tree(root);
+				return 1;
+			}
+		}
 		if (!o.keep) {
 			char *rm[] = { "/bin/rm", "-rf", img, NULL };
 			run(rm, "/dev/null", NULL);
@@ -583,6 +733,11 @@ static int test_main(char **targv)
 	}
 
 verdict:
+	if (o.peer && stop_peer()) {
+		diag("the peer saw a problem");
+		kill_tree(root);
+		return 1;
+	}
 	kill(root, SIGTERM);
 	if (wait_exit(root, o.timeout, &st)) {
 		diag("the test did not finish within %d s of SIGTERM", o.timeout);
@@ -622,6 +777,9 @@ int main(int argc, char **argv)
 		{ "corrupt", required_argument, NULL, 'X' },
 		{ "kupdate-env", required_argument, NULL, 'E' },
 		{ "netns", no_argument, NULL, 'N' },
+		{ "peer", required_argument, NULL, 'P' },
+		{ "peer-arg", required_argument, NULL, 'A' },
+		{ "peer-local", no_argument, NULL, 'O' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -665,6 +823,16 @@ int main(int argc, char **argv)
 		case 'N':
 			o.netns = true;
 			break;
+		case 'P':
+			o.peer = optarg;
+			break;
+		case 'O':
+			o.peer_local = true;
+			break;
+		case 'A':
+			if (o.n_peer_args < 8)
+				o.peer_args[o.n_peer_args++] = optarg;
+			break;
 		case 'E':
 			/* for the kupdate commands (the test sees it too) */
 			putenv(optarg);
@@ -703,7 +871,15 @@ int main(int argc, char **argv)
 		argv[optind] = prog;
 		o.kupdate = kup;
 	}
+	if (o.peer && (!o.netns || start_peer())) {
+		diag("--peer needs --netns and a working ip(8)");
+		return 1;
+	}
 	ret = test_main(&argv[optind]);
+	if (peer_pid) {
+		kill(peer_pid, SIGKILL);
+		waitpid(peer_pid, NULL, 0);
+	}
 	reap_all();
 	if (ret == 0 && !o.keep) {
 		char *rm[] = { "/bin/rm", "-rf", workdir, NULL };

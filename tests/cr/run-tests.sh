@@ -16,6 +16,8 @@ for line in "${lines[@]}"; do
 	opts=$(echo "${rest%%|*}" | xargs)
 	prog=$(echo "${rest#*|}" | xargs)
 	# shellcheck disable=SC2086
+	# a --peer program is one of ours too
+	opts=$(echo "$opts" | sed "s|--peer \([a-z]\)|--peer $bindir/\1|")
 	out=$("$bindir/crrun" --kupdate "$kupdate" $opts $bindir/$prog 2>&1)
 	rc=$?
 	if [ $rc = 0 ]; then
