@@ -549,6 +549,13 @@ int inet_release(int sk, const InetSk *s, const char *what)
 		pr_perror("%s: cannot leave repair mode", what);
 		return ret;
 	}
+	/* leaving repair mode resets the address reuse the socket had */
+	if (s->opts && s->opts->reuseaddr &&
+	    setsockopt(sk, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int))) {
+		int ret = -errno;
+		pr_perror("%s: cannot set SO_REUSEADDR again", what);
+		return ret;
+	}
 	if (t && t->unsent) {
 		const uint8_t *p = t->outq.data + t->outq.len - t->unsent;
 		size_t left = t->unsent;

@@ -165,8 +165,19 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		memcpy(u->name.data, d->name, d->name_len);
 		u->name.len = d->name_len;
 		if (d->name[0]) {
+			struct stat st;
+			char path[sizeof(d->name) + 1];
+
 			u->has_vfs_ino = 1;
 			u->vfs_ino = d->vfs_ino;
+			snprintf(path, sizeof(path), "%.*s", d->name_len, d->name);
+			/* the socket file's owner and mode, if it is still ours */
+			if (!lstat(path, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
+				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
+				u->file_mode = st.st_mode & 07777;
+				u->file_uid = st.st_uid;
+				u->file_gid = st.st_gid;
+			}
 		}
 	}
 	if (d->peer) {
@@ -203,7 +214,8 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		return sk;
 	u->opts = xzalloc(sizeof(*u->opts));
 	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
-	if (!ret && d->state != TCP_LISTEN)
+	/* an unconnected stream socket has no queue (and refuses to be peeked) */
+	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED))
 		ret = peek_queue(p, fd, sk, d->type, u);
 	close(sk);
 	return ret;
@@ -333,14 +345,14 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
-		return 0;
+		goto bound;
 	if (errno == EADDRINUSE && u->name.data[0]) {
 		struct stat st;
 
 		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode)) {
 			unlink(a.sun_path);
 			if (bind(sk, (struct sockaddr *)&a, len) == 0)
-				return 0;
+				goto bound;
 		}
 	}
 	{
@@ -348,6 +360,14 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 		pr_perror("%s: cannot bind the unix socket to %s", what, name);
 		return ret;
 	}
+bound:
+	if (u->has_file_mode && u->name.data[0] &&
+	    (chown(a.sun_path, u->file_uid, u->file_gid) || chmod(a.sun_path, u->file_mode))) {
+		int ret = -errno;
+		pr_perror("%s: cannot give %s its owner and mode", what, name);
+		return ret;
+	}
+	return 0;
 }
 
 /* Put data into the receive queue of the socket whose peer is "via". */
