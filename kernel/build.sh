@@ -131,6 +131,7 @@ if ! make -C "$src" -j"$JOBS" CC="ccache gcc" bzImage >"$out/build.log" 2>&1; th
 fi
 log "built in $(($(date +%s) - start)) s"
 
+mkdir -p "$KUPDATE_CACHE/kernels"
 tmp=$(mktemp -d "$KUPDATE_CACHE/kernels/.tmp.XXXXXX")
 cp "$src/arch/x86/boot/bzImage" "$tmp/bzImage"
 cp "$src/.config" "$tmp/config"

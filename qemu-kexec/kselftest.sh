@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run kupdate's kernel selftests (kernel/selftests) inside QEMU: for kernel A
 # and kernel B, boot the busybox initramfs guest with the selftest binaries as
-# payload and pid_reserve=5000-5099,20000-20009 on the command line, run each
+# payload and pid_reserve=30-150,5000-5099,20000-20009 on the command line, run each
 # binary through the agent, and merge their TAP output into one stream:
 #   ok N - <release> <test>: <description>
 # A binary that crashes, hangs (timeout) or reports fewer results than it
@@ -15,7 +15,7 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
 export BUILD
 vm=$here/vm
-RESERVE="5000-5099,20000-20009"
+RESERVE="30-150,5000-5099,20000-20009"
 TEST_TIMEOUT=${TEST_TIMEOUT:-180}
 
 [ $# -gt 0 ] || { echo "usage: kselftest.sh SELFTEST_BINARY..." >&2; exit 2; }

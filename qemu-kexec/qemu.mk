@@ -45,3 +45,10 @@ check-kexec-smoke:
 		$(MAKE) --no-print-directory -s kexec-smoke
 
 all: qemu-tools
+
+# `make clean` also drops the guest tools, selftest binaries, initramfs and VM
+# state (not the unpacked kernel trees under $(BUILD)/kernel, nor the cache).
+.PHONY: clean-qemu-kexec
+clean: clean-qemu-kexec
+clean-qemu-kexec:
+	rm -rf $(BUILD)/kselftest $(BUILD)/qemu $(BUILD)/initramfs $(BUILD)/vm

@@ -4,11 +4,13 @@
  * command line, ordinary forks, threads and nested PID namespaces never get a
  * reserved PID (also across a wrap-around at pid_max), clone3() with set_tid
  * still can, and kernel.pid_reserve shows, replaces and releases the ranges.
- * Expects to be booted with pid_reserve=5000-5099,20000-20009 (the harness
- * does that); the runtime part works on any reservation.
+ * Expects to be booted with pid_reserve=30-150,5000-5099,20000-20009 (the
+ * harness does that): 30-150 is where the boot's own kernel threads and
+ * processes would otherwise land.
  */
 #include "ktap.h"
 #include "util.h"
+#include <dirent.h>
 #include <pthread.h>
 
 #define RESERVE	 "/proc/sys/kernel/pid_reserve"
@@ -24,6 +26,39 @@ static void *thread_fn(void *arg)
 {
 	*(pid_t *)arg = syscall(SYS_gettid);
 	return NULL;
+}
+
+/* Count the tasks (threads included) whose TID is in [first, last] and above it. */
+static int scan_tasks(long first, long last, int *above)
+{
+	DIR *d = opendir("/proc"), *t;
+	struct dirent *e, *te;
+	int inside = 0;
+
+	*above = 0;
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300];
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/task", e->d_name);
+		t = opendir(path);
+		if (!t)
+			continue;
+		while ((te = readdir(t))) {
+			long tid = strtol(te->d_name, NULL, 10);
+
+			if (tid <= 0)
+				continue;
+			inside += in(tid, first, last);
+			*above += tid > last && tid < 5000;
+		}
+		closedir(t);
+	}
+	closedir(d);
+	return inside;
 }
 
 /* The value of pid_reserve= on the kernel command line, or "" */
@@ -48,16 +83,24 @@ int main(void)
 	int ok, i, err;
 	pid_t pid;
 
-	ktap_plan(14);
+	ktap_plan(15);
 
 	cmdline_reserve(boot, sizeof(boot));
 	if (read_file(RESERVE, cur, sizeof(cur)) < 0)
 		ktap_bail("no %s: kernel without the pid_reserve patch", RESERVE);
 	cur[strcspn(cur, "\n")] = '\0';
-	ktap_ok(!strcmp(boot, "5000-5099,20000-20009") && !strcmp(cur, boot),
+	ktap_ok(!strcmp(boot, "30-150,5000-5099,20000-20009") && !strcmp(cur, boot),
 		"boot: kernel.pid_reserve shows the command line's ranges (cmdline '%s', sysctl "
 		"'%s')",
 		boot, cur);
+	{
+		int above, inside = scan_tasks(30, 150, &above);
+
+		ktap_ok(inside == 0 && above > 0,
+			"boot: no kernel thread or process of the boot took a PID in 30-150 (%d "
+			"inside, %d between 151 and 4999)",
+			inside, above);
+	}
 
 	/* ordinary forks walk around the range */
 	write_long(LAST_PID, 4990);
