@@ -15,7 +15,7 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
 export BUILD
 vm=$here/vm
-name=kexec-smoke
+name=kexec-smoke-$$  # unique: suites of parallel runs must not share a VM
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-240}
 
 n=0 failed=0
@@ -32,6 +32,7 @@ run() { "$vm" run "$name" "$@"; }
 timing() { echo "# timing: $*"; }
 finish() {
 	"$vm" kill "$name" >/dev/null 2>&1
+	[ "$failed" = 0 ] && rm -rf "${VM_DIR:-$BUILD/vm}/$name"
 	echo "1..$n"
 	exit $((failed > 0))
 }

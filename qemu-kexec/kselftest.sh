@@ -28,7 +28,7 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 notok() { n=$((n + 1)); echo "not ok $n - $*"; }
 
 for k in A B; do
-	name=kselftest-$k
+	name=kselftest-$k-$$ # unique per run
 	t0=$(date +%s.%N)
 	if ! "$vm" start "$name" --guest busybox --kernel "$k" --payload "$payload" \
 		--append "pid_reserve=$RESERVE" 2>"$payload/.start.err"; then
@@ -69,6 +69,7 @@ for k in A B; do
 	done
 	if "$vm" stop "$name" 2>/dev/null; then
 		ok "kernel $k: clean poweroff"
+		rm -rf "${VM_DIR:-$BUILD/vm}/$name"
 	else
 		notok "kernel $k: clean poweroff"
 		tail -20 "$("$vm" log "$name")" | sed 's/^/# serial: /'
