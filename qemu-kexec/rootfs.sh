@@ -127,6 +127,11 @@ fi
 if [ ! -f "$img" ]; then
 	build_image
 fi
+# keep the cache from growing: entries unused for 3 days go (a running VM
+# keeps its backing image open, so removing it under one is harmless)
+touch "$base" "$img"
+find "$KUPDATE_CACHE/rootfs" -maxdepth 1 \( -name 'base-*' -o -name 'image-*' \) -mtime +3 \
+	-exec rm -rf {} + 2>/dev/null || true
 ln -sfn "$img" "$BUILD/qemu/rootfs.img"
 ln -sfn "$base/root" "$BUILD/qemu/rootfs-base"
 log "ready: $BUILD/qemu/rootfs.img -> $img"
