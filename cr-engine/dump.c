@@ -116,12 +116,22 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		return ret;
 	for (int i = 0; i < p->nr_threads; i++) {
 		ret = dump_thread(ctx, p, &p->threads[i]);
+		if (!ret)
+			ret = dump_thread_misc(ctx, p, &p->threads[i]);
 		if (ret)
 			return ret;
 	}
 	ret = dump_mm(ctx, p);
 	if (!ret)
+		ret = dump_task_misc(ctx, p);
+	if (!ret)
+		ret = dump_creds(ctx, p);
+	if (!ret)
 		ret = dump_sigactions(ctx, p);
+	if (!ret)
+		ret = dump_pending(ctx, p);
+	if (!ret)
+		ret = dump_timers(ctx, p);
 	if (!ret)
 		ret = dump_files(ctx, p);
 	if (!ret)
@@ -132,13 +142,20 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		ret = write_mm(ctx, p);
 	if (!ret)
 		ret = write_signals(ctx, p);
+	if (!ret)
+		ret = write_timers(ctx, p);
 	return ret;
 }
 
 static void free_proc(struct cr_proc *p)
 {
-	for (int i = 0; i < p->nr_threads; i++)
+	for (int i = 0; i < p->nr_threads; i++) {
 		free(p->threads[i].xsave);
+		free(p->threads[i].pending);
+	}
+	free(p->shared_pending);
+	free(p->ptimers);
+	free(p->creds.groups);
 	free(p->threads);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);

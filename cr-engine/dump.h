@@ -31,6 +31,22 @@ struct cr_thread {
 	uint32_t rseq_len, rseq_sig, rseq_flags;
 	char comm[17];
 	int restart_nr;           /* syscall re-issued on resume, or -1 */
+	/* task.c, signals.c */
+	bool has_altstack;
+	uint64_t altstack_sp, altstack_size;
+	uint32_t altstack_flags;
+	uint8_t sched_attr[56];
+	uint32_t sched_attr_len;
+	uint8_t affinity[128];
+	uint32_t affinity_len;
+	uint32_t pdeathsig;
+	uint8_t (*pending)[128];  /* queued siginfo */
+	int nr_pending;
+};
+
+struct cr_ptimer {
+	int id, clock, notify, signo, tid, overrun;
+	uint64_t sival, value_ns, interval_ns;
 };
 
 struct cr_shm_run {
@@ -139,6 +155,30 @@ struct cr_proc {
 	char *exe_path, *cwd, *root;
 	uint64_t exe_ino;
 	int personality;
+
+	/* task.c */
+	uint32_t umask;
+	uint64_t rlim[16][2];
+	int nr_rlim;
+	int oom_score_adj;
+	bool child_subreaper;
+	uint32_t dumpable;
+	/* creds.c */
+	struct cr_creds {
+		uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
+		uint32_t *groups;
+		int nr_groups;
+		uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+		uint32_t securebits;
+		bool nnp;
+	} creds;
+	/* signals.c: pending for the whole process */
+	uint8_t (*shared_pending)[128];
+	int nr_shared_pending;
+	/* timers.c */
+	uint64_t itimer[3][2];    /* value, interval in us: REAL, VIRTUAL, PROF */
+	struct cr_ptimer *ptimers;
+	int nr_ptimers;
 };
 
 struct cr_dump_ctx {
@@ -190,6 +230,13 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int write_files(struct cr_dump_ctx *ctx);
 void free_files(struct cr_dump_ctx *ctx);
+
+/* task.c, creds.c, timers.c */
+int dump_task_misc(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
+int dump_creds(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* pstree.c */
 int check_tree(struct cr_dump_ctx *ctx);

@@ -518,6 +518,7 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 	}
 	next = maxfd + 1;
 	f->tbase = next;
+	f->tend = next; /* grows below */
 	for (size_t i = 0; i < f->nr_files; i++) {
 		FileEntry *e = f->files[i];
 		struct rdesc *d = &f->desc[i];
@@ -535,6 +536,7 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			d->tfd = next++;
 		}
 	}
+	f->tend = next;
 	/* transport fds may go beyond the usual soft limit */
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)next + 64 &&
 	    rl.rlim_max > rl.rlim_cur) {
@@ -597,6 +599,21 @@ static int set_fl(int fd, uint32_t flags, const char *what)
 	return 0;
 }
 
+/* Move an fd that must stay open while transports are placed above every
+ * transport number, where no placement can clobber it. */
+static int lift(const struct rfiles *f, int fd)
+{
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, f->tend);
+	int ret = -errno;
+
+	close(fd);
+	if (nfd < 0) {
+		pr_err("cannot move a descriptor above %d: %s", f->tend, strerror(-ret));
+		return ret;
+	}
+	return nfd;
+}
+
 /* Put fd on exactly the number want (closing what was there). */
 static int place(int fd, int want)
 {
@@ -629,12 +646,24 @@ static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
 			pr_perror("pid %d: cannot open the FIFO %s", pid, fifo);
 			return ret;
 		}
+		anchor = lift(f, anchor);
+		if (anchor < 0)
+			return anchor;
 		ret = pipe_fill(pe, anchor);
 	} else {
 		if (pipe2(p, O_CLOEXEC)) {
 			ret = -errno;
 			pr_perror("pid %d: cannot create a pipe", pid);
 			return ret;
+		}
+		p[0] = lift(f, p[0]);
+		p[1] = lift(f, p[1]);
+		if (p[0] < 0 || p[1] < 0) {
+			if (p[0] >= 0)
+				close(p[0]);
+			if (p[1] >= 0)
+				close(p[1]);
+			return -EMFILE;
 		}
 		ret = pipe_fill(pe, p[1]);
 	}
@@ -722,8 +751,15 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 			snprintf(what, sizeof(what), "pid %d: unix socket pair %u/%u", rp->pid,
 				 e->usk->ino, f->files[pair]->usk->ino);
 			ret = unix_create_pair(e->usk, f->files[pair]->usk, &fa, &fb, what);
-			if (!ret)
-				ret = place(fa, f->desc[i].tfd);
+			if (ret)
+				return ret;
+			/* fb must survive fa's placement */
+			fb = lift(f, fb);
+			if (fb < 0) {
+				close(fa);
+				return fb;
+			}
+			ret = place(fa, f->desc[i].tfd);
 			if (!ret)
 				ret = place(fb, f->desc[pair].tfd);
 			if (ret)

@@ -28,6 +28,7 @@ struct rfiles {
 	struct rdesc *desc;         /* parallel to files */
 	struct rproc **pipe_owner;  /* parallel to pipes */
 	int tbase;                  /* first transport fd */
+	int tend;                   /* after the last transport fd */
 };
 
 int files_load(int dirfd, struct rfiles *f);

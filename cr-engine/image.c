@@ -13,6 +13,7 @@ static const char *const kind_names[IMG_KIND_MAX] = {
 	[IMG_FDS] = "fds",             [IMG_PAGES] = "pages",         [IMG_SIGNALS] = "signals",
 	[IMG_SHMEM] = "shmem",         [IMG_SHMEM_PAGES] = "shmem pages",
 	[IMG_PIPES] = "pipes",
+	[IMG_TIMERS] = "timers",
 };
 
 const char *img_kind_name(uint32_t kind)

@@ -36,6 +36,7 @@ enum img_kind {
 	IMG_SHMEM,
 	IMG_SHMEM_PAGES, /* raw page data */
 	IMG_PIPES,
+	IMG_TIMERS,
 	IMG_KIND_MAX,
 };
 

@@ -209,6 +209,45 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	tc.root = p->root;
 	tc.has_personality = 1;
 	tc.personality = p->personality;
+	tc.has_umask = 1;
+	tc.umask = p->umask;
+	tc.has_oom_score_adj = 1;
+	tc.oom_score_adj = p->oom_score_adj;
+	tc.has_child_subreaper = 1;
+	tc.child_subreaper = p->child_subreaper;
+	tc.has_dumpable = 1;
+	tc.dumpable = p->dumpable;
+	Rlimit rl[16], *rlp[16];
+	for (int i = 0; i < p->nr_rlim; i++) {
+		rlimit__init(&rl[i]);
+		rl[i].cur = p->rlim[i][0];
+		rl[i].max = p->rlim[i][1];
+		rlp[i] = &rl[i];
+	}
+	tc.n_rlimits = p->nr_rlim;
+	tc.rlimits = rlp;
+	Creds cr = CREDS__INIT;
+	cr.uid = p->creds.uid[0];
+	cr.euid = p->creds.uid[1];
+	cr.suid = p->creds.uid[2];
+	cr.fsuid = p->creds.uid[3];
+	cr.gid = p->creds.gid[0];
+	cr.egid = p->creds.gid[1];
+	cr.sgid = p->creds.gid[2];
+	cr.fsgid = p->creds.gid[3];
+	cr.n_groups = p->creds.nr_groups;
+	cr.groups = p->creds.groups;
+	cr.cap_inh = p->creds.cap_inh;
+	cr.cap_prm = p->creds.cap_prm;
+	cr.cap_eff = p->creds.cap_eff;
+	cr.cap_bnd = p->creds.cap_bnd;
+	cr.has_cap_amb = 1;
+	cr.cap_amb = p->creds.cap_amb;
+	cr.has_securebits = 1;
+	cr.securebits = p->creds.securebits;
+	cr.has_no_new_privs = 1;
+	cr.no_new_privs = p->creds.nnp;
+	tc.creds = &cr;
 	img_write(&w, &tc.base);
 
 	for (int i = 0; i < p->nr_threads; i++) {
@@ -238,7 +277,33 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		th.comm = t->comm;
 		th.has_syscall_restart = 1;
 		th.syscall_restart = t->restart_nr;
+		if (t->has_altstack) {
+			th.has_altstack_sp = th.has_altstack_size = th.has_altstack_flags = 1;
+			th.altstack_sp = t->altstack_sp;
+			th.altstack_size = t->altstack_size;
+			th.altstack_flags = t->altstack_flags;
+		}
+		th.has_sched_attr = 1;
+		th.sched_attr.data = t->sched_attr;
+		th.sched_attr.len = t->sched_attr_len;
+		th.has_affinity = 1;
+		th.affinity.data = t->affinity;
+		th.affinity.len = t->affinity_len;
+		th.has_pdeathsig = 1;
+		th.pdeathsig = t->pdeathsig;
+		ProtobufCBinaryData *pend = calloc(t->nr_pending + 1, sizeof(*pend));
+		if (!pend) {
+			img_writer_abort(&w);
+			return -ENOMEM;
+		}
+		for (int k = 0; k < t->nr_pending; k++) {
+			pend[k].data = t->pending[k];
+			pend[k].len = 128;
+		}
+		th.n_pending = t->nr_pending;
+		th.pending = pend;
 		img_write(&w, &th.base);
+		free(pend);
 	}
 	return img_writer_close(&w);
 }
@@ -275,6 +340,11 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 	if (ret < 0)
 		goto out;
 	c->task = (TaskCore *)m;
+	if (c->task->n_rlimits > 16 || (c->task->creds && c->task->creds->n_groups > 65536)) {
+		pr_err("image %s is damaged: invalid limits or groups", name);
+		ret = -EINVAL;
+		goto out;
+	}
 	if (c->task->pid != pe->pid) {
 		pr_err("image %s is damaged: it describes pid %d", name, c->task->pid);
 		ret = -EINVAL;
@@ -302,6 +372,21 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 			       "%#lx, xsave %zu bytes)",
 			       name, t->tid, (unsigned long)t->regs->cs, (unsigned long)t->regs->ss,
 			       t->xsave.len);
+			ret = -EINVAL;
+			goto out;
+		}
+		for (size_t k = 0; k < t->n_pending; k++)
+			if (t->pending[k].len != 128) {
+				pr_err("image %s is damaged: thread %d has a pending signal of %zu "
+				       "bytes",
+				       name, t->tid, t->pending[k].len);
+				ret = -EINVAL;
+				goto out;
+			}
+		if ((t->has_sched_attr && (t->sched_attr.len > 56 || t->sched_attr.len < 48)) ||
+		    (t->has_affinity && t->affinity.len > 128)) {
+			pr_err("image %s is damaged: thread %d has invalid scheduling data", name,
+			       t->tid);
 			ret = -EINVAL;
 			goto out;
 		}

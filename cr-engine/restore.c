@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -244,6 +245,8 @@ static int load_images(struct rctx *c)
 			ret = load_fds(c, rp);
 		if (!ret)
 			ret = signals_load(c->dirfd, rp->pid, &rp->sig);
+		if (!ret)
+			ret = timers_load(c->dirfd, rp->pe, &rp->timers);
 		if (ret)
 			return ret;
 	}
@@ -258,6 +261,7 @@ static void free_images(struct rctx *c)
 		core_free(&rp->core);
 		mem_free(&rp->mm);
 		signals_free(&rp->sig);
+		timers_free(&rp->timers);
 		for (size_t k = 0; k < rp->nr_fds; k++)
 			fd_entry__free_unpacked(rp->fds[k], NULL);
 		free(rp->fds);
@@ -701,6 +705,35 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		pr_perror("pid %d: cannot change root to %s", rp->pid, core->task->root);
 		return ret;
 	}
+	if (core->task->has_umask)
+		umask(core->task->umask);
+	if (core->task->has_personality && personality(core->task->personality) < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set its personality %#x", rp->pid,
+			  core->task->personality);
+		return ret;
+	}
+	if (core->task->child_subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot make it a child subreaper", rp->pid);
+		return ret;
+	}
+	if (core->task->has_oom_score_adj) {
+		char v[16];
+		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+		int n = snprintf(v, sizeof(v), "%d", core->task->oom_score_adj);
+
+		if (fd < 0 || write(fd, v, n) != n) {
+			ret = -errno;
+			pr_perror("pid %d: cannot set its oom_score_adj to %d (lowering it needs "
+				  "CAP_SYS_RESOURCE)",
+				  rp->pid, core->task->oom_score_adj);
+			if (fd >= 0)
+				close(fd);
+			return ret;
+		}
+		close(fd);
+	}
 	if (core->task->cwd && chdir(core->task->cwd)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
@@ -735,7 +768,11 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 	b.nr_threads = core->nr_threads;
 	args_len = sizeof(struct rst_args) + b.nr_vmas * sizeof(struct rst_vma) +
 		   b.nr_runs * sizeof(struct rst_run) + b.nr_threads * sizeof(struct rst_thread) +
-		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) + 64;
+		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) +
+		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
+		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) + 64;
+	for (size_t i = 0; i < core->nr_threads; i++)
+		args_len += 128 * core->threads[i]->n_pending;
 	args_len = PAGE_ALIGN(args_len);
 	stacks_len = b.nr_threads * RST_STACK_SIZE;
 	total = code_len + args_len + PAGE_ALIGN(park_len) + stacks_len;
@@ -789,8 +826,96 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		}
 		snprintf(t->comm, sizeof(t->comm), "%s",
 			 tc->comm ? tc->comm : (i ? "" : core->task->comm));
+		if (tc->has_altstack_sp) {
+			t->has_altstack = 1;
+			t->altstack_sp = tc->altstack_sp;
+			t->altstack_size = tc->altstack_size;
+			t->altstack_flags = tc->altstack_flags;
+		}
+		if (tc->has_sched_attr) {
+			memcpy(t->sched_attr, tc->sched_attr.data, tc->sched_attr.len);
+			t->sched_attr_len = tc->sched_attr.len;
+		}
+		if (tc->has_affinity) {
+			memcpy(t->affinity, tc->affinity.data, tc->affinity.len);
+			t->affinity_len = tc->affinity.len;
+		}
+		t->pdeathsig = tc->pdeathsig;
 	}
 	off += b.nr_threads * sizeof(struct rst_thread);
+	/* queued signals, per thread then for the whole process */
+	for (size_t i = 0; i < b.nr_threads; i++) {
+		struct rst_thread *t = (struct rst_thread *)((char *)a + b.args.threads_off) + i;
+		const ThreadCore *tc = core->threads[i];
+
+		t->pending_off = off;
+		t->nr_pending = tc->n_pending;
+		for (size_t k = 0; k < tc->n_pending; k++, off += 128)
+			memcpy((char *)a + off, tc->pending[k].data, 128);
+	}
+	b.args.shared_pending_off = off;
+	b.args.nr_shared_pending = rp->sig.core->n_pending;
+	for (size_t k = 0; k < rp->sig.core->n_pending; k++, off += 128)
+		memcpy((char *)a + off, rp->sig.core->pending[k].data, 128);
+	/* timers */
+	b.args.timers_off = off;
+	b.args.nr_timers = rp->timers.nr;
+	for (size_t i = 0; i < rp->timers.nr; i++, off += sizeof(struct rst_timer)) {
+		const PosixTimer *pt = rp->timers.timers[i];
+		struct rst_timer *tm = (struct rst_timer *)((char *)a + off);
+
+		tm->id = pt->id;
+		tm->clock = pt->clock;
+		tm->notify = pt->notify;
+		tm->signo = pt->signo;
+		tm->tid = pt->has_tid ? pt->tid : 0;
+		tm->sival = pt->sival;
+		tm->value_ns = pt->value_ns;
+		tm->interval_ns = pt->interval_ns;
+	}
+	{
+		const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
+					rp->timers.core->prof };
+
+		for (int w = 0; w < 3; w++)
+			if (it[w]) {
+				b.args.itimers[w][0] = it[w]->value_us;
+				b.args.itimers[w][1] = it[w]->interval_us;
+			}
+	}
+	/* limits and credentials */
+	b.args.nr_rlimits = core->task->n_rlimits;
+	for (size_t i = 0; i < core->task->n_rlimits; i++) {
+		b.args.rlimits[i][0] = core->task->rlimits[i]->cur;
+		b.args.rlimits[i][1] = core->task->rlimits[i]->max;
+	}
+	if (core->task->creds) {
+		const Creds *cr = core->task->creds;
+		struct rst_creds *rc = &b.args.creds;
+
+		rc->present = 1;
+		rc->uid[0] = cr->uid;
+		rc->uid[1] = cr->euid;
+		rc->uid[2] = cr->suid;
+		rc->uid[3] = cr->fsuid;
+		rc->gid[0] = cr->gid;
+		rc->gid[1] = cr->egid;
+		rc->gid[2] = cr->sgid;
+		rc->gid[3] = cr->fsgid;
+		rc->cap_inh = cr->cap_inh;
+		rc->cap_prm = cr->cap_prm;
+		rc->cap_eff = cr->cap_eff;
+		rc->cap_bnd = cr->cap_bnd;
+		rc->cap_amb = cr->cap_amb;
+		rc->securebits = cr->securebits;
+		rc->nnp = cr->no_new_privs;
+		rc->dumpable = core->task->has_dumpable ? core->task->dumpable : 1;
+		rc->nr_groups = cr->n_groups;
+		rc->groups_off = off;
+		if (cr->n_groups)
+			memcpy((char *)a + off, cr->groups, cr->n_groups * 4);
+		off += (cr->n_groups * 4 + 7) & ~7UL;
+	}
 	b.args.sigacts_off = off;
 	b.args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + off));
 	off += b.args.nr_sigacts * sizeof(struct rst_sigaction);
@@ -815,6 +940,19 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 	free(b.runs);
 	free(b.strings);
 
+	if (cr_log_level() >= CR_LOG_DEBUG) {
+		DIR *d = opendir("/proc/self/fd");
+		struct dirent *de;
+		char line[512] = "";
+
+		while (d && (de = readdir(d)))
+			if (de->d_name[0] != '.' && strlen(line) < 480)
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s", de->d_name);
+		if (d)
+			closedir(d);
+		pr_debug("pid %d: fds before the restorer:%s (close from %d)", rp->pid, line,
+			 b.args.close_from);
+	}
 	c->sh->procs[idx].blob_start = (uintptr_t)region;
 	c->sh->procs[idx].blob_len = total;
 	c->sh->procs[idx].args_addr = (uintptr_t)a;
@@ -1026,6 +1164,13 @@ static const char *step_name(uint32_t step)
 		[RST_STEP_THREAD] = "setting thread state",
 		[RST_STEP_RSEQ] = "registering rseq",
 		[RST_STEP_SIGACTION] = "setting a signal action",
+		[RST_STEP_RLIMIT] = "setting a resource limit (raising a hard limit needs CAP_SYS_RESOURCE)",
+		[RST_STEP_ITIMER] = "arming an interval timer",
+		[RST_STEP_TIMER] = "creating a POSIX timer",
+		[RST_STEP_SIGQUEUE] = "queueing a pending signal",
+		[RST_STEP_SCHED] = "setting the scheduling policy or affinity",
+		[RST_STEP_ALTSTACK] = "setting the alternate signal stack",
+		[RST_STEP_CREDS] = "setting credentials",
 	};
 	return step < RST_STEP_MAX && n[step] ? n[step] : "?";
 }
@@ -1254,6 +1399,10 @@ static void kill_all(struct rctx *c)
 		kill(c->procs[i].pid, SIGKILL);
 	for (size_t i = 0; i < c->nr_helpers; i++)
 		kill(c->helpers[i].pid, SIGKILL);
+	/* a tracee held in its exit stop only moves on when we let it go */
+	for (size_t i = 0; i < c->nr; i++)
+		for (size_t k = 0; c->procs[i].seized && k < c->procs[i].pe->n_tids; k++)
+			ptrace(PTRACE_DETACH, c->procs[i].pe->tids[k], 0, 0);
 	for (size_t i = 0; i < c->nr; i++) {
 		for (int tries = 0; tries < 5000; tries++) {
 			struct proc_stat st;

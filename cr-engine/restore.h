@@ -17,6 +17,7 @@
 #include "restorer/restorer.h"
 #include "shmem.h"
 #include "signals.h"
+#include "timers.h"
 
 /* memory of one process (memory.c) */
 struct rmm {
@@ -48,6 +49,7 @@ struct rproc {
 	FdEntry **fds;
 	size_t nr_fds;
 	struct rsignals sig;
+	struct rtimers timers;
 
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;

@@ -15,6 +15,7 @@
 #include "images/pipes.pb-c.h"
 #include "images/shmem.pb-c.h"
 #include "images/signals.pb-c.h"
+#include "images/timers.pb-c.h"
 #include "log.h"
 #include "util.h"
 
@@ -40,8 +41,9 @@ static struct kind_desc descs(uint32_t kind)
 	case IMG_FILES:
 		return (struct kind_desc){ &file_entry__descriptor, &file_entry__descriptor };
 	case IMG_SIGNALS:
-		return (struct kind_desc){ &sigaction_entry__descriptor,
-					   &sigaction_entry__descriptor };
+		return (struct kind_desc){ &signals_core__descriptor, &sigaction_entry__descriptor };
+	case IMG_TIMERS:
+		return (struct kind_desc){ &timers_core__descriptor, &posix_timer__descriptor };
 	case IMG_PIPES:
 		return (struct kind_desc){ &pipe_entry__descriptor, &pipe_entry__descriptor };
 	case IMG_SHMEM:

@@ -5,6 +5,7 @@
  * are read with rt_sigaction run inside the task.  Restore: the restorer
  * installs them just before the threads park (restorer.c). */
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 
 #include "dump.h"
@@ -80,6 +81,61 @@ int dump_sigactions(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+#ifndef PTRACE_PEEKSIGINFO
+#define PTRACE_PEEKSIGINFO 0x4209
+#endif
+#define PEEKSIGINFO_SHARED 1
+
+struct peeksiginfo_args {
+	uint64_t off;
+	uint32_t flags;
+	int32_t nr;
+};
+
+/* Queued signals, read without dequeueing them (PTRACE_PEEKSIGINFO). */
+static int peek_pending(pid_t tid, uint32_t flags, uint8_t (**out)[128], int *nr)
+{
+	uint8_t(*v)[128] = NULL;
+	int n = 0;
+
+	for (;;) {
+		struct peeksiginfo_args a = { n, flags, 32 };
+		uint8_t(*nv)[128] = xrealloc_array(v, n + 32, 128);
+		long got;
+
+		if (!nv) {
+			free(v);
+			return -ENOMEM;
+		}
+		v = nv;
+		got = ptrace(PTRACE_PEEKSIGINFO, tid, &a, v[n]);
+		if (got < 0) {
+			int ret = -errno;
+			pr_perror("tid %d: cannot read its pending signals", tid);
+			free(v);
+			return ret;
+		}
+		n += got;
+		if (got < 32)
+			break;
+	}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+int dump_pending(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	int ret;
+
+	(void)ctx;
+	ret = peek_pending(p->pid, PEEKSIGINFO_SHARED, &p->shared_pending, &p->nr_shared_pending);
+	for (int i = 0; !ret && i < p->nr_threads; i++)
+		ret = peek_pending(p->threads[i].tid, 0, &p->threads[i].pending,
+				   &p->threads[i].nr_pending);
+	return ret;
+}
+
 int write_signals(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct img_writer w;
@@ -90,6 +146,23 @@ int write_signals(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	ret = img_writer_open(&w, ctx->dirfd, name, IMG_SIGNALS);
 	if (ret)
 		return ret;
+	{
+		SignalsCore sc = SIGNALS_CORE__INIT;
+		ProtobufCBinaryData *pb = calloc(p->nr_shared_pending + 1, sizeof(*pb));
+
+		if (!pb) {
+			img_writer_abort(&w);
+			return -ENOMEM;
+		}
+		for (int i = 0; i < p->nr_shared_pending; i++) {
+			pb[i].data = p->shared_pending[i];
+			pb[i].len = 128;
+		}
+		sc.n_pending = p->nr_shared_pending;
+		sc.pending = pb;
+		img_write(&w, &sc.base);
+		free(pb);
+	}
 	for (int i = 0; i < p->nr_sigacts; i++) {
 		SigactionEntry e = SIGACTION_ENTRY__INIT;
 
@@ -107,6 +180,8 @@ int write_signals(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 void signals_free(struct rsignals *s)
 {
+	if (s->core)
+		signals_core__free_unpacked(s->core, NULL);
 	for (size_t i = 0; i < s->nr_acts; i++)
 		sigaction_entry__free_unpacked(s->acts[i], NULL);
 	free(s->acts);
@@ -126,6 +201,21 @@ int signals_load(int dirfd, pid_t pid, struct rsignals *s)
 	ret = img_reader_open(&r, dirfd, name, IMG_SIGNALS);
 	if (ret)
 		return ret;
+	ret = img_read(&r, &signals_core__descriptor, &m);
+	if (ret <= 0) {
+		if (!ret)
+			pr_err("image %s is damaged: it is empty", name);
+		img_reader_close(&r);
+		return ret ? ret : -EINVAL;
+	}
+	s->core = (SignalsCore *)m;
+	for (size_t i = 0; i < s->core->n_pending; i++)
+		if (s->core->pending[i].len != 128) {
+			pr_err("image %s is damaged: a pending signal of %zu bytes", name,
+			       s->core->pending[i].len);
+			img_reader_close(&r);
+			return -EINVAL;
+		}
 	s->acts = calloc(r.nr ? r.nr : 1, sizeof(*s->acts));
 	if (!s->acts) {
 		img_reader_close(&r);

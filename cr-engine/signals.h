@@ -11,11 +11,13 @@ struct cr_dump_ctx;
 struct cr_proc;
 
 struct rsignals {
+	SignalsCore *core;
 	SigactionEntry **acts;
 	size_t nr_acts;
 };
 
 int dump_sigactions(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int dump_pending(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int write_signals(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 int signals_load(int dirfd, pid_t pid, struct rsignals *s);

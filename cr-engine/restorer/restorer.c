@@ -75,6 +75,78 @@ static __attribute__((noreturn)) void fail(struct rst_args *a, int step, long er
 		;
 }
 
+/* Each thread sets its own credentials (they are per thread in Linux),
+ * last, because they take away what the restore needed. */
+static void set_creds(struct rst_args *a, long idx)
+{
+	struct rst_creds *c = &a->creds;
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = { 0x20080522, 0 };
+	struct {
+		uint32_t eff, prm, inh;
+	} data[2] = { { (uint32_t)c->cap_eff, (uint32_t)c->cap_prm, (uint32_t)c->cap_inh },
+		      { (uint32_t)(c->cap_eff >> 32), (uint32_t)(c->cap_prm >> 32),
+			(uint32_t)(c->cap_inh >> 32) } };
+	long r;
+
+	if (!c->present)
+		return;
+	for (int cap = 0; cap < 64; cap++)
+		if (!(c->cap_bnd & (1ULL << cap))) {
+			r = rsys2(NR_prctl, R_PR_CAPBSET_DROP, cap);
+			if (r && r != -R_EINVAL)
+				fail(a, RST_STEP_CREDS, r, cap, idx);
+		}
+	/* keep the permitted set across the change of uid */
+	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, c->securebits | R_SECBIT_KEEP_CAPS);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, c->securebits, idx);
+	r = rsys2(NR_setgroups, c->nr_groups, AT(a, c->groups_off));
+	if (r)
+		fail(a, RST_STEP_CREDS, r, 1, idx);
+	r = rsys3(NR_setresgid, c->gid[0], c->gid[1], c->gid[2]);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, 2, idx);
+	rsys1(NR_setfsgid, c->gid[3]);
+	r = rsys3(NR_setresuid, c->uid[0], c->uid[1], c->uid[2]);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, 3, idx);
+	rsys1(NR_setfsuid, c->uid[3]);
+	r = rsys2(NR_capset, &hdr, data);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, 4, idx);
+	r = rsys5(NR_prctl, R_PR_CAP_AMBIENT, R_PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	for (int cap = 0; cap < 64; cap++)
+		if (c->cap_amb & (1ULL << cap)) {
+			r = rsys5(NR_prctl, R_PR_CAP_AMBIENT, R_PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+			if (r)
+				fail(a, RST_STEP_CREDS, r, 5, idx);
+		}
+	if (!(c->securebits & R_SECBIT_KEEP_CAPS))
+		rsys2(NR_prctl, R_PR_SET_KEEPCAPS, 0);
+	if (c->nnp) {
+		r = rsys5(NR_prctl, R_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		if (r)
+			fail(a, RST_STEP_CREDS, r, 6, idx);
+	}
+}
+
+static void queue_signals(struct rst_args *a, long idx, uint32_t off, uint32_t n, int tid)
+{
+	int tgid = rsys0(NR_getpid);
+
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t *info = AT(a, off + i * 128);
+		long r = tid ? rsys4(NR_rt_tgsigqueueinfo, tgid, tid, info[0], info)
+			     : rsys3(NR_rt_sigqueueinfo, tgid, info[0], info);
+
+		if (r)
+			fail(a, RST_STEP_SIGQUEUE, r, info[0], idx);
+	}
+}
+
 static void thread_setup(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
@@ -93,6 +165,32 @@ static void thread_setup(struct rst_args *a, long idx)
 	}
 	if (t->comm[0])
 		rsys2(NR_prctl, R_PR_SET_NAME, t->comm);
+	if (t->has_altstack) {
+		struct {
+			uint64_t sp;
+			int32_t flags, pad;
+			uint64_t size;
+		} ss = { t->altstack_sp, (int32_t)t->altstack_flags, 0, t->altstack_size };
+
+		r = rsys2(NR_sigaltstack, &ss, 0);
+		if (r)
+			fail(a, RST_STEP_ALTSTACK, r, t->altstack_sp, idx);
+	}
+	if (t->sched_attr_len) {
+		r = rsys3(NR_sched_setattr, 0, t->sched_attr, 0);
+		if (r)
+			fail(a, RST_STEP_SCHED, r, 0, idx);
+	}
+	if (t->affinity_len) {
+		r = rsys3(NR_sched_setaffinity, 0, t->affinity_len, t->affinity);
+		if (r)
+			fail(a, RST_STEP_SCHED, r, 1, idx);
+	}
+	queue_signals(a, idx, t->pending_off, t->nr_pending, t->tid);
+	set_creds(a, idx);
+	/* a change of credentials clears the parent-death signal */
+	if (t->pdeathsig)
+		rsys2(NR_prctl, R_PR_SET_PDEATHSIG, t->pdeathsig);
 }
 
 static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
@@ -212,6 +310,13 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 
 	if (a->magic != RST_MAGIC || a->version != RST_VERSION)
 		fail(a, RST_STEP_NONE, -22, 0, 0);
+	/* nothing is delivered until kupdate sets the final masks (SIGCHLD was
+	 * left open for the zombies, which are dead by now) */
+	{
+		uint64_t all = ~0ULL;
+
+		rsys4(NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
+	}
 
 	/* 1. the kernel's special mappings wait inside the blob while ... */
 	for (uint32_t i = 0; i < a->nr_moves; i++) {
@@ -266,6 +371,26 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 	/* 6. descriptors that only served the restore */
 	rsys3(NR_close_range, a->close_from, ~0U, 0);
 
+	/* 7a. resource limits and interval timers */
+	for (uint32_t i = 0; i < a->nr_rlimits; i++) {
+		r = rsys4(NR_prlimit64, 0, i, a->rlimits[i], 0);
+		if (r)
+			fail(a, RST_STEP_RLIMIT, r, a->rlimits[i][1], i);
+	}
+	for (uint32_t w = 0; w < 3; w++) {
+		/* struct itimerval: interval first */
+		int64_t it[4] = { (int64_t)(a->itimers[w][1] / 1000000),
+				  (int64_t)(a->itimers[w][1] % 1000000),
+				  (int64_t)(a->itimers[w][0] / 1000000),
+				  (int64_t)(a->itimers[w][0] % 1000000) };
+
+		if (!a->itimers[w][0])
+			continue;
+		r = rsys3(NR_setitimer, w, it, 0);
+		if (r)
+			fail(a, RST_STEP_ITIMER, r, a->itimers[w][0], w);
+	}
+
 	/* 7. threads, each with its own tid */
 	for (uint32_t i = 1; i < a->nr_threads; i++) {
 		struct r_clone_args ca;
@@ -293,7 +418,54 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 			fail(a, RST_STEP_SIGACTION, r, sa->handler, sa->sig);
 	}
 
+	/* 8b. POSIX timers, with their ids (stand-ins fill the gaps), now
+	 * that the threads they may notify exist */
+	{
+		struct rst_timer *tm = AT(a, a->timers_off);
+
+		for (uint32_t i = 0; i < a->nr_timers; i++) {
+			struct {
+				uint64_t value;
+				int32_t signo, notify, tid;
+				int32_t pad[11];
+			} sev;
+			int32_t id = -1;
+
+			memset(&sev, 0, sizeof(sev));
+			sev.value = tm[i].sival;
+			sev.signo = tm[i].signo;
+			sev.notify = tm[i].notify;
+			sev.tid = tm[i].tid;
+			for (;;) {
+				r = rsys3(NR_timer_create, tm[i].clock, &sev, &id);
+				if (r)
+					fail(a, RST_STEP_TIMER, r, tm[i].id, i);
+				if (id == tm[i].id)
+					break;
+				/* ids come from a counter that only goes up: a stand-in
+				 * moves it on and can go at once */
+				rsys1(NR_timer_delete, id);
+				if (id > tm[i].id)
+					fail(a, RST_STEP_TIMER, -R_EINVAL, tm[i].id, i);
+			}
+			{
+				/* struct itimerspec: interval first */
+				int64_t its[4] = { (int64_t)(tm[i].interval_ns / 1000000000ULL),
+						   (int64_t)(tm[i].interval_ns % 1000000000ULL),
+						   (int64_t)(tm[i].value_ns / 1000000000ULL),
+						   (int64_t)(tm[i].value_ns % 1000000000ULL) };
+
+				r = rsys4(NR_timer_settime, id, 0, its, 0);
+				if (r)
+					fail(a, RST_STEP_TIMER, r, tm[i].id, i);
+			}
+		}
+	}
+	queue_signals(a, 0, a->shared_pending_off, a->nr_shared_pending, 0);
+
 	/* 9. the main thread's own per-thread state, then wait for kupdate */
 	thread_setup(a, 0);
+	if (a->creds.present)
+		rsys2(NR_prctl, R_PR_SET_DUMPABLE, a->creds.dumpable);
 	park();
 }

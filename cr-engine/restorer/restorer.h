@@ -65,6 +65,27 @@ struct rst_thread {
 	uint64_t rseq_ptr;
 	uint32_t rseq_len, rseq_sig;
 	char comm[16];
+	uint64_t altstack_sp, altstack_size;
+	uint32_t altstack_flags, has_altstack;
+	uint8_t sched_attr[56];
+	uint32_t sched_attr_len;
+	uint32_t affinity_len;
+	uint8_t affinity[128];
+	uint32_t pdeathsig;
+	uint32_t nr_pending, pending_off; /* 128-byte siginfos */
+};
+
+struct rst_timer {
+	int32_t id, clock, notify, signo, tid, pad;
+	uint64_t sival, value_ns, interval_ns;
+};
+
+struct rst_creds {
+	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
+	uint32_t nr_groups, groups_off;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+	uint32_t securebits, nnp;
+	uint32_t present, dumpable;
 };
 
 struct rst_sigaction {
@@ -94,6 +115,13 @@ enum rst_step {
 	RST_STEP_THREAD,
 	RST_STEP_RSEQ,
 	RST_STEP_SIGACTION,
+	RST_STEP_RLIMIT,
+	RST_STEP_ITIMER,
+	RST_STEP_TIMER,
+	RST_STEP_SIGQUEUE,
+	RST_STEP_SCHED,
+	RST_STEP_ALTSTACK,
+	RST_STEP_CREDS,
 	RST_STEP_MAX,
 };
 
@@ -114,6 +142,11 @@ struct rst_args {
 	int32_t pages_fd;
 	struct rst_move moves[RST_MAX_MOVES];
 	uint32_t nr_sigacts, sigacts_off;
+	uint32_t nr_rlimits, nr_timers;
+	uint64_t rlimits[16][2];
+	uint64_t itimers[3][2];           /* value, interval in us */
+	uint32_t timers_off, nr_shared_pending, shared_pending_off, pad1;
+	struct rst_creds creds;
 	int32_t exe_fd;                   /* -1: keep */
 	uint32_t verify_crc;
 

@@ -31,6 +31,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_mmap           9
 #define NR_mprotect       10
 #define NR_rt_sigaction   13
+#define NR_rt_sigprocmask 14
 #define NR_munmap         11
 #define NR_pread64        17
 #define NR_mremap         25
@@ -46,6 +47,22 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_rseq           334
 #define NR_clone3         435
 #define NR_close_range    436
+#define NR_sigaltstack    131
+#define NR_setitimer      38
+#define NR_setgroups      116
+#define NR_setresuid      117
+#define NR_setresgid      119
+#define NR_setfsuid       122
+#define NR_setfsgid       123
+#define NR_capset         126
+#define NR_rt_sigqueueinfo 129
+#define NR_sched_setaffinity 203
+#define NR_timer_create   222
+#define NR_timer_settime  223
+#define NR_timer_delete   226
+#define NR_rt_tgsigqueueinfo 297
+#define NR_prlimit64      302
+#define NR_sched_setattr  314
 
 /* constants, spelled out: the restorer includes no system headers */
 #define R_PROT_WRITE      0x2
@@ -72,7 +89,19 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_CLONE_SIGHAND   0x00000800
 #define R_CLONE_THREAD    0x00010000
 #define R_CLONE_SYSVSEM   0x00040000
+#define R_PR_SET_PDEATHSIG 1
+#define R_PR_SET_DUMPABLE 4
+#define R_PR_SET_KEEPCAPS 8
+#define R_PR_CAPBSET_DROP 24
+#define R_PR_SET_SECUREBITS 28
+#define R_PR_SET_NO_NEW_PRIVS 38
+#define R_PR_CAP_AMBIENT  47
+#define R_PR_CAP_AMBIENT_RAISE 2
+#define R_PR_CAP_AMBIENT_CLEAR_ALL 4
+#define R_SECBIT_KEEP_CAPS 0x10
+#define R_SIGEV_THREAD_ID 4
 #define R_EINTR           4
+#define R_EINVAL          22
 #define R_EAGAIN          11
 
 struct r_clone_args {

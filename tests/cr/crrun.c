@@ -91,6 +91,9 @@ static int run(char *const argv[], const char *out_path, double *secs)
 			dup2(fd, 2);
 			close(fd);
 		}
+		/* like a service manager would: nothing but 0, 1 and 2 */
+		for (int i = 3; i < 1024; i++)
+			close(i);
 		execv(argv[0], argv);
 		_exit(127);
 	}

@@ -1,0 +1,250 @@
+/* Timers: interval timers (ITIMER_REAL, VIRTUAL, PROF) and POSIX timers
+ * with their ids, clocks, notification, remaining time, interval and
+ * overrun.  They are read by running getitimer/timer_gettime inside the
+ * task; /proc/PID/timers lists the POSIX timers.
+ *
+ * The rule for time: a timer resumes with the time it had left when it was
+ * dumped; the time the process spent checkpointed does not count (it was,
+ * as far as its timers are concerned, stopped).
+ *
+ * Restore: restorer.c creates the timers again with the same ids (creating
+ * and deleting stand-ins to reach each id) and arms them. */
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "dump.h"
+#include "image.h"
+#include "images/timers.pb-c.h"
+#include "log.h"
+#include "remote.h"
+#include "timers.h"
+#include "util.h"
+
+static uint64_t tv_us(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static uint64_t ts_ns(struct timespec ts)
+{
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int parse_timers(struct cr_proc *p)
+{
+	_cleanup_free_ char *buf = NULL;
+	char *l;
+	int ret = read_proc(&buf, NULL, "/proc/%d/timers", p->pid);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret) {
+		pr_err("pid %d: cannot read its POSIX timers: %s", p->pid, strerror(-ret));
+		return ret;
+	}
+	for (l = strstr(buf, "ID:"); l; l = strstr(l + 1, "\nID:")) {
+		struct cr_ptimer *nt, *t;
+		char how[16] = "", who[8] = "";
+		unsigned long long sival = 0;
+		int id, signo, pid, clock;
+		char *ln = l[0] == '\n' ? l + 1 : l;
+
+		if (sscanf(ln, "ID: %d\nsignal: %d/%llx\nnotify: %15[a-z]/%7[a-z].%d\nClockID: %d", &id,
+			   &signo, &sival, how, who, &pid, &clock) != 7) {
+			pr_err("pid %d: cannot parse /proc/%d/timers", p->pid, p->pid);
+			return -EINVAL;
+		}
+		nt = xrealloc_array(p->ptimers, p->nr_ptimers + 1, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		p->ptimers = nt;
+		t = &nt[p->nr_ptimers++];
+		memset(t, 0, sizeof(*t));
+		t->id = id;
+		t->signo = signo;
+		t->sival = sival;
+		t->clock = clock;
+		t->notify = !strcmp(how, "none") ? SIGEV_NONE : SIGEV_SIGNAL;
+		if (!strcmp(how, "thread")) {
+			pr_err("pid %d: POSIX timer %d uses SIGEV_THREAD notification, which this "
+			       "kupdate cannot restore",
+			       p->pid, id);
+			return -EOPNOTSUPP;
+		}
+		if (!strcmp(who, "tid")) {
+			t->notify |= SIGEV_THREAD_ID;
+			t->tid = pid;
+		}
+	}
+	return 0;
+}
+
+int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct cr_thread *t = &p->threads[0];
+	int ret;
+
+	(void)ctx;
+	for (int w = 0; w < 3; w++) {
+		struct itimerval it;
+		long args[6] = { w }, res;
+
+		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_getitimer, args, 1, &it,
+					 sizeof(it), &res);
+		if (ret)
+			return ret;
+		if (res) {
+			pr_err("pid %d: getitimer(%d) failed: %s", p->pid, w, strerror((int)-res));
+			return (int)res;
+		}
+		p->itimer[w][0] = tv_us(it.it_value);
+		p->itimer[w][1] = tv_us(it.it_interval);
+	}
+	ret = parse_timers(p);
+	if (ret)
+		return ret;
+	for (int i = 0; i < p->nr_ptimers; i++) {
+		struct cr_ptimer *pt = &p->ptimers[i];
+		struct itimerspec its;
+		long args[6] = { pt->id }, res;
+
+		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_timer_gettime, args, 1,
+					 &its, sizeof(its), &res);
+		if (ret)
+			return ret;
+		if (res) {
+			pr_err("pid %d: timer_gettime(%d) failed: %s", p->pid, pt->id,
+			       strerror((int)-res));
+			return (int)res;
+		}
+		pt->value_ns = ts_ns(its.it_value);
+		pt->interval_ns = ts_ns(its.it_interval);
+		args[0] = pt->id;
+		ret = remote_syscall(t->tid, p->syscall_ip, &t->regs, SYS_timer_getoverrun, args,
+				     &res);
+		if (ret)
+			return ret;
+		pt->overrun = res > 0 ? res : 0;
+	}
+	return 0;
+}
+
+int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct img_writer w;
+	TimersCore tc = TIMERS_CORE__INIT;
+	Itimer it[3] = { ITIMER__INIT, ITIMER__INIT, ITIMER__INIT };
+	Itimer **slot[3] = { &tc.real, &tc.virt, &tc.prof };
+	char name[64];
+	int ret;
+
+	snprintf(name, sizeof(name), "timers-%d.img", p->pid);
+	ret = img_writer_open(&w, ctx->dirfd, name, IMG_TIMERS);
+	if (ret)
+		return ret;
+	for (int i = 0; i < 3; i++) {
+		if (!p->itimer[i][0] && !p->itimer[i][1])
+			continue;
+		it[i].value_us = p->itimer[i][0];
+		it[i].interval_us = p->itimer[i][1];
+		*slot[i] = &it[i];
+	}
+	img_write(&w, &tc.base);
+	for (int i = 0; i < p->nr_ptimers; i++) {
+		struct cr_ptimer *pt = &p->ptimers[i];
+		PosixTimer e = POSIX_TIMER__INIT;
+
+		e.id = pt->id;
+		e.clock = pt->clock;
+		e.notify = pt->notify;
+		e.signo = pt->signo;
+		e.sival = pt->sival;
+		if (pt->notify & SIGEV_THREAD_ID) {
+			e.has_tid = 1;
+			e.tid = pt->tid;
+		}
+		e.value_ns = pt->value_ns;
+		e.interval_ns = pt->interval_ns;
+		e.has_overrun = 1;
+		e.overrun = pt->overrun;
+		img_write(&w, &e.base);
+	}
+	return img_writer_close(&w);
+}
+
+/* ------------------------------------------------------------- restore */
+
+void timers_free(struct rtimers *t)
+{
+	if (t->core)
+		timers_core__free_unpacked(t->core, NULL);
+	for (size_t i = 0; i < t->nr; i++)
+		posix_timer__free_unpacked(t->timers[i], NULL);
+	free(t->timers);
+	memset(t, 0, sizeof(*t));
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	const PosixTimer *x = *(PosixTimer *const *)a, *y = *(PosixTimer *const *)b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+int timers_load(int dirfd, const PstreeEntry *pe, struct rtimers *t)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	char name[64];
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	snprintf(name, sizeof(name), "timers-%d.img", pe->pid);
+	ret = img_reader_open(&r, dirfd, name, IMG_TIMERS);
+	if (ret)
+		return ret;
+	ret = img_read(&r, &timers_core__descriptor, &m);
+	if (ret <= 0) {
+		if (!ret)
+			pr_err("image %s is damaged: it is empty", name);
+		img_reader_close(&r);
+		return ret ? ret : -EINVAL;
+	}
+	t->core = (TimersCore *)m;
+	t->timers = calloc(r.nr ? r.nr : 1, sizeof(*t->timers));
+	if (!t->timers) {
+		img_reader_close(&r);
+		return -ENOMEM;
+	}
+	while ((ret = img_read(&r, &posix_timer__descriptor, &m)) > 0) {
+		PosixTimer *pt = (PosixTimer *)m;
+		bool tid_ok = !(pt->notify & SIGEV_THREAD_ID);
+
+		t->timers[t->nr++] = pt;
+		for (size_t k = 0; k < pe->n_tids && !tid_ok; k++)
+			tid_ok = pe->tids[k] == pt->tid;
+		if (pt->id < 0 || pt->clock < 0 || pt->clock > 11 || pt->signo < 0 || pt->signo > 64 ||
+		    ((pt->notify & ~SIGEV_THREAD_ID) != SIGEV_SIGNAL &&
+		     (pt->notify & ~SIGEV_THREAD_ID) != SIGEV_NONE) ||
+		    !tid_ok) {
+			pr_err("image %s is damaged: POSIX timer %d is invalid", name, pt->id);
+			ret = -EINVAL;
+			break;
+		}
+	}
+	img_reader_close(&r);
+	if (ret < 0) {
+		timers_free(t);
+		return ret;
+	}
+	qsort(t->timers, t->nr, sizeof(*t->timers), cmp_id);
+	for (size_t i = 1; i < t->nr; i++)
+		if (t->timers[i]->id == t->timers[i - 1]->id) {
+			pr_err("image %s is damaged: POSIX timer %d appears twice", name,
+			       t->timers[i]->id);
+			timers_free(t);
+			return -EINVAL;
+		}
+	return 0;
+}
