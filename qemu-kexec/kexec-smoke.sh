@@ -6,8 +6,9 @@
 # 6.1.x to 6.12.x and the marker survived; then put an ext4 file system
 # mounted with -o dax on the pmem device and go back B -> A with a bare
 # `kexec -e` (the fast path), and check the file there.  The kexec command
-# line is the current one, so memmap= is passed again.  Prints the time of
-# every phase.
+# line is the current one, so memmap= is passed again.  B is booted with
+# pid_reserve=50-999 (our patch): no task of its systemd boot may get a PID
+# there, and an empty write releases it.  Prints the time of every phase.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -17,6 +18,9 @@ export BUILD
 vm=$here/vm
 name=kexec-smoke-$$  # unique: suites of parallel runs must not share a VM
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-240}
+# PIDs kept free in boot B by our patch: its first ~50 tasks get PIDs as usual,
+# the rest (~60 more up to multi-user) must jump over the range
+RESERVE=50-999
 
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
@@ -65,8 +69,8 @@ check "pmem: marker written raw to /dev/pmem0" run -t 60 -- \
 
 # ---- A -> B through systemd --------------------------------------------------
 t0=$(now)
-check "kexec A->B: kexec -s -l bzImage-B with the current command line" run -t 60 -- \
-	'kexec -s -l /payload/boot/bzImage-B --append="$(cat /proc/cmdline)"'
+check "kexec A->B: kexec -s -l bzImage-B with the current command line + pid_reserve=$RESERVE" \
+	run -t 60 -- "kexec -s -l /payload/boot/bzImage-B --append=\"\$(cat /proc/cmdline) pid_reserve=$RESERVE\""
 timing "kexec A->B: load $(since "$t0") s"
 t0=$(now)
 run -t 60 -- 'systemctl kexec' >/dev/null 2>&1
@@ -83,6 +87,16 @@ timing "kexec A->B (systemctl kexec): -> agent ${t_agent} s, -> multi-user ${t_m
 relB=$(run -t 30 -- uname -r)
 check "boot B: release went from $relA to $relB (6.12.x)" grep -q '^6\.12\.' <<<"$relB"
 check "boot B: memmap= was passed again" run -t 30 -- 'grep -q "memmap=128M!1G" /proc/cmdline'
+# our patch under a real systemd boot: nothing of B's boot took a reserved PID
+tasks=$(run -t 60 -- 'for t in /proc/[0-9]*/task/[0-9]*; do echo "${t##*/}"; done')
+inside=$(awk -v a="${RESERVE%-*}" -v b="${RESERVE#*-}" '$1 >= a && $1 <= b' <<<"$tasks" | wc -l)
+total=$(wc -l <<<"$tasks")
+maxpid=$(sort -n <<<"$tasks" | tail -1)
+check "boot B: pid_reserve=$RESERVE kept free by the whole systemd boot ($inside of $total tasks inside, highest PID $maxpid)" \
+	test "$inside" = 0 -a "$maxpid" -gt "${RESERVE#*-}"
+check "boot B: kernel.pid_reserve released by an empty write" run -t 30 -- \
+	'grep -qx "'"$RESERVE"'" /proc/sys/kernel/pid_reserve && echo > /proc/sys/kernel/pid_reserve &&
+	 test -z "$(cat /proc/sys/kernel/pid_reserve)"'
 got=$(run -t 60 -- "dd if=/dev/pmem0 bs=${#marker} count=1 status=none")
 check "pmem: raw marker survived the kexec A->B" test "$got" = "$marker"
 boot2=$("$vm" ping "$name" | cut -d' ' -f1)
@@ -94,8 +108,9 @@ check "pmem: ext4 on /dev/pmem0 mounted with -o dax on B, file written" run -t 1
 	 mount -o dax /dev/pmem0 /mnt/pmem && grep -q 'pmem0 .*dax' /proc/mounts &&
 	 echo '$marker2' >/mnt/pmem/marker && umount /mnt/pmem"
 t0=$(now)
-check "kexec B->A: kexec -s -l bzImage-A with the current command line" run -t 60 -- \
-	'kexec -s -l /payload/boot/bzImage-A --append="$(cat /proc/cmdline)"'
+check "kexec B->A: kexec -s -l bzImage-A with the current command line (less pid_reserve=)" \
+	run -t 60 -- 'kexec -s -l /payload/boot/bzImage-A \
+		--append="$(sed "s/ pid_reserve=[^ ]*//" /proc/cmdline)"'
 timing "kexec B->A: load $(since "$t0") s"
 t0=$(now)
 run -t 60 -- 'sync; kexec -e' >/dev/null 2>&1
