@@ -111,7 +111,7 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 	if (p->state == TASK_STATE__TASK_ZOMBIE)
 		return 0;
-	ret = remote_find_syscall(p->pid, &p->syscall_ip);
+	ret = remote_find_syscall(p->pid, &p->syscall_ip, p->vdso_range);
 	if (ret)
 		return ret;
 	for (int i = 0; i < p->nr_threads; i++) {

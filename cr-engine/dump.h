@@ -145,6 +145,7 @@ struct cr_proc {
 	int mem_fd;               /* /proc/PID/mem */
 	int pidfd;                /* for pidfd_getfd, -1 until needed */
 	uint64_t syscall_ip;      /* a syscall instruction in the task, for injection */
+	uint64_t vdso_range[2];   /* [vdso] start, end */
 
 	struct cr_fd *fds;
 	int nr_fds;

@@ -28,6 +28,7 @@
 #include "remote.h"
 #include "restore.h"
 #include "shmem.h"
+#include "vdso.h"
 #include "restorer/restorer.h"
 #include "util.h"
 
@@ -546,71 +547,41 @@ int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 }
 
 /* vDSO symbols: offsets of the functions, to redirect them on a kernel
- * whose vDSO differs. */
+ * whose vDSO differs (vdso.c). */
 static int vdso_symbols(struct cr_proc *p, VdsoSymbol ***out, size_t *nr)
 {
-	const uint8_t *img = p->vdso_image;
-	size_t len = p->vdso_len, n = 0;
-	const Elf64_Ehdr *eh = (const void *)img;
-	const Elf64_Shdr *sh;
-	const Elf64_Phdr *ph;
-	uint64_t base = 0;
-	VdsoSymbol **syms = NULL;
+	struct vdso_sym *syms;
+	VdsoSymbol **v;
+	size_t n;
 
 	*out = NULL;
 	*nr = 0;
-	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shoff >= len ||
-	    eh->e_shentsize != sizeof(Elf64_Shdr) ||
-	    eh->e_shnum > (len - eh->e_shoff) / sizeof(Elf64_Shdr) || eh->e_phoff >= len ||
-	    eh->e_phnum > (len - eh->e_phoff) / sizeof(Elf64_Phdr)) {
+	if (vdso_parse(p->vdso_image, p->vdso_len, &syms, &n)) {
 		pr_warn("pid %d: the vDSO is not an ELF image this kupdate understands", p->pid);
 		return 0;
 	}
-	ph = (const void *)(img + eh->e_phoff);
-	for (int i = 0; i < eh->e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD) {
-			base = ph[i].p_vaddr - ph[i].p_offset;
-			break;
-		}
-	sh = (const void *)(img + eh->e_shoff);
-	for (int i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Shdr *s = &sh[i], *strs;
-
-		if (s->sh_type != SHT_DYNSYM || s->sh_link >= eh->e_shnum)
-			continue;
-		strs = &sh[s->sh_link];
-		if (s->sh_offset > len || s->sh_size > len - s->sh_offset ||
-		    strs->sh_offset > len || strs->sh_size > len - strs->sh_offset)
-			break;
-		for (size_t k = 0; k < s->sh_size / sizeof(Elf64_Sym); k++) {
-			Elf64_Sym sym;
-			VdsoSymbol *vs, **ns;
-			const char *name;
-
-			memcpy(&sym, img + s->sh_offset + k * sizeof(sym), sizeof(sym));
-			if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_shndx ||
-			    sym.st_name >= strs->sh_size)
-				continue;
-			name = (const char *)img + strs->sh_offset + sym.st_name;
-			if (!memchr(name, 0, strs->sh_size - sym.st_name))
-				continue;
-			vs = xzalloc(sizeof(*vs));
-			ns = xrealloc_array(syms, n + 1, sizeof(*ns));
-			if (!vs || !ns) {
-				free(vs);
-				free(ns);
-				return -ENOMEM;
-			}
-			syms = ns;
-			vdso_symbol__init(vs);
-			vs->name = (char *)name;
-			vs->offset = sym.st_value - base;
-			syms[n++] = vs;
-		}
-		break;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		free(syms);
+		return -ENOMEM;
 	}
-	*out = syms;
+	for (size_t i = 0; i < n; i++) {
+		v[i] = xzalloc(sizeof(**v));
+		if (!v[i]) {
+			for (size_t k = 0; k < i; k++) {
+				free(v[k]->name);
+				free(v[k]);
+			}
+			free(v);
+			free(syms);
+			return -ENOMEM;
+		}
+		vdso_symbol__init(v[i]);
+		v[i]->name = xstrdup(syms[i].name);
+		v[i]->offset = syms[i].offset;
+	}
+	free(syms);
+	*out = v;
 	*nr = n;
 	return 0;
 }
@@ -654,8 +625,10 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		mm.n_vdso_symbols = nsyms;
 	}
 	img_write(&w, &mm.base);
-	for (size_t i = 0; i < nsyms; i++)
+	for (size_t i = 0; i < nsyms; i++) {
+		free(syms[i]->name);
 		free(syms[i]);
+	}
 	free(syms);
 
 	for (int i = 0; i < p->nr_vmas; i++) {
@@ -1043,9 +1016,11 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	if (pages_fd < 0)
 		return pages_fd;
 	b->args.pages_fd = pages_fd;
-	b->args.verify_crc = verify && mm->head->crc_valid;
+	/* the restorer checks with the SSE4.2 instruction, or not at all */
+	b->args.verify_crc = verify && mm->head->crc_valid && crc32c_hw();
 
-	b->vmas = calloc(mm->nr_vmas ? mm->nr_vmas : 1, sizeof(*b->vmas));
+	/* one more for a vDSO proxy (vdso.c) */
+	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));
 	b->runs = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*b->runs));
 	if (!b->vmas || !b->runs)
 		return -ENOMEM;

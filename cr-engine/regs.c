@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <elf.h>
+#include <sys/wait.h>
 
 #include "dump.h"
 #include "image.h"
@@ -80,6 +81,42 @@ static int get_clear_child_tid(struct cr_proc *p, struct cr_thread *t)
 	return 0;
 }
 
+/* A thread stopped inside the vDSO would resume in the middle of code that
+ * reads the old kernel's data pages, which another kernel does not have:
+ * let it run, one instruction at a time with its signals blocked, until it
+ * is out (a vDSO function is a few dozen instructions). */
+static int step_out_of_vdso(struct cr_proc *p, struct cr_thread *t)
+{
+	uint64_t mask, all = ~0ULL;
+	int steps, ret = 0;
+
+	if (t->orig_regs.rip < p->vdso_range[0] || t->orig_regs.rip >= p->vdso_range[1])
+		return 0;
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(mask), &mask) ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(all), &all))
+		return -errno;
+	for (steps = 0; steps < 100000; steps++) {
+		int st;
+
+		if (ptrace(PTRACE_SINGLESTEP, t->tid, 0, 0) || wait_stop(t->tid, &st) ||
+		    !WIFSTOPPED(st) || ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs)) {
+			ret = -ESRCH;
+			break;
+		}
+		if (t->orig_regs.rip < p->vdso_range[0] || t->orig_regs.rip >= p->vdso_range[1])
+			break;
+	}
+	if (!ret && steps == 100000)
+		ret = -ELOOP;
+	if (ret)
+		pr_err("pid %d: thread %d cannot be brought out of the vDSO (ip %llx)", p->pid,
+		       t->tid, t->orig_regs.rip);
+	else
+		pr_debug("pid %d: thread %d left the vDSO in %d steps", p->pid, t->tid, steps + 1);
+	ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(mask), &mask);
+	return ret;
+}
+
 int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 {
 	struct iovec iov;
@@ -93,6 +130,9 @@ int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 		pr_perror("pid %d: cannot read registers of thread %d", p->pid, t->tid);
 		return ret;
 	}
+	ret = step_out_of_vdso(p, t);
+	if (ret)
+		return ret;
 	if (t->orig_regs.cs != 0x33) {
 		pr_err("pid %d: thread %d runs 32-bit code (cs %#llx); only 64-bit tasks are "
 		       "supported",

@@ -35,7 +35,7 @@ static long own_vdso_syscall_offset(size_t *vdso_len)
 	return -1;
 }
 
-int remote_find_syscall(pid_t pid, uint64_t *ip)
+int remote_find_syscall(pid_t pid, uint64_t *ip, uint64_t vdso[2])
 {
 	struct smaps_vma *v;
 	int nr, ret;
@@ -45,6 +45,12 @@ int remote_find_syscall(pid_t pid, uint64_t *ip)
 	ret = parse_smaps(pid, &v, &nr);
 	if (ret)
 		return ret;
+	vdso[0] = vdso[1] = 0;
+	for (int i = 0; i < nr; i++)
+		if (!strcmp(v[i].path, "[vdso]")) {
+			vdso[0] = v[i].start;
+			vdso[1] = v[i].end;
+		}
 	ret = -ENOENT;
 	for (int i = 0; i < nr && off >= 0; i++) {
 		unsigned char b[2];

@@ -7,8 +7,9 @@
 #include <sys/user.h>
 
 /* Find the address of a syscall instruction in pid's vDSO (or, failing
- * that, near its ip).  Returns 0 or -errno. */
-int remote_find_syscall(pid_t pid, uint64_t *ip);
+ * that, near its ip); vdso gets the [vdso] range (0, 0 if none).  Returns 0
+ * or -errno. */
+int remote_find_syscall(pid_t pid, uint64_t *ip, uint64_t vdso[2]);
 
 /* Execute syscall nr with args in thread tid, which must be in a
  * ptrace-stop.  regs are the thread's current registers; they are put back

@@ -45,6 +45,7 @@
 #include "restore.h"
 #include "tcp.h"
 #include "util.h"
+#include "vdso.h"
 
 extern const unsigned char restorer_blob[], restorer_blob_end[];
 
@@ -69,11 +70,6 @@ struct shared {
 	_Atomic uint32_t failed; /* a process failed and said why */
 	pid_t tool;
 	struct shared_proc procs[];
-};
-
-struct special {
-	char name[24];
-	uint64_t start, end;
 };
 
 /* a process that exists only while the tree is built: the leader of a
@@ -536,87 +532,6 @@ int builder_place_fd(struct rst_builder *b, int fd)
 	return nfd;
 }
 
-static int read_own_specials(struct special *sp, int *nr)
-{
-	struct smaps_vma *v;
-	int n, ret = parse_smaps(getpid(), &v, &n);
-
-	if (ret)
-		return ret;
-	*nr = 0;
-	for (int i = 0; i < n; i++) {
-		if (strcmp(v[i].path, "[vdso]") && strncmp(v[i].path, "[vvar", 5))
-			continue;
-		if (*nr == RST_MAX_MOVES)
-			break;
-		snprintf(sp[*nr].name, sizeof(sp[*nr].name), "%s", v[i].path);
-		sp[*nr].start = v[i].start;
-		sp[*nr].end = v[i].end;
-		(*nr)++;
-	}
-	free_smaps(v, n);
-	return 0;
-}
-
-/* The kernel's special mappings ([vvar]..., [vdso]) move to where the
- * saved process had them.  That is only right if this kernel's vDSO is the
- * one the process used. */
-static int plan_specials(struct rproc *rp, struct rst_builder *b, uint64_t *park_len)
-{
-	struct special cur[RST_MAX_MOVES];
-	int ncur = 0, nsaved = 0, ret;
-	const struct rmm *mm = &rp->mm;
-	const VmaEntry *saved[RST_MAX_MOVES];
-
-	ret = read_own_specials(cur, &ncur);
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < mm->nr_vmas; i++) {
-		const VmaEntry *e = mm->vmas[i];
-
-		if (e->kind != VMA_KIND__VMA_VDSO && e->kind != VMA_KIND__VMA_VVAR)
-			continue;
-		if (nsaved == RST_MAX_MOVES) {
-			pr_err("pid %d: too many kernel special mappings in the images", rp->pid);
-			return -EINVAL;
-		}
-		saved[nsaved++] = e;
-	}
-	*park_len = 0;
-	b->args.nr_moves = 0;
-	if (!nsaved)
-		return 0; /* the sweep unmaps ours */
-
-	bool same = nsaved == ncur;
-	for (int i = 0; same && i < ncur; i++) {
-		const VmaEntry *e = saved[i];
-
-		same = (!e->special || !strcmp(e->special, cur[i].name)) &&
-		       e->end - e->start == cur[i].end - cur[i].start &&
-		       e->start - saved[0]->start == cur[i].start - cur[0].start;
-		if (same && e->kind == VMA_KIND__VMA_VDSO)
-			same = mm->core->has_vdso_image &&
-			       mm->core->vdso_image.len == cur[i].end - cur[i].start &&
-			       !memcmp(mm->core->vdso_image.data, (void *)cur[i].start,
-				       mm->core->vdso_image.len);
-	}
-	if (!same) {
-		pr_err("pid %d: the vDSO of this kernel differs from the one the images were "
-		       "dumped on; restoring across different kernels needs the vDSO proxy, which "
-		       "this kupdate does not have yet",
-		       rp->pid);
-		return -EOPNOTSUPP;
-	}
-	for (int i = 0; i < ncur; i++) {
-		b->args.moves[i].from = cur[i].start;
-		b->args.moves[i].to = saved[i]->start;
-		b->args.moves[i].len = cur[i].end - cur[i].start;
-		*park_len += b->args.moves[i].len;
-	}
-	b->args.nr_moves = ncur;
-	return 0;
-}
-
 #define MARGIN (4UL << 20)
 
 /* Map the blob region where the saved layout has a hole that is also free
@@ -659,6 +574,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		   uint64_t *stack_p)
 {
 	struct rst_builder b;
+	struct vdso_plan vp;
 	const struct rcore *core = &rp->core;
 	uint64_t code_len = PAGE_ALIGN(restorer_blob_end - restorer_blob);
 	uint64_t park_len, args_len, stacks_len, total, task_size = 0x7ffffffff000ULL;
@@ -760,9 +676,10 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		if (b.args.exe_fd < 0)
 			return b.args.exe_fd;
 	}
-	ret = plan_specials(rp, &b, &park_len);
+	ret = vdso_plan(rp->pid, &rp->mm, &b, &vp);
 	if (ret)
 		return ret;
+	park_len = vp.park_len;
 
 	/* layout: code | args (vmas, runs, threads, auxv, strings) | park | stacks */
 	b.nr_threads = core->nr_threads;
@@ -770,7 +687,8 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		   b.nr_runs * sizeof(struct rst_run) + b.nr_threads * sizeof(struct rst_thread) +
 		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) +
 		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
-		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) + 64;
+		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
+		   vdso_args_len(&rp->mm) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
 		args_len += 128 * core->threads[i]->n_pending;
 	args_len = PAGE_ALIGN(args_len);
@@ -789,6 +707,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		return ret;
 	}
 	memcpy(region, restorer_blob, restorer_blob_end - restorer_blob);
+	vdso_place(&vp, &b, (uintptr_t)region);
 
 	a = (struct rst_args *)(region + code_len);
 	b.args.magic = RST_MAGIC;
@@ -930,6 +849,11 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 	}
 	if (b.strings_len)
 		memcpy((char *)a + off, b.strings, b.strings_len);
+	off = PAGE_ALIGN(off + b.strings_len);
+	ret = vdso_fill(rp->pid, &rp->mm, &vp, (struct rst_vma *)((char *)a + b.args.vmas_off),
+			(uint8_t *)a, &off);
+	if (ret)
+		return ret;
 	memcpy(a, &b.args, sizeof(b.args));
 	if (mprotect(region, code_len, PROT_READ | PROT_EXEC)) {
 		ret = -errno;

@@ -236,7 +236,7 @@ static void map_vmas(struct rst_args *a)
 	for (uint32_t i = 0; i < a->nr_vmas; i++) {
 		struct rst_vma *v = &vmas[i];
 		uint64_t len = v->end - v->start;
-		uint32_t prot = v->prot | (v->nr_runs ? R_PROT_WRITE : 0);
+		uint32_t prot = v->prot | (v->nr_runs || v->src_len ? R_PROT_WRITE : 0);
 		long r;
 
 		if (v->fd >= 0)
@@ -249,6 +249,8 @@ static void map_vmas(struct rst_args *a)
 			fail(a, RST_STEP_MMAP, r, v->start, i);
 		if (v->nr_runs)
 			fill_pages(a, v, i, k);
+		if (v->src_len)
+			memcpy((void *)v->start, AT(a, v->src_off), v->src_len);
 		if (prot != v->prot) {
 			r = rsys3(NR_mprotect, v->start, len, v->prot);
 			if (r)

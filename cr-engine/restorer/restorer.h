@@ -48,6 +48,7 @@ struct rst_vma {
 	uint32_t name_off;   /* NUL-terminated anon name, 0: none */
 	uint32_t flags;      /* RST_VMA_* */
 	uint32_t first_run, nr_runs;
+	uint32_t src_off, src_len;  /* contents copied from the arguments */
 };
 
 struct rst_run {
