@@ -71,6 +71,16 @@ if [ -f "$cdir/bzImage" ] && [ $config_only = 0 ]; then
 fi
 [ $print_dir = 1 ] && { echo "$cdir"; exit 1; }
 
+# one build per version at a time (parallel make of several suites)
+mkdir -p "$out"
+exec 9>"$out/.lock"
+flock 9
+if [ -f "$cdir/bzImage" ] && [ $config_only = 0 ]; then
+	publish
+	log "cached (built meanwhile): $cdir"
+	exit 0
+fi
+
 # ---- source tree -----------------------------------------------------------
 src=$out/src
 if [ "$(cat "$src/.kupdate-key" 2>/dev/null)" != "$key" ]; then

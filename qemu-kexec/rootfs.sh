@@ -121,6 +121,9 @@ img_key=$( (echo "$base_key"; declare -f build_image; sha256sum <"$agent"
 img=$KUPDATE_CACHE/rootfs/image-$img_key.img
 mkdir -p "$KUPDATE_CACHE/rootfs" "$BUILD/qemu"
 
+# one builder at a time (parallel make of several suites, several trees)
+exec 9>"$KUPDATE_CACHE/rootfs/.lock"
+flock 9
 if [ ! -d "$base/root" ]; then
 	build_base
 fi
