@@ -13,17 +13,17 @@
 #define CR_TOOL_VERSION "0.1.0"
 
 struct cr_dump_opts {
-	pid_t root;              /* root of the tree to dump */
-	const char *imgdir;      /* empty or new directory for the images */
-	bool leave_running;      /* resume the tree after the dump instead of killing it */
-	const char *cycle_id;    /* recorded in the inventory (orchestrator) */
-	bool no_page_crc;        /* skip the crc32c of page data */
-	bool no_net_lock;        /* the caller locks the network itself */
+	pid_t root;	      /* root of the tree to dump */
+	const char *imgdir;   /* empty or new directory for the images */
+	bool leave_running;   /* resume the tree after the dump instead of killing it */
+	const char *cycle_id; /* recorded in the inventory (orchestrator) */
+	bool no_page_crc;     /* skip the crc32c of page data */
+	bool no_net_lock;     /* the caller locks the network itself */
 };
 
 struct cr_dump_stats {
-	uint64_t pages;          /* pages written */
-	uint64_t frozen_ns;      /* from seizing the tree to its release */
+	uint64_t pages;	    /* pages written */
+	uint64_t frozen_ns; /* from seizing the tree to its release */
 	uint64_t total_ns;
 	unsigned processes, threads;
 };
@@ -33,10 +33,10 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st);
 
 struct cr_restore_opts {
 	const char *imgdir;
-	bool detach;             /* return once the tree runs; the caller is its parent */
-	const char *pidfile;     /* receives the root pid */
-	bool no_page_verify;     /* skip the crc32c check of page data */
-	bool no_net_unlock;      /* the caller lifts the network lock itself */
+	bool detach;	     /* return once the tree runs; the caller is its parent */
+	const char *pidfile; /* receives the root pid */
+	bool no_page_verify; /* skip the crc32c check of page data */
+	bool no_net_unlock;  /* the caller lifts the network lock itself */
 };
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise

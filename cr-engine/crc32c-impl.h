@@ -27,7 +27,7 @@ static inline uint32_t crc32c_gf2_mul(uint32_t a, uint32_t b)
 static inline uint32_t crc32c_x_pow_bytes(uint64_t nbytes)
 {
 	uint32_t result = 1U << 31; /* x^0 */
-	uint32_t sq = 1U << 23;     /* x^8 */
+	uint32_t sq = 1U << 23;	    /* x^8 */
 
 	while (nbytes) {
 		if (nbytes & 1)

@@ -30,7 +30,7 @@ static uint64_t hexfield(const char *status, const char *key)
 
 static int thread_creds_differ(struct cr_proc *p, const char *main_status)
 {
-	static const char *const keys[] = { "\nUid:", "\nGid:", "\nGroups:", "\nCapPrm:",
+	static const char *const keys[] = { "\nUid:",	 "\nGid:",    "\nGroups:", "\nCapPrm:",
 					    "\nCapEff:", "\nCapBnd:", "\nSeccomp:" };
 
 	for (int i = 1; i < p->nr_threads; i++) {
@@ -42,7 +42,8 @@ static int thread_creds_differ(struct cr_proc *p, const char *main_status)
 			const char *a = strstr(main_status, keys[k]), *b = strstr(st, keys[k]);
 
 			if (a && b && strncmp(a, b, strcspn(a + 1, "\n") + 1)) {
-				pr_err("pid %d: thread %d has credentials of its own (%s); this is not "
+				pr_err("pid %d: thread %d has credentials of its own (%s); this is "
+				       "not "
 				       "supported",
 				       p->pid, p->threads[i].tid, keys[k] + 1);
 				return 1;
@@ -93,7 +94,8 @@ int dump_creds(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	c->cap_amb = hexfield(status, "\nCapAmb:");
 	c->nnp = hexfield(status, "\nNoNewPrivs:") != 0;
 	if (hexfield(status, "\nSeccomp:") != 0) {
-		pr_err("pid %d runs under seccomp (mode %lu); seccomp filters are not supported yet",
+		pr_err("pid %d runs under seccomp (mode %lu); seccomp filters are not supported "
+		       "yet",
 		       p->pid, (unsigned long)hexfield(status, "\nSeccomp:"));
 		return -EOPNOTSUPP;
 	}

@@ -18,10 +18,10 @@
 struct cr_thread {
 	pid_t tid;
 	bool seized;
-	bool stopped;             /* reported the stop we asked for */
+	bool stopped;			   /* reported the stop we asked for */
 	struct user_regs_struct orig_regs; /* as read */
-	bool regs_valid;          /* regs below hold the normalised state */
-	struct user_regs_struct regs;      /* normalised for the image */
+	bool regs_valid;		   /* regs below hold the normalised state */
+	struct user_regs_struct regs;	   /* normalised for the image */
 	uint8_t *xsave;
 	size_t xsave_len;
 	uint64_t sigmask;
@@ -30,7 +30,7 @@ struct cr_thread {
 	uint64_t rseq_ptr;
 	uint32_t rseq_len, rseq_sig, rseq_flags;
 	char comm[17];
-	int restart_nr;           /* syscall re-issued on resume, or -1 */
+	int restart_nr; /* syscall re-issued on resume, or -1 */
 	/* task.c, signals.c */
 	bool has_altstack;
 	uint64_t altstack_sp, altstack_size;
@@ -40,7 +40,7 @@ struct cr_thread {
 	uint8_t affinity[128];
 	uint32_t affinity_len;
 	uint32_t pdeathsig;
-	uint8_t (*pending)[128];  /* queued siginfo */
+	uint8_t (*pending)[128]; /* queued siginfo */
 	int nr_pending;
 };
 
@@ -65,7 +65,7 @@ struct cr_pipe {
 /* a shared memory object (shmem.c) */
 struct cr_shm {
 	uint32_t id;
-	int kind;                 /* SHMEM_KIND__* */
+	int kind; /* SHMEM_KIND__* */
 	uint64_t dev, ino, size, nr_pages;
 	char *name;
 	uint32_t seals;
@@ -74,15 +74,15 @@ struct cr_shm {
 };
 
 struct cr_vma {
-	struct smaps_vma s;       /* from smaps; s.path owned */
-	int kind;                 /* VMA_KIND__* */
-	const char *special;      /* points into s.path for [xxx] names */
+	struct smaps_vma s;  /* from smaps; s.path owned */
+	int kind;	     /* VMA_KIND__* */
+	const char *special; /* points into s.path for [xxx] names */
 	uint64_t ino, file_size;
 	int64_t mtime_ns;
-	char *name;               /* [anon:NAME] */
+	char *name; /* [anon:NAME] */
 	uint32_t madv;
-	uint32_t shmid;           /* shared memory object (shmem.c) */
-	bool open_rw;             /* the mapped file was opened for writing */
+	uint32_t shmid; /* shared memory object (shmem.c) */
+	bool open_rw;	/* the mapped file was opened for writing */
 };
 
 struct cr_pagerun {
@@ -99,16 +99,16 @@ struct cr_fd {
 /* an open file description, shared by every fd that refers to it */
 struct cr_file {
 	uint32_t id;
-	int kind;                 /* FILE_KIND__* */
+	int kind; /* FILE_KIND__* */
 	char *path;
 	uint32_t flags;
 	uint64_t pos;
 	uint64_t dev, ino, size;
 	uint32_t rdev;
-	pid_t owner_pid;          /* first holder, for kcmp */
+	pid_t owner_pid; /* first holder, for kcmp */
 	int owner_fd;
 	uint64_t pipe_id;
-	struct UnixSk *usk;       /* sockets: what unix.c / tcp.c read */
+	struct UnixSk *usk; /* sockets: what unix.c / tcp.c read */
 	struct InetSk *isk;
 };
 
@@ -119,7 +119,7 @@ struct cr_sigaction {
 
 struct cr_proc {
 	pid_t pid, ppid, pgid, sid;
-	int state;                /* TASK_STATE__* */
+	int state; /* TASK_STATE__* */
 	int exit_code, stop_sig;
 	struct proc_stat stat;
 	struct cr_proc *parent;
@@ -133,7 +133,7 @@ struct cr_proc {
 	int nr_vmas;
 	unsigned long brk;
 	uint64_t *auxv;
-	int nr_auxv;              /* number of u64 words */
+	int nr_auxv; /* number of u64 words */
 	uint8_t *vdso_image;
 	size_t vdso_len;
 	uint64_t vdso_start;
@@ -142,10 +142,10 @@ struct cr_proc {
 	int nr_runs;
 	uint64_t nr_pages;
 
-	int mem_fd;               /* /proc/PID/mem */
-	int pidfd;                /* for pidfd_getfd, -1 until needed */
-	uint64_t syscall_ip;      /* a syscall instruction in the task, for injection */
-	uint64_t vdso_range[2];   /* [vdso] start, end */
+	int mem_fd;		/* /proc/PID/mem */
+	int pidfd;		/* for pidfd_getfd, -1 until needed */
+	uint64_t syscall_ip;	/* a syscall instruction in the task, for injection */
+	uint64_t vdso_range[2]; /* [vdso] start, end */
 
 	struct cr_fd *fds;
 	int nr_fds;
@@ -177,7 +177,7 @@ struct cr_proc {
 	uint8_t (*shared_pending)[128];
 	int nr_shared_pending;
 	/* timers.c */
-	uint64_t itimer[3][2];    /* value, interval in us: REAL, VIRTUAL, PROF */
+	uint64_t itimer[3][2]; /* value, interval in us: REAL, VIRTUAL, PROF */
 	struct cr_ptimer *ptimers;
 	int nr_ptimers;
 };
@@ -185,11 +185,11 @@ struct cr_proc {
 struct cr_dump_ctx {
 	const struct cr_dump_opts *opts;
 	int dirfd;
-	struct cr_proc **procs;   /* parents before children; procs[0] is the root */
+	struct cr_proc **procs; /* parents before children; procs[0] is the root */
 	int nr_procs;
-	uint64_t zero_pfn;        /* pfn of the zero page, 0 if unknown */
+	uint64_t zero_pfn; /* pfn of the zero page, 0 if unknown */
 	uint64_t huge_zero_pfn;
-	int have_pagemap_scan;    /* -1 unknown, 0 no, 1 yes */
+	int have_pagemap_scan; /* -1 unknown, 0 no, 1 yes */
 	int64_t t_start, t_seized, t_released;
 	unsigned nr_threads;
 	uint64_t total_pages;

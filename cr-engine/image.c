@@ -8,10 +8,17 @@
 #include "util.h"
 
 static const char *const kind_names[IMG_KIND_MAX] = {
-	[IMG_INVENTORY] = "inventory", [IMG_PSTREE] = "pstree",   [IMG_CORE] = "core",
-	[IMG_MM] = "mm",               [IMG_PAGEMAP] = "pagemap", [IMG_FILES] = "files",
-	[IMG_FDS] = "fds",             [IMG_PAGES] = "pages",         [IMG_SIGNALS] = "signals",
-	[IMG_SHMEM] = "shmem",         [IMG_SHMEM_PAGES] = "shmem pages",
+	[IMG_INVENTORY] = "inventory",
+	[IMG_PSTREE] = "pstree",
+	[IMG_CORE] = "core",
+	[IMG_MM] = "mm",
+	[IMG_PAGEMAP] = "pagemap",
+	[IMG_FILES] = "files",
+	[IMG_FDS] = "fds",
+	[IMG_PAGES] = "pages",
+	[IMG_SIGNALS] = "signals",
+	[IMG_SHMEM] = "shmem",
+	[IMG_SHMEM_PAGES] = "shmem pages",
 	[IMG_PIPES] = "pipes",
 	[IMG_TIMERS] = "timers",
 };
@@ -154,8 +161,8 @@ int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind
 		return -EPROTO;
 	}
 	if (h.kind != (uint32_t)kind) {
-		pr_err("image %s holds %s data where %s was expected", name,
-		       img_kind_name(h.kind), img_kind_name(kind));
+		pr_err("image %s holds %s data where %s was expected", name, img_kind_name(h.kind),
+		       img_kind_name(kind));
 		return -EINVAL;
 	}
 	if (h.hdr_size != sizeof(h)) {

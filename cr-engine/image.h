@@ -16,12 +16,12 @@
 #include <stdint.h>
 #include <protobuf-c/protobuf-c.h>
 
-#define IMG_MAGIC          0x4450554bU /* "KUPD" little endian */
+#define IMG_MAGIC	   0x4450554bU /* "KUPD" little endian */
 #define IMG_TRAILER_MARK   0xffffffffU
-#define IMG_END_MAGIC      0x21444e45U /* "END!" */
+#define IMG_END_MAGIC	   0x21444e45U /* "END!" */
 #define IMG_FORMAT_VERSION 1
-#define IMG_MAX_FILE       (256U << 20)
-#define IMG_MAX_RECORD     (64U << 20)
+#define IMG_MAX_FILE	   (256U << 20)
+#define IMG_MAX_RECORD	   (64U << 20)
 
 enum img_kind {
 	IMG_INVENTORY = 1,
@@ -100,8 +100,7 @@ int img_reader_open(struct img_reader *r, int dirfd, const char *name, enum img_
 int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind kind,
 			   unsigned char *data, size_t size);
 /* Next message: 1 and *out set, 0 at the end, or -errno (logged). */
-int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc,
-	     ProtobufCMessage **out);
+int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out);
 void img_reader_close(struct img_reader *r);
 
 /* Identify an image by its header without validating the rest. */

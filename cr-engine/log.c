@@ -9,9 +9,9 @@
 static struct {
 	const char *prog;
 	int level;
-	int fd;        /* extra log file, or -1 */
+	int fd; /* extra log file, or -1 */
 	unsigned errors;
-	int err_fd;    /* where messages for the user go */
+	int err_fd; /* where messages for the user go */
 } cfg = { "kupdate", CR_LOG_WARN, -1, 0, STDERR_FILENO };
 
 void cr_log_init(const char *prog, int level, int log_fd)

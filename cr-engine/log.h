@@ -26,7 +26,6 @@ unsigned cr_log_errors(void);
 #define pr_debug(fmt, ...) cr_log(CR_LOG_DEBUG, fmt, ##__VA_ARGS__)
 
 /* errno-preserving "error: ...: strerror" helper */
-#define pr_perror(fmt, ...)                                                                        \
-	cr_log(CR_LOG_ERROR, fmt ": %s", ##__VA_ARGS__, strerror(errno))
+#define pr_perror(fmt, ...) cr_log(CR_LOG_ERROR, fmt ": %s", ##__VA_ARGS__, strerror(errno))
 
 #endif

@@ -42,14 +42,14 @@ struct pm_scan_arg {
 };
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #endif
-#define PAGE_IS_FILE    (1 << 2)
+#define PAGE_IS_FILE	(1 << 2)
 #define PAGE_IS_PRESENT (1 << 3)
 #define PAGE_IS_SWAPPED (1 << 4)
 #define PAGE_IS_PFNZERO (1 << 5)
 
 #define PM_PRESENT  (1ULL << 63)
 #define PM_SWAPPED  (1ULL << 62)
-#define PM_FILE     (1ULL << 61)
+#define PM_FILE	    (1ULL << 61)
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 
 /* ---------------------------------------------------------------- dump */
@@ -119,7 +119,8 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 	if (path[0] == '[') {
 		v->special = path;
 		if (!strcmp(path, "[heap]") || !strncmp(path, "[stack", 6)) {
-			v->kind = v->s.shared ? VMA_KIND__VMA_ANON_SHARED : VMA_KIND__VMA_ANON_PRIVATE;
+			v->kind = v->s.shared ? VMA_KIND__VMA_ANON_SHARED
+					      : VMA_KIND__VMA_ANON_PRIVATE;
 		} else if (!strncmp(path, "[anon:", 6) && ends_with(path, "]")) {
 			v->kind = VMA_KIND__VMA_ANON_PRIVATE;
 			v->name = strndup(path + 6, strlen(path) - 7);
@@ -136,7 +137,8 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 		char mf[96];
 		struct stat st;
 
-		if (v->s.shared && (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/memfd:", 7)) &&
+		if (v->s.shared &&
+		    (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/memfd:", 7)) &&
 		    ends_with(path, " (deleted)")) {
 			v->kind = VMA_KIND__VMA_ANON_SHARED;
 			return shmem_dump_vma(ctx, p, v);
@@ -149,7 +151,8 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 		}
 		if (ends_with(path, " (deleted)")) {
 			if (!strncmp(path, "/SYSV", 5))
-				pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) is not "
+				pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) is "
+				       "not "
 				       "supported yet",
 				       p->pid, v->s.start, v->s.end, path);
 			else
@@ -314,7 +317,8 @@ static int add_run(struct cr_proc *p, const struct cr_vma *v, uint64_t vaddr, ui
 {
 	struct cr_pagerun *last = p->nr_runs ? &p->runs[p->nr_runs - 1] : NULL;
 
-	if (last && last->vaddr >= v->s.start && last->vaddr + last->nr_pages * PAGE_SIZE == vaddr) {
+	if (last && last->vaddr >= v->s.start &&
+	    last->vaddr + last->nr_pages * PAGE_SIZE == vaddr) {
 		last->nr_pages += nr;
 	} else {
 		struct cr_pagerun *n = xrealloc_array(p->runs, p->nr_runs + 1, sizeof(*n));
@@ -355,7 +359,8 @@ static int scan_vma_ioctl(struct cr_proc *p, int pm_fd, struct cr_vma *v)
 		if (n < 0)
 			return -errno;
 		for (long i = 0; i < n; i++) {
-			int ret = add_run(p, v, regs[i].start, (regs[i].end - regs[i].start) / PAGE_SIZE);
+			int ret = add_run(p, v, regs[i].start,
+					  (regs[i].end - regs[i].start) / PAGE_SIZE);
 			if (ret)
 				return ret;
 		}
@@ -748,7 +753,8 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 
 		if (e->start >= e->end || !page_aligned(e->start) || !page_aligned(e->end) ||
 		    e->end > TASK_SIZE_MAX || (i && e->start < mm->vmas[i - 1]->end)) {
-			pr_err("image mm-%d.img is damaged: mapping %zu (%lx-%lx) is out of order or "
+			pr_err("image mm-%d.img is damaged: mapping %zu (%lx-%lx) is out of order "
+			       "or "
 			       "misaligned",
 			       pid, i, (unsigned long)e->start, (unsigned long)e->end);
 			return -EINVAL;
@@ -760,7 +766,8 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 			break;
 		case VMA_KIND__VMA_ANON_SHARED:
 			if (!e->has_shmid || !page_aligned(e->pgoff)) {
-				pr_err("image mm-%d.img is damaged: shared mapping %lx-%lx without an "
+				pr_err("image mm-%d.img is damaged: shared mapping %lx-%lx without "
+				       "an "
 				       "object",
 				       pid, (unsigned long)e->start, (unsigned long)e->end);
 				return -EINVAL;
@@ -792,8 +799,9 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 		uint64_t end = r->vaddr + r->nr_pages * PAGE_SIZE;
 
 		if (!page_aligned(r->vaddr) || !r->nr_pages || r->nr_pages > (1ULL << 36) ||
-		    end <= r->vaddr || (i && r->vaddr < mm->runs[i - 1]->vaddr +
-							 mm->runs[i - 1]->nr_pages * PAGE_SIZE)) {
+		    end <= r->vaddr ||
+		    (i &&
+		     r->vaddr < mm->runs[i - 1]->vaddr + mm->runs[i - 1]->nr_pages * PAGE_SIZE)) {
 			pr_err("image pagemap-%d.img is damaged: run %zu at %lx is out of order or "
 			       "invalid",
 			       pid, i, (unsigned long)r->vaddr);

@@ -80,14 +80,17 @@ int netlock_add(const struct nl_conn *c, size_t n)
 		"inet_service ; }\n"
 		"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
 		"inet_service ; }\n"
-		"add chain " TABLE " in { type filter hook input priority -300 ; policy accept ; }\n"
-		"add chain " TABLE " out { type filter hook output priority -300 ; policy accept ; }\n"
+		"add chain " TABLE
+		" in { type filter hook input priority -300 ; policy accept ; }\n"
+		"add chain " TABLE
+		" out { type filter hook output priority -300 ; policy accept ; }\n"
 		"flush chain " TABLE " in\n"
 		"flush chain " TABLE " out\n"
 		"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
 		"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
 		"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
-		"add rule " TABLE " out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
+		"add rule " TABLE
+		" out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
 	struct nft_ctx *nft;
 	char *cmd;
 	size_t cap = strlen(setup) + n * 160 + 1, len;

@@ -65,8 +65,8 @@ int pipe_dump(struct cr_dump_ctx *ctx, pid_t pid, int fd, uint64_t id)
 		n = tee(pfd, tmp[1], avail, SPLICE_F_NONBLOCK);
 		if (n != avail) {
 			ret = n < 0 ? -errno : -EIO;
-			pr_err("pid %d: fd %d: copied %zd of the %d bytes queued in its pipe", pid, fd,
-			       n, avail);
+			pr_err("pid %d: fd %d: copied %zd of the %d bytes queued in its pipe", pid,
+			       fd, n, avail);
 			goto out;
 		}
 		ret = read_all(tmp[0], pp->data, avail);

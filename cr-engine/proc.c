@@ -70,12 +70,12 @@ static unsigned parse_vmflags(const char *s)
 		char name[3];
 		unsigned bit;
 	} map[] = {
-		{ "sh", VMF_SHARED },	 { "mw", VMF_MAYWRITE },    { "gd", VMF_GROWSDOWN },
-		{ "lo", VMF_LOCKED },	 { "io", VMF_IO },	    { "pf", VMF_PFNMAP },
-		{ "dc", VMF_DONTFORK },	 { "dd", VMF_DONTDUMP },    { "hg", VMF_HUGEPAGE },
-		{ "nh", VMF_NOHUGEPAGE }, { "mg", VMF_MERGEABLE },  { "wf", VMF_WIPEONFORK },
-		{ "nr", VMF_NORESERVE }, { "me", VMF_MAYEXEC },	    { "sr", VMF_SEQ_READ },
-		{ "rr", VMF_RAND_READ }, { "dp", VMF_DROPPABLE },
+		{ "sh", VMF_SHARED },	  { "mw", VMF_MAYWRITE },  { "gd", VMF_GROWSDOWN },
+		{ "lo", VMF_LOCKED },	  { "io", VMF_IO },	   { "pf", VMF_PFNMAP },
+		{ "dc", VMF_DONTFORK },	  { "dd", VMF_DONTDUMP },  { "hg", VMF_HUGEPAGE },
+		{ "nh", VMF_NOHUGEPAGE }, { "mg", VMF_MERGEABLE }, { "wf", VMF_WIPEONFORK },
+		{ "nr", VMF_NORESERVE },  { "me", VMF_MAYEXEC },   { "sr", VMF_SEQ_READ },
+		{ "rr", VMF_RAND_READ },  { "dp", VMF_DROPPABLE },
 	};
 	unsigned r = 0;
 
@@ -142,8 +142,8 @@ int parse_smaps(pid_t pid, struct smaps_vma **out, int *nr)
 			}
 			cur = &v[n++];
 			memset(cur, 0, sizeof(*cur));
-			if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &cur->start, &cur->end, perms,
-				   &cur->pgoff, &cur->dev_major, &cur->dev_minor, &cur->ino,
+			if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &cur->start, &cur->end,
+				   perms, &cur->pgoff, &cur->dev_major, &cur->dev_minor, &cur->ino,
 				   &off) < 7) {
 				pr_err("pid %d: cannot parse smaps line: %s", pid, line);
 				ret = -EINVAL;

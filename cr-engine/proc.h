@@ -45,11 +45,11 @@ enum {
 
 struct smaps_vma {
 	unsigned long start, end, pgoff;
-	unsigned prot;       /* PROT_* */
-	bool shared;         /* 's' in the perms column */
+	unsigned prot; /* PROT_* */
+	bool shared;   /* 's' in the perms column */
 	unsigned dev_major, dev_minor;
 	unsigned long ino;
-	char *path;          /* malloc'd, "" for anonymous */
+	char *path; /* malloc'd, "" for anonymous */
 	unsigned long rss_kb, swap_kb, anon_kb;
 	unsigned vmflags;
 };

@@ -31,7 +31,8 @@ int check_tree(struct cr_dump_ctx *ctx)
 		leader = dump_find_proc(ctx, p->pgid);
 		if (leader) {
 			if (leader->sid != p->sid) {
-				pr_err("pid %d: group %d belongs to another session", p->pid, p->pgid);
+				pr_err("pid %d: group %d belongs to another session", p->pid,
+				       p->pgid);
 				return -EOPNOTSUPP;
 			}
 			continue;
@@ -46,7 +47,8 @@ int check_tree(struct cr_dump_ctx *ctx)
 			if (parse_stat(p->pgid, 0, &st) || st.pgid != p->pgid)
 				continue;
 		}
-		pr_err("pid %d: its process group %d is led by pid %d outside the dumped tree; dump "
+		pr_err("pid %d: its process group %d is led by pid %d outside the dumped tree; "
+		       "dump "
 		       "the tree from the group leader",
 		       p->pid, p->pgid, p->pgid);
 		return -EOPNOTSUPP;
@@ -107,11 +109,12 @@ int pstree_validate(PstreeEntry **e, size_t n)
 		bool parent_found = i == 0;
 
 		if (e[i]->pid <= 1 || e[i]->pgid <= 0 || e[i]->sid <= 0) {
-			pr_err("image pstree.img is damaged: entry %zu has pid %d pgid %d sid %d", i,
-			       e[i]->pid, e[i]->pgid, e[i]->sid);
+			pr_err("image pstree.img is damaged: entry %zu has pid %d pgid %d sid %d",
+			       i, e[i]->pid, e[i]->pgid, e[i]->sid);
 			return -EINVAL;
 		}
-		if (e[i]->state != TASK_STATE__TASK_ALIVE && e[i]->state != TASK_STATE__TASK_ZOMBIE &&
+		if (e[i]->state != TASK_STATE__TASK_ALIVE &&
+		    e[i]->state != TASK_STATE__TASK_ZOMBIE &&
 		    e[i]->state != TASK_STATE__TASK_STOPPED) {
 			pr_err("image pstree.img is damaged: pid %d has state %d", e[i]->pid,
 			       e[i]->state);
@@ -136,14 +139,16 @@ int pstree_validate(PstreeEntry **e, size_t n)
 						return -EINVAL;
 					}
 			if (e[k]->pid == e[i]->ppid && e[k]->state == TASK_STATE__TASK_ZOMBIE) {
-				pr_err("image pstree.img is damaged: zombie %d has a child", e[k]->pid);
+				pr_err("image pstree.img is damaged: zombie %d has a child",
+				       e[k]->pid);
 				return -EINVAL;
 			}
 		}
 		for (size_t a = 1; a < e[i]->n_tids; a++)
 			for (size_t b = 0; b < a; b++)
 				if (e[i]->tids[a] == e[i]->tids[b] || e[i]->tids[a] <= 0) {
-					pr_err("image pstree.img is damaged: pid %d lists thread %d "
+					pr_err("image pstree.img is damaged: pid %d lists thread "
+					       "%d "
 					       "twice",
 					       e[i]->pid, e[i]->tids[a]);
 					return -EINVAL;

@@ -17,9 +17,9 @@
 #include "restore.h"
 #include "util.h"
 
-#define ERESTARTSYS           512
-#define ERESTARTNOINTR        513
-#define ERESTARTNOHAND        514
+#define ERESTARTSYS	      512
+#define ERESTARTNOINTR	      513
+#define ERESTARTNOHAND	      514
 #define ERESTART_RESTARTBLOCK 516
 
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION

@@ -126,7 +126,8 @@ static int syscall_stop(pid_t tid, const char *what)
 			return ret;
 		}
 		if (!WIFSTOPPED(st)) {
-			pr_err("tid %d: died while running an injected syscall (status %#x)", tid, st);
+			pr_err("tid %d: died while running an injected syscall (status %#x)", tid,
+			       st);
 			return -ESRCH;
 		}
 		if (WSTOPSIG(st) == (SIGTRAP | 0x80))
@@ -186,8 +187,8 @@ out:
 	return ret;
 }
 
-int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs,
-		       long nr, long args[6], int out_arg, void *out, size_t out_len, long *res)
+int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs, long nr,
+		       long args[6], int out_arg, void *out, size_t out_len, long *res)
 {
 	unsigned char saved[512];
 	/* below the red zone, where a signal frame would go */

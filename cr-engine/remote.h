@@ -21,8 +21,8 @@ int remote_syscall(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct
  * args[out_arg] is pointed at scratch space below the thread's stack (its
  * previous contents are put back), and out_len bytes of it are copied to
  * out afterwards. */
-int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs,
-		       long nr, long args[6], int out_arg, void *out, size_t out_len, long *res);
+int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs, long nr,
+		       long args[6], int out_arg, void *out, size_t out_len, long *res);
 
 /* Wait for a ptrace stop of tid; returns the status, or -errno.  Signal
  * deliveries that arrive in between are handed back to the tracee. */

@@ -222,9 +222,8 @@ static int load_images(struct rctx *c)
 			if (c->procs[k].pid == rp->pe->ppid)
 				rp->parent = &c->procs[k];
 		if (rp->parent) {
-			struct rproc **nc = xrealloc_array(rp->parent->children,
-							   rp->parent->nr_children + 1,
-							   sizeof(*nc));
+			struct rproc **nc = xrealloc_array(
+				rp->parent->children, rp->parent->nr_children + 1, sizeof(*nc));
 			if (!nc)
 				return -ENOMEM;
 			rp->parent->children = nc;
@@ -312,7 +311,8 @@ static int check_ids_free(struct rctx *c)
 
 			snprintf(path, sizeof(path), "/proc/%d", id);
 			if (!access(path, F_OK)) {
-				pr_err("pid %d is in use (by \"%s\"); the tree cannot be restored with "
+				pr_err("pid %d is in use (by \"%s\"); the tree cannot be restored "
+				       "with "
 				       "its pids until it is free",
 				       id, parse_stat(id, 0, &st) ? "?" : st.comm);
 				return -EBUSY;
@@ -431,7 +431,8 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		if (err == EEXIST)
 			pr_err("pid %d: cannot be created with its pid: the pid is taken", rp->pid);
 		else
-			pr_err("pid %d: cannot be created with its pid: %s", rp->pid, strerror(err));
+			pr_err("pid %d: cannot be created with its pid: %s", rp->pid,
+			       strerror(err));
 		return -err;
 	}
 	if (r != rp->pid) {
@@ -564,8 +565,7 @@ static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
 				munmap(p, len);
 		}
 	}
-	pr_err("pid %d: found no free place for the restorer in its saved address space",
-	       rp->pid);
+	pr_err("pid %d: found no free place for the restorer in its saved address space", rp->pid);
 	return NULL;
 }
 
@@ -871,7 +871,8 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 
 		while (d && (de = readdir(d)))
 			if (de->d_name[0] != '.' && strlen(line) < 480)
-				snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s", de->d_name);
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s",
+					 de->d_name);
 		if (d)
 			closedir(d);
 		pr_debug("pid %d: fds before the restorer:%s (close from %d)", rp->pid, line,
@@ -959,7 +960,8 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	if (rp->pe->pgid != getpgid(0) && rp->pe->pgid != rp->pid) {
 		if (setpgid(0, rp->pe->pgid)) {
 			if (rp == c->procs)
-				pr_warn("pid %d: its process group %d is outside the tree; it stays in "
+				pr_warn("pid %d: its process group %d is outside the tree; it "
+					"stays in "
 					"group %d",
 					rp->pid, rp->pe->pgid, getpgid(0));
 			else {
@@ -1088,7 +1090,8 @@ static const char *step_name(uint32_t step)
 		[RST_STEP_THREAD] = "setting thread state",
 		[RST_STEP_RSEQ] = "registering rseq",
 		[RST_STEP_SIGACTION] = "setting a signal action",
-		[RST_STEP_RLIMIT] = "setting a resource limit (raising a hard limit needs CAP_SYS_RESOURCE)",
+		[RST_STEP_RLIMIT] =
+			"setting a resource limit (raising a hard limit needs CAP_SYS_RESOURCE)",
 		[RST_STEP_ITIMER] = "arming an interval timer",
 		[RST_STEP_TIMER] = "creating a POSIX timer",
 		[RST_STEP_SIGQUEUE] = "queueing a pending signal",
@@ -1123,7 +1126,8 @@ static void report_blob_failure(struct rctx *c, struct rproc *rp)
 				e = rp->mm.vmas[i];
 		}
 		if (a.err_step == RST_STEP_CRC) {
-			pr_err("pid %d: page data at %lx does not match its checksum: pages-%d.img is "
+			pr_err("pid %d: page data at %lx does not match its checksum: pages-%d.img "
+			       "is "
 			       "damaged",
 			       rp->pid, (unsigned long)a.err_addr, rp->pid);
 			return;
@@ -1159,7 +1163,8 @@ static int seize_all(struct rctx *c)
 		rp->args_addr = c->sh->procs[i].args_addr;
 		rp->syscall_ip = rp->blob_start + RST_SYSCALL_OFFSET;
 		pr_debug("pid %d: restorer at %lx-%lx, args at %lx", rp->pid,
-			 (unsigned long)rp->blob_start, (unsigned long)(rp->blob_start + rp->blob_len),
+			 (unsigned long)rp->blob_start,
+			 (unsigned long)(rp->blob_start + rp->blob_len),
 			 (unsigned long)rp->args_addr);
 	}
 	return 0;
@@ -1210,8 +1215,8 @@ static int run_blobs(struct rctx *c)
 		}
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			if (!atomic_load(&c->sh->failed))
-				pr_err("pid %d (thread %d) died during its restore (%s %d)", rp->pid,
-				       tid, WIFEXITED(st) ? "exit status" : "signal",
+				pr_err("pid %d (thread %d) died during its restore (%s %d)",
+				       rp->pid, tid, WIFEXITED(st) ? "exit status" : "signal",
 				       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 			return -ESRCH;
 		}
@@ -1231,7 +1236,8 @@ static int run_blobs(struct rctx *c)
 
 			if (ptrace(PTRACE_GETREGS, tid, 0, &r) || r.rip <= rp->blob_start ||
 			    r.rip > rp->blob_start + rp->blob_len) {
-				pr_err("pid %d: thread %d stopped outside the restorer", rp->pid, tid);
+				pr_err("pid %d: thread %d stopped outside the restorer", rp->pid,
+				       tid);
 				return -EFAULT;
 			}
 			rp->parked++;
@@ -1248,8 +1254,8 @@ static int run_blobs(struct rctx *c)
 
 			memset(&r, 0, sizeof(r));
 			ptrace(PTRACE_GETREGS, tid, 0, &r);
-			pr_err("pid %d: thread %d got signal %d at %llx while being restored", rp->pid,
-			       tid, WSTOPSIG(st), r.rip);
+			pr_err("pid %d: thread %d got signal %d at %llx while being restored",
+			       rp->pid, tid, WSTOPSIG(st), r.rip);
 			return -EFAULT;
 		}
 	}
@@ -1334,7 +1340,8 @@ static void kill_all(struct rctx *c)
 			/* our tracees report their death to us first */
 			while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
 				;
-			if (parse_stat(c->procs[i].pid, 0, &st) || st.state == 'Z' || st.state == 'X')
+			if (parse_stat(c->procs[i].pid, 0, &st) || st.state == 'Z' ||
+			    st.state == 'X')
 				break;
 			usleep(1000);
 		}

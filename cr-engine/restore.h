@@ -66,9 +66,9 @@ struct rst_builder {
 	size_t nr_runs;
 	struct rst_thread *threads;
 	size_t nr_threads;
-	char *strings;          /* NUL-separated; offset 0 is the empty string */
+	char *strings; /* NUL-separated; offset 0 is the empty string */
 	size_t strings_len;
-	int next_fd;            /* helper fds are opened from here up */
+	int next_fd; /* helper fds are opened from here up */
 };
 
 int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off);

@@ -225,7 +225,8 @@ int seize_tree(struct cr_dump_ctx *ctx)
 		struct proc_stat st;
 
 		if (a == ctx->opts->root) {
-			pr_err("pid %d is kupdate itself or one of its ancestors; it cannot be dumped",
+			pr_err("pid %d is kupdate itself or one of its ancestors; it cannot be "
+			       "dumped",
 			       a);
 			return -EINVAL;
 		}

@@ -130,7 +130,8 @@ int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 	fd = open(mf, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
 		ret = -errno;
-		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start, path);
+		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start,
+			  path);
 		return ret;
 	}
 	for (int i = 0; i < ctx->nr_shm; i++)
@@ -246,8 +247,9 @@ static int validate(const ShmemEntry *e, size_t idx)
 {
 	uint64_t end = 0;
 
-	if (e->id != idx + 1 || (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) ||
-	    !e->size || e->size > SHM_MAX_SIZE || e->size % PAGE_SIZE ||
+	if (e->id != idx + 1 ||
+	    (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) || !e->size ||
+	    e->size > SHM_MAX_SIZE || e->size % PAGE_SIZE ||
 	    (e->kind == SHMEM_KIND__SHMEM_MEMFD && !e->name)) {
 		pr_err("image shmem.img is damaged: object %zu is invalid", idx);
 		return -EINVAL;
@@ -301,7 +303,8 @@ static int fill_object(int dirfd, const ShmemEntry *e, unsigned char *map, bool 
 			return ret;
 		}
 		if (verify && r->has_crc32c && crc32c(0, map + r->offset, len) != r->crc32c) {
-			pr_err("shared memory data at offset %lu does not match its checksum: %s is "
+			pr_err("shared memory data at offset %lu does not match its checksum: %s "
+			       "is "
 			       "damaged",
 			       (unsigned long)r->offset, name);
 			return -EBADMSG;
@@ -327,7 +330,8 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 		}
 		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	} else {
-		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+			   0);
 	}
 	if (map == MAP_FAILED) {
 		ret = -errno;

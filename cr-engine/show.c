@@ -21,7 +21,7 @@
 
 struct kind_desc {
 	const ProtobufCMessageDescriptor *first; /* first record */
-	const ProtobufCMessageDescriptor *rest;  /* the others */
+	const ProtobufCMessageDescriptor *rest;	 /* the others */
 };
 
 static struct kind_desc descs(uint32_t kind)
@@ -41,7 +41,8 @@ static struct kind_desc descs(uint32_t kind)
 	case IMG_FILES:
 		return (struct kind_desc){ &file_entry__descriptor, &file_entry__descriptor };
 	case IMG_SIGNALS:
-		return (struct kind_desc){ &signals_core__descriptor, &sigaction_entry__descriptor };
+		return (struct kind_desc){ &signals_core__descriptor,
+					   &sigaction_entry__descriptor };
 	case IMG_TIMERS:
 		return (struct kind_desc){ &timers_core__descriptor, &posix_timer__descriptor };
 	case IMG_PIPES:
@@ -116,8 +117,8 @@ static void print_value(FILE *out, const ProtobufCFieldDescriptor *f, const void
 		fprintf(out, "%g", *(const double *)p);
 		break;
 	case PROTOBUF_C_TYPE_ENUM: {
-		const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
-			f->descriptor, *(const int *)p);
+		const ProtobufCEnumValue *ev =
+			protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
 		if (json)
 			json_str(out, ev ? ev->name : "?");
 		else
@@ -247,7 +248,8 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 			return -EIO;
 		}
 		if (json)
-			fprintf(out, "%s\"%s\":{\"kind\":\"pages\",\"pid\":%u,\"nr_pages\":%" PRIu64 "}",
+			fprintf(out,
+				"%s\"%s\":{\"kind\":\"pages\",\"pid\":%u,\"nr_pages\":%" PRIu64 "}",
 				*first_img ? "" : ",", name, h.pid, h.nr_pages);
 		else
 			fprintf(out, "== %s (%s): %s %u, %" PRIu64 " pages of raw data\n", name,

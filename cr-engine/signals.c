@@ -59,8 +59,8 @@ int dump_sigactions(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			if (ret)
 				return ret;
 			if (res) {
-				pr_err("pid %d: cannot read the action of signal %d: %s", p->pid, sig,
-				       strerror((int)-res));
+				pr_err("pid %d: cannot read the action of signal %d: %s", p->pid,
+				       sig, strerror((int)-res));
 				return (int)res;
 			}
 			if (k.handler == 0 && k.flags == 0)

@@ -172,8 +172,10 @@ int sk_opts_restore(int sk, const SkOpts *o, const char *what)
 		struct timeval r = { o->rcvtimeo_us / 1000000, o->rcvtimeo_us % 1000000 };
 		struct timeval s = { o->sndtimeo_us / 1000000, o->sndtimeo_us % 1000000 };
 
-		if ((o->has_rcvtimeo_us && setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof(r))) ||
-		    (o->has_sndtimeo_us && setsockopt(sk, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof(s)))) {
+		if ((o->has_rcvtimeo_us &&
+		     setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof(r))) ||
+		    (o->has_sndtimeo_us &&
+		     setsockopt(sk, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof(s)))) {
 			pr_perror("%s: cannot set its timeouts", what);
 			ret = -EINVAL;
 		}

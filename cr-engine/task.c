@@ -19,11 +19,10 @@
 #include "util.h"
 
 static const char *const rlimit_names[] = {
-	"Max cpu time",		 "Max file size",	"Max data size",	"Max stack size",
-	"Max core file size",	 "Max resident set",	"Max processes",	"Max open files",
-	"Max locked memory",	 "Max address space",	"Max file locks",	"Max pending signals",
-	"Max msgqueue size",	 "Max nice priority",	"Max realtime priority",
-	"Max realtime timeout",
+	"Max cpu time",	      "Max file size",	   "Max data size",	    "Max stack size",
+	"Max core file size", "Max resident set",  "Max processes",	    "Max open files",
+	"Max locked memory",  "Max address space", "Max file locks",	    "Max pending signals",
+	"Max msgqueue size",  "Max nice priority", "Max realtime priority", "Max realtime timeout",
 };
 
 static uint64_t limit_value(const char *s)
@@ -51,7 +50,8 @@ static int read_limits(struct cr_proc *p)
 		char *l = strstr(buf, rlimit_names[i]);
 
 		if (!l) {
-			pr_err("pid %d: /proc/%d/limits lacks '%s'", p->pid, p->pid, rlimit_names[i]);
+			pr_err("pid %d: /proc/%d/limits lacks '%s'", p->pid, p->pid,
+			       rlimit_names[i]);
 			return -EINVAL;
 		}
 		/* fixed columns: name (26), soft (21), hard (21), units */

@@ -31,15 +31,15 @@
 #include "util.h"
 
 #ifndef TCPOPT_MSS
-#define TCPOPT_MSS       2
-#define TCPOPT_WINDOW    3
+#define TCPOPT_MSS	 2
+#define TCPOPT_WINDOW	 3
 #define TCPOPT_SACK_PERM 4
 #define TCPOPT_TIMESTAMP 8
 #endif
 
 static const char *const tcp_states[] = {
-	"?",	   "ESTABLISHED", "SYN_SENT",  "SYN_RECV",	"FIN_WAIT1", "FIN_WAIT2",
-	"TIME_WAIT", "CLOSE",	    "CLOSE_WAIT", "LAST_ACK", "LISTEN",    "CLOSING",
+	"?",	     "ESTABLISHED", "SYN_SENT",	  "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
+	"TIME_WAIT", "CLOSE",	    "CLOSE_WAIT", "LAST_ACK", "LISTEN",	   "CLOSING",
 };
 
 static const char *state_name(int s)
@@ -455,7 +455,8 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	}
 	if ((t->nodelay && setint(sk, SOL_TCP, TCP_NODELAY, 1, "TCP_NODELAY", what)) ||
 	    (t->cork && setint(sk, SOL_TCP, TCP_CORK, 1, "TCP_CORK", what)) ||
-	    (t->has_keepidle && setint(sk, SOL_TCP, TCP_KEEPIDLE, t->keepidle, "TCP_KEEPIDLE", what)) ||
+	    (t->has_keepidle &&
+	     setint(sk, SOL_TCP, TCP_KEEPIDLE, t->keepidle, "TCP_KEEPIDLE", what)) ||
 	    (t->has_keepintvl &&
 	     setint(sk, SOL_TCP, TCP_KEEPINTVL, t->keepintvl, "TCP_KEEPINTVL", what)) ||
 	    (t->has_keepcnt && setint(sk, SOL_TCP, TCP_KEEPCNT, t->keepcnt, "TCP_KEEPCNT", what)) ||
@@ -471,7 +472,8 @@ int inet_create(const InetSk *s, const char *what)
 	socklen_t len;
 	int sk, ret = 0;
 
-	sk = socket(s->family, (s->protocol == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
+	sk = socket(s->family,
+		    (s->protocol == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
 		    s->protocol);
 	if (sk < 0) {
 		ret = -errno;
@@ -482,7 +484,8 @@ int inet_create(const InetSk *s, const char *what)
 		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY", what);
 	if (s->freebind)
 		ret |= setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
-			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND", what);
+			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND",
+			      what);
 	if (s->has_tos)
 		ret |= setint(sk, IPPROTO_IP, IP_TOS, s->tos, "IP_TOS", what);
 	if (!ret)
@@ -524,7 +527,9 @@ int inet_create(const InetSk *s, const char *what)
 		}
 	}
 	if (s->has_shutdown && s->shutdown && s->protocol == IPPROTO_UDP)
-		shutdown(sk, (s->shutdown & 3) == 3 ? SHUT_RDWR : (s->shutdown & 2) ? SHUT_WR : SHUT_RD);
+		shutdown(sk, (s->shutdown & 3) == 3 ? SHUT_RDWR
+			     : (s->shutdown & 2)    ? SHUT_WR
+						    : SHUT_RD);
 	return sk;
 fail:
 	close(sk);
@@ -564,7 +569,8 @@ int inet_release(int sk, const InetSk *s, const char *what)
 			ssize_t n = send(sk, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			if (n <= 0) {
-				pr_err("%s: cannot send the %zu bytes it had not sent yet", what, left);
+				pr_err("%s: cannot send the %zu bytes it had not sent yet", what,
+				       left);
 				return -EIO;
 			}
 			p += n;
@@ -626,8 +632,8 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 			sk = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, rp->fds[k]->fd, 0);
 			if (sk < 0) {
 				ret = -errno;
-				pr_perror("pid %d: fd %d: cannot reach the restored connection", rp->pid,
-					  rp->fds[k]->fd);
+				pr_perror("pid %d: fd %d: cannot reach the restored connection",
+					  rp->pid, rp->fds[k]->fd);
 				break;
 			}
 			snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[k]->fd);
@@ -640,4 +646,3 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	free(done);
 	return ret;
 }
-

@@ -51,8 +51,8 @@ static int parse_timers(struct cr_proc *p)
 		int id, signo, pid, clock;
 		char *ln = l[0] == '\n' ? l + 1 : l;
 
-		if (sscanf(ln, "ID: %d\nsignal: %d/%llx\nnotify: %15[a-z]/%7[a-z].%d\nClockID: %d", &id,
-			   &signo, &sival, how, who, &pid, &clock) != 7) {
+		if (sscanf(ln, "ID: %d\nsignal: %d/%llx\nnotify: %15[a-z]/%7[a-z].%d\nClockID: %d",
+			   &id, &signo, &sival, how, who, &pid, &clock) != 7) {
 			pr_err("pid %d: cannot parse /proc/%d/timers", p->pid, p->pid);
 			return -EINVAL;
 		}
@@ -91,8 +91,8 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		struct itimerval it;
 		long args[6] = { w }, res;
 
-		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_getitimer, args, 1, &it,
-					 sizeof(it), &res);
+		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_getitimer, args, 1,
+					 &it, sizeof(it), &res);
 		if (ret)
 			return ret;
 		if (res) {
@@ -110,8 +110,8 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		struct itimerspec its;
 		long args[6] = { pt->id }, res;
 
-		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_timer_gettime, args, 1,
-					 &its, sizeof(its), &res);
+		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_timer_gettime, args,
+					 1, &its, sizeof(its), &res);
 		if (ret)
 			return ret;
 		if (res) {
@@ -224,7 +224,8 @@ int timers_load(int dirfd, const PstreeEntry *pe, struct rtimers *t)
 		t->timers[t->nr++] = pt;
 		for (size_t k = 0; k < pe->n_tids && !tid_ok; k++)
 			tid_ok = pe->tids[k] == pt->tid;
-		if (pt->id < 0 || pt->clock < 0 || pt->clock > 11 || pt->signo < 0 || pt->signo > 64 ||
+		if (pt->id < 0 || pt->clock < 0 || pt->clock > 11 || pt->signo < 0 ||
+		    pt->signo > 64 ||
 		    ((pt->notify & ~SIGEV_THREAD_ID) != SIGEV_SIGNAL &&
 		     (pt->notify & ~SIGEV_THREAD_ID) != SIGEV_NONE) ||
 		    !tid_ok) {

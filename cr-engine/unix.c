@@ -82,7 +82,8 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
 			ret = -errno;
-			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", p->pid, fd);
+			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", p->pid,
+				  fd);
 			break;
 		}
 		if (n == 0 && type == SOCK_STREAM)
@@ -93,7 +94,8 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 
 				for (int k = 0; k < nfds; k++)
 					close(((int *)CMSG_DATA(c))[k]);
-				pr_err("pid %d: fd %d: a unix socket holds file descriptors in flight "
+				pr_err("pid %d: fd %d: a unix socket holds file descriptors in "
+				       "flight "
 				       "(SCM_RIGHTS), which cannot be dumped",
 				       p->pid, fd);
 				ret = -EOPNOTSUPP;
@@ -101,8 +103,8 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		if (ret)
 			break;
 		if (mh.msg_flags & MSG_TRUNC) {
-			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", p->pid, fd,
-			       PEEK_BUF);
+			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", p->pid,
+			       fd, PEEK_BUF);
 			ret = -EMSGSIZE;
 			break;
 		}
@@ -124,7 +126,8 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		}
 		memcpy(m->data.data, buf, n);
 		m->data.len = n;
-		if (type != SOCK_STREAM && mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
+		if (type != SOCK_STREAM &&
+		    mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
 			size_t nl = mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
 
 			m->has_sender = 1;
@@ -154,7 +157,8 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	u->type = d->type;
 	u->state = d->state;
 	if (d->type != SOCK_STREAM && d->type != SOCK_DGRAM && d->type != SOCK_SEQPACKET) {
-		pr_err("pid %d: fd %d: unix socket of type %d is not supported", p->pid, fd, d->type);
+		pr_err("pid %d: fd %d: unix socket of type %d is not supported", p->pid, fd,
+		       d->type);
 		return -EOPNOTSUPP;
 	}
 	if (d->name_len) {
@@ -259,8 +263,10 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				if (ctx->files[k].usk && ctx->files[k].usk->ino == l->icons[c])
 					cl = ctx->files[k].usk;
 			if (!cl) {
-				pr_err("pid %d: fd %d: a process outside the dumped tree waits for this "
-				       "unix listener to accept its connection; it cannot be dumped "
+				pr_err("pid %d: fd %d: a process outside the dumped tree waits for "
+				       "this "
+				       "unix listener to accept its connection; it cannot be "
+				       "dumped "
 				       "(retry once it is accepted)",
 				       lf->owner_pid, lf->owner_fd);
 				return -EAGAIN;
@@ -392,7 +398,9 @@ static int finish_sk(int sk, const UnixSk *u, const char *what)
 	int ret = sk_opts_restore(sk, u->opts, what);
 
 	if (!ret && u->has_shutdown && u->shutdown) {
-		int how = (u->shutdown & 3) == 3 ? SHUT_RDWR : (u->shutdown & 2) ? SHUT_WR : SHUT_RD;
+		int how = (u->shutdown & 3) == 3 ? SHUT_RDWR
+			  : (u->shutdown & 2)	 ? SHUT_WR
+						 : SHUT_RD;
 
 		if (shutdown(sk, how) && errno != ENOTCONN) {
 			ret = -errno;
@@ -490,7 +498,8 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 		return ret;
 	}
 	if (u->n_queue) {
-		pr_err("%s: data queued on a socket connected to %s cannot be put back", what, name);
+		pr_err("%s: data queued on a socket connected to %s cannot be put back", what,
+		       name);
 		return -EOPNOTSUPP;
 	}
 	return finish_sk(sk, u, what);

@@ -37,8 +37,8 @@ static inline void fclosep(FILE **f)
 	if (*f)
 		fclose(*f);
 }
-#define _cleanup_close_  __attribute__((cleanup(closep)))
-#define _cleanup_free_   __attribute__((cleanup(freep)))
+#define _cleanup_close_	 __attribute__((cleanup(closep)))
+#define _cleanup_free_	 __attribute__((cleanup(freep)))
 #define _cleanup_fclose_ __attribute__((cleanup(fclosep)))
 
 /* Hand an fd out of a _cleanup_close_ variable. */

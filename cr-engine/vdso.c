@@ -58,8 +58,8 @@ int vdso_parse(const uint8_t *img, size_t len, struct vdso_sym **out, size_t *nr
 		if (s->sh_type != SHT_DYNSYM || s->sh_link >= eh->e_shnum)
 			continue;
 		strs = &sh[s->sh_link];
-		if (s->sh_offset > len || s->sh_size > len - s->sh_offset || strs->sh_offset > len ||
-		    strs->sh_size > len - strs->sh_offset)
+		if (s->sh_offset > len || s->sh_size > len - s->sh_offset ||
+		    strs->sh_offset > len || strs->sh_size > len - strs->sh_offset)
 			break;
 		for (size_t k = 0; k < s->sh_size / sizeof(Elf64_Sym); k++) {
 			Elf64_Sym sym;

@@ -21,13 +21,13 @@ struct vdso_sym {
 int vdso_parse(const uint8_t *img, size_t len, struct vdso_sym **out, size_t *nr);
 
 struct vdso_plan {
-	bool proxy;                  /* redirect the old vDSO to this kernel's */
+	bool proxy; /* redirect the old vDSO to this kernel's */
 	const VmaEntry *old_vdso;
-	uint64_t park_len;           /* room the current specials need in the restorer */
-	uint64_t span;               /* from the first current special to the last's end */
+	uint64_t park_len; /* room the current specials need in the restorer */
+	uint64_t span;	   /* from the first current special to the last's end */
 	uint64_t cur_vdso_start, cur_vdso_len, cur_vdso_off;
-	uint64_t base;               /* where the current specials go in proxy mode */
-	size_t vma_index;            /* the proxy's mapping in the builder */
+	uint64_t base;	  /* where the current specials go in proxy mode */
+	size_t vma_index; /* the proxy's mapping in the builder */
 };
 
 /* Decide how the current [vvar]/[vdso] reach the restored process; fills

@@ -204,8 +204,8 @@ int main(int argc, char **argv)
 		case 'L':
 			log_fd = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 			if (log_fd < 0) {
-				fprintf(stderr, "kupdate: error: cannot open log file %s: %s\n", optarg,
-					strerror(errno));
+				fprintf(stderr, "kupdate: error: cannot open log file %s: %s\n",
+					optarg, strerror(errno));
 				return 1;
 			}
 			break;

@@ -212,7 +212,8 @@ static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint3
 		unsigned char *dst = (unsigned char *)run->vaddr;
 		uint64_t len = run->nr_pages * PAGE, off = run->file_off, done = 0;
 
-		if (run->vaddr < v->start || run->vaddr + len > v->end || len / PAGE != run->nr_pages)
+		if (run->vaddr < v->start || run->vaddr + len > v->end ||
+		    len / PAGE != run->nr_pages)
 			fail(a, RST_STEP_FILL, -22, run->vaddr, vi);
 		while (done < len) {
 			long n = rsys4(NR_pread64, a->pages_fd, dst + done, len - done, off + done);

@@ -41,14 +41,14 @@ enum {
 
 struct rst_vma {
 	uint64_t start, end, pgoff;
-	uint32_t prot;       /* final PROT_* */
+	uint32_t prot;	     /* final PROT_* */
 	uint32_t mmap_flags; /* MAP_PRIVATE/SHARED|ANONYMOUS|GROWSDOWN|NORESERVE */
-	int32_t fd;          /* -1: anonymous */
-	uint32_t madv;       /* RST_MADV_* */
+	int32_t fd;	     /* -1: anonymous */
+	uint32_t madv;	     /* RST_MADV_* */
 	uint32_t name_off;   /* NUL-terminated anon name, 0: none */
-	uint32_t flags;      /* RST_VMA_* */
+	uint32_t flags;	     /* RST_VMA_* */
 	uint32_t first_run, nr_runs;
-	uint32_t src_off, src_len;  /* contents copied from the arguments */
+	uint32_t src_off, src_len; /* contents copied from the arguments */
 };
 
 struct rst_run {
@@ -129,15 +129,15 @@ enum rst_step {
 struct rst_args {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t size;          /* of the whole args area */
+	uint32_t size; /* of the whole args area */
 	uint64_t blob_start, blob_len;
-	uint64_t park_start;    /* inside the blob: specials wait here */
+	uint64_t park_start; /* inside the blob: specials wait here */
 	uint64_t task_size;
 
 	uint32_t nr_vmas, vmas_off;
 	uint32_t nr_runs, runs_off;
 	uint32_t nr_threads, threads_off; /* threads[0] is the main thread */
-	int32_t close_from;               /* fds >= this served only the restore */
+	int32_t close_from;		  /* fds >= this served only the restore */
 	uint32_t pad0;
 	uint32_t nr_moves;
 	int32_t pages_fd;
@@ -145,10 +145,10 @@ struct rst_args {
 	uint32_t nr_sigacts, sigacts_off;
 	uint32_t nr_rlimits, nr_timers;
 	uint64_t rlimits[16][2];
-	uint64_t itimers[3][2];           /* value, interval in us */
+	uint64_t itimers[3][2]; /* value, interval in us */
 	uint32_t timers_off, nr_shared_pending, shared_pending_off, pad1;
 	struct rst_creds creds;
-	int32_t exe_fd;                   /* -1: keep */
+	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
 
 	/* struct prctl_mm_map fields */
@@ -158,10 +158,10 @@ struct rst_args {
 	uint32_t auxv_off, auxv_size; /* bytes */
 
 	/* written by the blob when something fails */
-	int64_t err;          /* negative errno */
+	int64_t err; /* negative errno */
 	uint64_t err_addr;
-	uint32_t err_step;    /* enum rst_step */
-	uint32_t err_index;   /* vma or thread index */
+	uint32_t err_step;  /* enum rst_step */
+	uint32_t err_index; /* vma or thread index */
 };
 
 #endif

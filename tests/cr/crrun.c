@@ -44,11 +44,11 @@ struct opts {
 	const char *expect_restore_fail;
 	bool keep;
 	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
-	bool netns;          /* run everything in a new network namespace */
+	bool netns;	     /* run everything in a new network namespace */
 	const char *peer;    /* a program outside the tree, in a namespace of its own */
 	char *peer_args[8];
 	int n_peer_args;
-	bool peer_local;     /* the peer shares our namespace (loopback) */
+	bool peer_local; /* the peer shares our namespace (loopback) */
 	char **dump_extra;
 	int n_dump_extra;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
@@ -351,8 +351,8 @@ static int do_dump(pid_t root, const char *img, bool leave_running, const char *
 
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
 {
-	char *argv[] = { (char *)o.kupdate, "restore", "-D", (char *)img, "--detach", "--pidfile",
-			 (char *)pidfile, NULL };
+	char *argv[] = { (char *)o.kupdate, "restore",	     "-D", (char *)img, "--detach",
+			 "--pidfile",	    (char *)pidfile, NULL };
 	return run(argv, out, secs);
 }
 
@@ -407,10 +407,11 @@ static int start_peer(void)
 		execv(prog, argv);
 		_exit(127);
 	}
-	if (!o.peer_local && (read(up[0], &c, 1) != 1 ||
-	    run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
-	    run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
-	    write(go[1], &c, 1) != 1)) {
+	if (!o.peer_local &&
+	    (read(up[0], &c, 1) != 1 ||
+	     run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
+	     run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
+	     write(go[1], &c, 1) != 1)) {
 		diag("cannot set up the peer's network namespace");
 		return -1;
 	}
@@ -634,7 +635,8 @@ static int test_main(char **targv)
 				usleep(2000);
 		for (int i = 0; i < nbefore; i++)
 			if (alive(before[i].pid)) {
-				diag("pid %d of the tree is still alive after the dump", before[i].pid);
+				diag("pid %d of the tree is still alive after the dump",
+				     before[i].pid);
 				return 1;
 			}
 		reap_all();
@@ -655,7 +657,8 @@ static int test_main(char **targv)
 			bool ok = rc != 0 && matches(text, o.expect_restore_fail);
 
 			if (!ok) {
-				diag("expected the restore to fail with /%s/", o.expect_restore_fail);
+				diag("expected the restore to fail with /%s/",
+				     o.expect_restore_fail);
 				show_file("kupdate restore", out);
 				free(text);
 				kill_tree(root);
@@ -698,7 +701,8 @@ static int test_main(char **targv)
 					if (after[k].pid == before[i].pid) {
 						found = true;
 						if (i && after[k].ppid != before[i].ppid) {
-							diag("pid %d came back with parent %d, was %d",
+							diag("pid %d came back with parent %d, was "
+							     "%d",
 							     before[i].pid, after[k].ppid,
 							     before[i].ppid);
 							kill_tree(root);

@@ -22,10 +22,10 @@ void crt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void crt_pass(void) __attribute__((noreturn));
 void crt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* fail unless cond, naming what was checked */
-#define crt_check(cond, ...)                                                                       \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			crt_fail(__VA_ARGS__);                                                     \
+#define crt_check(cond, ...)                   \
+	do {                                   \
+		if (!(cond))                   \
+			crt_fail(__VA_ARGS__); \
 	} while (0)
 
 uint64_t crt_hash(const void *p, size_t len, uint64_t h);

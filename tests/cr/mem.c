@@ -21,7 +21,7 @@
 #define PG 4096UL
 
 #ifndef PR_SET_VMA
-#define PR_SET_VMA           0x53564d41
+#define PR_SET_VMA	     0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
@@ -229,7 +229,8 @@ int main(int argc, char **argv)
 			  path_priv);
 		close(fd);
 		crt_check(!memcmp(now, orig_file, sizeof(now)), "%s was modified", path_priv);
-		crt_check(!memcmp(priv, orig_file, PG) && !memcmp(priv + 2 * PG, orig_file + 2 * PG, PG),
+		crt_check(!memcmp(priv, orig_file, PG) &&
+				  !memcmp(priv + 2 * PG, orig_file + 2 * PG, PG),
 			  "unmodified private pages differ from the file");
 	}
 	/* the shared mapping still writes through to the file */

@@ -15,8 +15,8 @@
 
 #include "crt.h"
 
-#define SZ   (1 << 20)
-#define MSZ  (64 << 10)
+#define SZ  (1 << 20)
+#define MSZ (64 << 10)
 
 static volatile sig_atomic_t poked;
 static void on_usr1(int s)

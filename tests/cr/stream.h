@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define REC_MAGIC 0x6b757064
-#define REC_LEN   1000
+#define REC_LEN	  1000
 
 struct rec_hdr {
 	uint32_t magic, seq, len, crc;
@@ -101,7 +101,8 @@ static inline int stream_step(struct stream *s, int salt_out, int salt_in, int w
 
 		if (n == 0) {
 			if (s->in_off) {
-				snprintf(s->err, sizeof(s->err), "the connection ended inside a record");
+				snprintf(s->err, sizeof(s->err),
+					 "the connection ended inside a record");
 				return -1;
 			}
 			return 1;

@@ -110,7 +110,7 @@ int main(void)
 	}
 	kill(child, SIGTERM);
 	crt_check(xfer_check(srv, N2, 2) == 0, "the bytes in flight to the server were lost or "
-					      "changed");
+					       "changed");
 	crt_check(xfer_send(srv, 6000, 4) == 0, "cannot send after the restore: %s",
 		  strerror(errno));
 	crt_check(xfer_check(srv, 5000, 3) == 0, "the client's new bytes did not arrive");

@@ -38,7 +38,8 @@ int main(void)
 		int r = stream_step(&s, 1, 2, 2);
 
 		if (r < 0)
-			crt_fail("%s (after %u records in, %u out)", s.err, s.next_recv, s.next_send);
+			crt_fail("%s (after %u records in, %u out)", s.err, s.next_recv,
+				 s.next_send);
 		if (r > 0) {
 			/* the peer has finished: so do we */
 			close(c);

@@ -128,8 +128,7 @@ int main(void)
 		expect(acc, "hello", "accepted connection");
 	}
 	kill(child, SIGTERM);
-	crt_check(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
-			  !WEXITSTATUS(status),
+	crt_check(waitpid(child, &status, 0) == child && WIFEXITED(status) && !WEXITSTATUS(status),
 		  "child failed (%#x)", status);
 	usleep(10000);
 	expect(st[0], "child-after", "parent stream after the restore");

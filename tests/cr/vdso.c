@@ -63,7 +63,8 @@ int main(void)
 		syscall(SYS_clock_gettime, CLOCK_REALTIME, &a);
 		crt_check(gettimeofday(&tv, NULL) == 0, "gettimeofday failed");
 		syscall(SYS_clock_gettime, CLOCK_REALTIME, &b);
-		crt_check((int64_t)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL >= ns(a) - 1000000 &&
+		crt_check((int64_t)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL >=
+					  ns(a) - 1000000 &&
 				  (int64_t)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL <= ns(b),
 			  "gettimeofday through the vDSO is off");
 	}

@@ -45,7 +45,8 @@ static void test_crc_hw_matches_soft(void **state)
 			assert_int_equal(a, b);
 			/* continuation over a split equals the whole */
 			assert_int_equal(crc32c(crc32c(0, buf + align, sizes[s] / 3),
-						buf + align + sizes[s] / 3, sizes[s] - sizes[s] / 3),
+						buf + align + sizes[s] / 3,
+						sizes[s] - sizes[s] / 3),
 					 a);
 		}
 	free(buf);
