@@ -19,6 +19,7 @@ struct cr_dump_opts {
 	const char *cycle_id; /* recorded in the inventory (orchestrator) */
 	bool no_page_crc;     /* skip the crc32c of page data */
 	bool no_net_lock;     /* the caller locks the network itself */
+	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
 };
 
 struct cr_dump_stats {

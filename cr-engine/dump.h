@@ -67,6 +67,8 @@ struct cr_shm {
 	uint32_t id;
 	int kind; /* SHMEM_KIND__* */
 	uint64_t dev, ino, size, nr_pages;
+	uint64_t file_size; /* size is page aligned; this is the file's */
+	uint32_t mode, uid, gid;
 	char *name;
 	uint32_t seals;
 	struct cr_shm_run *runs;
@@ -94,6 +96,20 @@ struct cr_fd {
 	int fd;
 	uint32_t file_id;
 	bool cloexec;
+	FileLock **locks; /* POSIX locks taken through it (owned by ctx->posix_locks) */
+	size_t nr_locks;
+};
+
+/* an array of locks (locks.c) */
+struct cr_lockset {
+	FileLock **l;
+	size_t n;
+};
+
+/* an unlinked open file, saved once (ghost.c) */
+struct cr_ghost {
+	uint32_t id;
+	uint64_t dev, ino;
 };
 
 /* an open file description, shared by every fd that refers to it */
@@ -110,6 +126,17 @@ struct cr_file {
 	uint64_t pipe_id;
 	struct UnixSk *usk; /* sockets: what unix.c / tcp.c read */
 	struct InetSk *isk;
+	EventfdFile *efd; /* anonymous-inode kinds (eventfd.c, signalfd.c...) */
+	SignalfdFile *sfd;
+	TimerfdFile *tmr;
+	EpollFile *ep;
+	int *ep_where; /* for each target of ep: the fd of the process holding it */
+	InotifyFile *ify;
+	TtyFile *tty;	   /* a pseudo-terminal end (tty.c) */
+	uint32_t shmid;	   /* FILE_MEMFD: the shared memory object (shmem.c) */
+	uint32_t ghost_id; /* an unlinked file (ghost.c) */
+	FileLock **locks;  /* flock and OFD locks of the description (locks.c) */
+	size_t nr_locks;
 };
 
 struct cr_sigaction {
@@ -154,6 +181,7 @@ struct cr_proc {
 	int nr_sigacts;
 
 	char *exe_path, *cwd, *root;
+	bool share_fs; /* shares its fs struct with its parent (CLONE_FS) */
 	uint64_t exe_ino;
 	int personality;
 
@@ -202,6 +230,10 @@ struct cr_dump_ctx {
 	int nr_shm;
 	struct cr_pipe *pipes;
 	int nr_pipes;
+	struct cr_ghost *ghosts; /* ghost.c */
+	int nr_ghosts;
+	struct cr_lockset *posix_locks; /* every fd's POSIX locks (locks.c) */
+	int nr_posix_locks;
 	/* sockets: sock_diag's view, TCP connections locked and in repair */
 	struct sk_table sk;
 	bool sk_collected;

@@ -24,11 +24,20 @@
 #include <sys/sysmacros.h>
 
 #include "dump.h"
+#include "epoll.h"
+#include "eventfd.h"
 #include "files.h"
+#include "ghost.h"
 #include "image.h"
 #include "images/files.pb-c.h"
+#include "inotify.h"
+#include "locks.h"
 #include "log.h"
 #include "pipes.h"
+#include "shmem.h"
+#include "signalfd.h"
+#include "timerfd.h"
+#include "tty.h"
 #include "sockdiag.h"
 #include "tcp.h"
 #include "unix.h"
@@ -42,26 +51,112 @@ static int kcmp_file(pid_t p1, int fd1, pid_t p2, int fd2)
 	return syscall(SYS_kcmp, p1, p2, KCMP_FILE, fd1, fd2);
 }
 
-static int parse_fdinfo(pid_t pid, int fd, uint64_t *pos, uint32_t *flags)
+const char *fdinfo_find(const char *fdinfo, const char *key)
 {
-	_cleanup_free_ char *buf = NULL;
-	char *p;
-	int ret = read_proc(&buf, NULL, "/proc/%d/fdinfo/%d", pid, fd);
+	size_t n = strlen(key);
+
+	/* keys start a line */
+	for (const char *p = fdinfo; (p = strstr(p, key)); p += n)
+		if (p == fdinfo || p[-1] == '\n')
+			return p + n;
+	return NULL;
+}
+
+static int parse_fdinfo(pid_t pid, int fd, char **buf, uint64_t *pos, uint32_t *flags)
+{
+	const char *p;
+	int ret = read_proc(buf, NULL, "/proc/%d/fdinfo/%d", pid, fd);
 
 	if (ret)
 		return ret;
-	p = strstr(buf, "pos:");
-	*pos = p ? strtoull(p + 4, NULL, 10) : 0;
-	p = strstr(buf, "flags:");
-	*flags = p ? strtoul(p + 6, NULL, 8) : 0;
+	p = fdinfo_find(*buf, "pos:");
+	*pos = p ? strtoull(p, NULL, 10) : 0;
+	p = fdinfo_find(*buf, "flags:");
+	*flags = p ? strtoul(p, NULL, 8) : 0;
+	return 0;
+}
+
+/* anonymous-inode files this kupdate restores */
+static int anon_kind(const char *link)
+{
+	static const struct {
+		const char *link;
+		int kind;
+	} k[] = {
+		{ "anon_inode:[eventfd]", FILE_KIND__FILE_EVENTFD },
+		{ "anon_inode:[signalfd]", FILE_KIND__FILE_SIGNALFD },
+		{ "anon_inode:[timerfd]", FILE_KIND__FILE_TIMERFD },
+		{ "anon_inode:[eventpoll]", FILE_KIND__FILE_EPOLL },
+		{ "anon_inode:inotify", FILE_KIND__FILE_INOTIFY },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+		if (!strcmp(link, k[i].link))
+			return k[i].kind;
 	return 0;
 }
 
 static const char *unsupported_kind(const char *link)
 {
-	if (!strncmp(link, "anon_inode:", 11))
-		return "an anonymous-inode object (eventfd, epoll, timerfd, signalfd...)";
+	static const struct {
+		const char *prefix, *what;
+	} k[] = {
+		{ "anon_inode:[io_uring]", "an io_uring instance" },
+		{ "anon_inode:[userfaultfd]", "a userfaultfd" },
+		{ "anon_inode:[fanotify]", "a fanotify instance" },
+		{ "anon_inode:[perf_event]", "a perf event" },
+		{ "anon_inode:[pidfd]", "a pidfd" },
+		{ "pidfd:", "a pidfd" },
+		{ "anon_inode:bpf", "a BPF object" },
+		{ "anon_inode:[vfio", "a VFIO device" },
+		{ "anon_inode:kvm", "a KVM object" },
+		{ "anon_inode:", "an anonymous-inode object" },
+	};
+
+	if (anon_kind(link))
+		return NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+		if (!strncmp(link, k[i].prefix, strlen(k[i].prefix)))
+			return k[i].what;
 	return NULL;
+}
+
+/* /dev/tty can be opened again after a restore if the controlling
+ * terminal is a pseudo-terminal (tty.c restores those) */
+static bool ctty_is_pty(pid_t pid)
+{
+	_cleanup_free_ char *buf = NULL;
+	unsigned long tty_nr = 0;
+	char *e;
+
+	if (read_proc(&buf, NULL, "/proc/%d/stat", pid) || !(e = strrchr(buf, ')')) ||
+	    sscanf(e + 2, "%*c %*d %*d %*d %lu", &tty_nr) != 1)
+		return false;
+	return major(tty_nr) >= 136 && major(tty_nr) <= 143;
+}
+
+/* the descriptions each kind can hold flock and OFD locks on */
+static bool lockable(int kind)
+{
+	return kind == FILE_KIND__FILE_REG || kind == FILE_KIND__FILE_DIR ||
+	       kind == FILE_KIND__FILE_CHR || kind == FILE_KIND__FILE_MEMFD;
+}
+
+static int anon_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+{
+	switch (f->kind) {
+	case FILE_KIND__FILE_EVENTFD:
+		return eventfd_dump(p, fd, fdinfo, f);
+	case FILE_KIND__FILE_SIGNALFD:
+		return signalfd_dump(p, fd, fdinfo, f);
+	case FILE_KIND__FILE_TIMERFD:
+		return timerfd_dump(p, fd, fdinfo, f);
+	case FILE_KIND__FILE_EPOLL:
+		return epoll_dump(p, fd, fdinfo, f);
+	case FILE_KIND__FILE_INOTIFY:
+		return inotify_dump(p, fd, fdinfo, f);
+	}
+	return -EINVAL;
 }
 
 static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struct cr_file *f,
@@ -108,12 +203,16 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 	return -EOPNOTSUPP;
 }
 
-static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link,
-		    const struct stat *st, uint64_t pos, uint32_t flags, uint32_t *id)
+/* kind: what the link says the fd is; FILE_KIND__FILE_REG for a path
+ * (refined from st), a memfd, an anonymous-inode kind, or 0 for a ghost */
+static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link, int kind,
+		    const char *fdinfo, const struct stat *st, uint64_t pos, uint32_t flags,
+		    uint32_t *id, struct cr_file **out)
 {
 	struct cr_file *f, *nf;
 	int ret;
 
+	*out = NULL;
 	for (int i = 0; i < ctx->nr_files; i++) {
 		f = &ctx->files[i];
 		if (f->dev != st->st_dev || f->ino != st->st_ino)
@@ -142,8 +241,27 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 	f->rdev = st->st_rdev;
 	f->owner_pid = p->pid;
 	f->owner_fd = fd;
+	*out = f;
 	if (!strncmp(link, "socket:", 7))
 		return socket_dump(ctx, p, fd, f, id);
+	*id = f->id;
+	if (kind && kind != FILE_KIND__FILE_REG) {
+		f->kind = kind;
+		if (kind == FILE_KIND__FILE_MEMFD)
+			return shmem_dump_fd(ctx, p->pid, fd, link, &f->shmid);
+		if (kind == FILE_KIND__FILE_TTY)
+			return tty_dump(p, fd, link, f);
+		return anon_dump(p, fd, fdinfo, f);
+	}
+	if (!kind) {
+		/* an unlinked file: its path without " (deleted)" */
+		size_t n = strlen(f->path);
+
+		if (n > 10 && !strcmp(f->path + n - 10, " (deleted)"))
+			f->path[n - 10] = 0;
+		f->kind = FILE_KIND__FILE_REG;
+		return ghost_dump(ctx, p, fd, st, f);
+	}
 	if (!strncmp(link, "pipe:", 5))
 		f->kind = FILE_KIND__FILE_PIPE;
 	else if (S_ISFIFO(st->st_mode))
@@ -170,16 +288,75 @@ static int cmp_fd(const void *a, const void *b)
 	return (x->fd > y->fd) - (x->fd < y->fd);
 }
 
+/* the locks of one fd: those of its description once (when it is new),
+ * the POSIX locks of its process on the first of its fds of that description */
+static int dump_locks(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+		      uint32_t id, bool is_new, struct cr_fd *cfd)
+{
+	FileLock **desc = NULL, **posix = NULL;
+	size_t nd = 0, np = 0;
+	struct cr_file *f = NULL;
+	int ret;
+
+	for (int i = 0; i < ctx->nr_files && !f; i++)
+		if (ctx->files[i].id == id)
+			f = &ctx->files[i];
+	if (!f)
+		return -EINVAL;
+	ret = locks_parse(p->pid, fd, f->path, fdinfo, &desc, &nd, &posix, &np);
+	if (ret || (!nd && !np))
+		goto out;
+	if (!lockable(f->kind)) {
+		pr_err("pid %d: fd %d (%s) holds a file lock on a kind of file kupdate cannot "
+		       "restore locks on",
+		       p->pid, fd, f->path);
+		ret = -EOPNOTSUPP;
+		goto out;
+	}
+	if (is_new) {
+		f->locks = desc;
+		f->nr_locks = nd;
+		desc = NULL;
+		nd = 0;
+	}
+	for (int k = 0; k < p->nr_fds; k++)
+		if (p->fds[k].file_id == id)
+			goto out; /* seen through another fd of this process already */
+	if (np) {
+		struct cr_lockset *ns =
+			xrealloc_array(ctx->posix_locks, ctx->nr_posix_locks + 1, sizeof(*ns));
+
+		if (!ns) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ctx->posix_locks = ns;
+		ns[ctx->nr_posix_locks].l = posix;
+		ns[ctx->nr_posix_locks].n = np;
+		ctx->nr_posix_locks++;
+		cfd->locks = posix;
+		cfd->nr_locks = np;
+		posix = NULL;
+		np = 0;
+	}
+out:
+	locks_free(desc, nd);
+	locks_free(posix, np);
+	return ret;
+}
+
 static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 {
 	char lpath[96], link[PATH_MAX + 1];
+	_cleanup_free_ char *fdinfo = NULL;
 	struct stat st;
-	struct cr_fd *nfds;
+	struct cr_fd *nfds, cfd;
+	struct cr_file *nf;
 	const char *what;
 	uint64_t pos;
 	uint32_t flags, id;
 	ssize_t n;
-	int ret;
+	int kind = FILE_KIND__FILE_REG, ret;
 
 	snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%d", p->pid, fd);
 	n = readlink(lpath, link, sizeof(link) - 1);
@@ -200,39 +377,120 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		pr_perror("pid %d: cannot stat fd %d (%s)", p->pid, fd, link);
 		return ret;
 	}
-	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode) &&
-	    !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
-		pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet", p->pid, fd,
-		       link);
+	if (anon_kind(link)) {
+		kind = anon_kind(link);
+	} else if (tty_is_pty(link, &st)) {
+		kind = FILE_KIND__FILE_TTY;
+	} else if (!strcmp(link, "/dev/tty") && !ctty_is_pty(p->pid)) {
+		pr_err("pid %d: fd %d is /dev/tty, and its controlling terminal is not a "
+		       "pseudo-terminal kupdate restores",
+		       p->pid, fd);
 		return -EOPNOTSUPP;
+	} else if (!strncmp(link, "/memfd:", 7) && S_ISREG(st.st_mode)) {
+		kind = FILE_KIND__FILE_MEMFD;
+	} else {
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode) &&
+		    !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+			pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet",
+			       p->pid, fd, link);
+			return -EOPNOTSUPP;
+		}
+		if (link[0] != '/' && strncmp(link, "pipe:", 5) && strncmp(link, "socket:", 7)) {
+			pr_err("pid %d: fd %d (%s) has no path to reopen it by", p->pid, fd, link);
+			return -EOPNOTSUPP;
+		}
+		if (link[0] == '/' &&
+		    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)"))))
+			kind = 0; /* a ghost */
 	}
-	if (link[0] != '/' && strncmp(link, "pipe:", 5) && strncmp(link, "socket:", 7)) {
-		pr_err("pid %d: fd %d (%s) has no path to reopen it by", p->pid, fd, link);
-		return -EOPNOTSUPP;
-	}
-	if (link[0] == '/' &&
-	    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)")))) {
-		pr_err("pid %d: fd %d refers to the deleted file %s; unlinked open files are not "
-		       "supported yet",
-		       p->pid, fd, link);
-		return -EOPNOTSUPP;
-	}
-	ret = parse_fdinfo(p->pid, fd, &pos, &flags);
+	ret = parse_fdinfo(p->pid, fd, &fdinfo, &pos, &flags);
 	if (ret) {
 		pr_err("pid %d: cannot read fdinfo of fd %d: %s", p->pid, fd, strerror(-ret));
 		return ret;
 	}
-	ret = add_file(ctx, p, fd, link, &st, pos, flags, &id);
+	ret = add_file(ctx, p, fd, link, kind, fdinfo, &st, pos, flags, &id, &nf);
+	if (ret)
+		return ret;
+	memset(&cfd, 0, sizeof(cfd));
+	cfd.fd = fd;
+	cfd.file_id = id;
+	cfd.cloexec = !!(flags & O_CLOEXEC);
+	ret = dump_locks(ctx, p, fd, fdinfo, id, nf != NULL, &cfd);
 	if (ret)
 		return ret;
 	nfds = xrealloc_array(p->fds, p->nr_fds + 1, sizeof(*nfds));
 	if (!nfds)
 		return -ENOMEM;
 	p->fds = nfds;
-	nfds[p->nr_fds].fd = fd;
-	nfds[p->nr_fds].file_id = id;
-	nfds[p->nr_fds].cloexec = !!(flags & O_CLOEXEC);
-	p->nr_fds++;
+	nfds[p->nr_fds++] = cfd;
+	return 0;
+}
+
+/* fd tables (CLONE_FILES) and fs structs (CLONE_FS) shared with processes
+ * dumped before p (its parent among them).  An fs struct shared with the
+ * parent is restored with CLONE_FS (restore.c), which also covers the
+ * parent's other children that share it. */
+static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	p->share_fs = p->parent && p->parent->state != TASK_STATE__TASK_ZOMBIE &&
+		      syscall(SYS_kcmp, p->pid, p->parent->pid, KCMP_FS, 0, 0) == 0;
+	if (p->share_fs && p->root && strcmp(p->root, "/")) {
+		pr_err("pid %d shares its cwd and root (CLONE_FS) with its parent and has the "
+		       "root %s; kupdate cannot restore that",
+		       p->pid, p->root);
+		return -EOPNOTSUPP;
+	}
+	for (int i = 0; i < ctx->nr_procs && ctx->procs[i] != p; i++) {
+		struct cr_proc *q = ctx->procs[i];
+
+		if (q->state == TASK_STATE__TASK_ZOMBIE)
+			continue;
+		if (syscall(SYS_kcmp, p->pid, q->pid, KCMP_FILES, 0, 0) == 0) {
+			pr_err("pid %d shares its fd table with pid %d (CLONE_FILES), which this "
+			       "kupdate cannot restore",
+			       p->pid, q->pid);
+			return -EOPNOTSUPP;
+		}
+		if (!p->share_fs && syscall(SYS_kcmp, p->pid, q->pid, KCMP_FS, 0, 0) == 0) {
+			pr_err("pid %d shares its cwd and root (CLONE_FS) with pid %d but not with "
+			       "its parent; kupdate cannot restore that",
+			       p->pid, q->pid);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
+/* A POSIX lock is dropped when its process closes any fd of the file: the
+ * restore closes the fds it used to map the process's files, to set its
+ * executable and to create its shared memory (see restore.c, memory.c). */
+static int check_posix_locks(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	for (int k = 0; k < p->nr_fds; k++) {
+		const struct cr_file *f = NULL;
+
+		if (!p->fds[k].nr_locks)
+			continue;
+		for (int i = 0; i < ctx->nr_files && !f; i++)
+			if (ctx->files[i].id == p->fds[k].file_id)
+				f = &ctx->files[i];
+		if (!f)
+			return -EINVAL;
+		if (f->kind == FILE_KIND__FILE_MEMFD || (p->exe_ino && p->exe_ino == f->ino)) {
+			pr_err("pid %d: fd %d: POSIX locks on %s, %s, cannot be restored", p->pid,
+			       p->fds[k].fd, f->path,
+			       f->kind == FILE_KIND__FILE_MEMFD ? "a memfd" : "its executable");
+			return -EOPNOTSUPP;
+		}
+		for (int v = 0; v < p->nr_vmas; v++)
+			if (p->vmas[v].s.ino == f->ino && p->vmas[v].s.dev_major == major(f->dev) &&
+			    p->vmas[v].s.dev_minor == minor(f->dev)) {
+				pr_err("pid %d: fd %d: POSIX locks on %s, which the process also "
+				       "maps, cannot be restored",
+				       p->pid, p->fds[k].fd, f->path);
+				return -EOPNOTSUPP;
+			}
+	}
 	return 0;
 }
 
@@ -241,7 +499,10 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	char dpath[64];
 	DIR *d;
 	struct dirent *de;
-	int ret = 0;
+	int ret = dump_sharing(ctx, p);
+
+	if (ret)
+		return ret;
 
 	snprintf(dpath, sizeof(dpath), "/proc/%d/fd", p->pid);
 	d = opendir(dpath);
@@ -258,6 +519,18 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	closedir(d);
 	if (!ret)
 		qsort(p->fds, p->nr_fds, sizeof(*p->fds), cmp_fd);
+	if (!ret)
+		ret = epoll_resolve(ctx, p);
+	if (!ret)
+		ret = check_posix_locks(ctx, p);
+	/* what spans processes, once the last one is done */
+	for (int i = ctx->nr_procs - 1; i >= 0 && !ret; i--) {
+		if (ctx->procs[i]->state == TASK_STATE__TASK_ZOMBIE)
+			continue;
+		if (ctx->procs[i] == p)
+			ret = tty_finish_dump(ctx);
+		break;
+	}
 	return ret;
 }
 
@@ -290,6 +563,22 @@ int write_files(struct cr_dump_ctx *ctx)
 		}
 		e.usk = f->usk;
 		e.isk = f->isk;
+		e.efd = f->efd;
+		e.sfd = f->sfd;
+		e.tmr = f->tmr;
+		e.ep = f->ep;
+		e.ify = f->ify;
+		if (f->kind == FILE_KIND__FILE_MEMFD) {
+			e.has_shmid = 1;
+			e.shmid = f->shmid;
+		}
+		if (f->ghost_id) {
+			e.has_ghost_id = 1;
+			e.ghost_id = f->ghost_id;
+		}
+		e.n_locks = f->nr_locks;
+		e.locks = f->locks;
+		e.tty = f->tty;
 		img_write(&w, &e.base);
 	}
 	ret = img_writer_close(&w);
@@ -312,6 +601,8 @@ int write_files(struct cr_dump_ctx *ctx)
 			e.fd = p->fds[k].fd;
 			e.file_id = p->fds[k].file_id;
 			e.cloexec = p->fds[k].cloexec;
+			e.n_locks = p->fds[k].nr_locks;
+			e.locks = p->fds[k].locks;
 			img_write(&w, &e.base);
 		}
 		ret = img_writer_close(&w);
@@ -327,10 +618,25 @@ void free_files(struct cr_dump_ctx *ctx)
 		free(ctx->files[i].path);
 		unix_free_dump(ctx->files[i].usk);
 		inet_free_dump(ctx->files[i].isk);
+		eventfd_free_dump(ctx->files[i].efd);
+		signalfd_free_dump(ctx->files[i].sfd);
+		timerfd_free_dump(ctx->files[i].tmr);
+		epoll_free_dump(ctx->files[i].ep);
+		free(ctx->files[i].ep_where);
+		inotify_free_dump(ctx->files[i].ify);
+		tty_free_dump(ctx->files[i].tty);
+		locks_free(ctx->files[i].locks, ctx->files[i].nr_locks);
 	}
 	free(ctx->files);
 	ctx->files = NULL;
 	ctx->nr_files = 0;
+	/* the processes (and their fds) may be gone already */
+	for (int i = 0; i < ctx->nr_posix_locks; i++)
+		locks_free(ctx->posix_locks[i].l, ctx->posix_locks[i].n);
+	free(ctx->posix_locks);
+	ctx->posix_locks = NULL;
+	ctx->nr_posix_locks = 0;
+	ghost_free_dump(ctx);
 }
 
 /* ------------------------------------------------------------- restore */
@@ -362,10 +668,61 @@ int files_load(int dirfd, struct rfiles *f)
 		FileEntry *e = f->files[i];
 		bool piped = e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO;
 
-		if (e->kind < FILE_KIND__FILE_REG || e->kind > FILE_KIND__FILE_INET || !e->path[0] ||
-		    (piped && !e->has_pipe_id)) {
-			pr_err("image files.img is damaged: entry %zu has an invalid kind or path", i);
+		if (e->kind < FILE_KIND__FILE_REG || e->kind > FILE_KIND__FILE_TTY || !e->path[0] ||
+		    (piped && !e->has_pipe_id) ||
+		    (e->kind == FILE_KIND__FILE_MEMFD && !e->has_shmid) ||
+		    (e->has_ghost_id && e->kind != FILE_KIND__FILE_REG) ||
+		    (e->n_locks && !lockable(e->kind))) {
+			pr_err("image files.img is damaged: entry %zu has an invalid kind or path",
+			       i);
 			return -EINVAL;
+		}
+		if (locks_validate(e->locks, e->n_locks, false, "files.img"))
+			return -EINVAL;
+		switch (e->kind) {
+		case FILE_KIND__FILE_EVENTFD:
+			ret = eventfd_validate(e);
+			break;
+		case FILE_KIND__FILE_SIGNALFD:
+			ret = signalfd_validate(e);
+			break;
+		case FILE_KIND__FILE_TIMERFD:
+			ret = timerfd_validate(e);
+			break;
+		case FILE_KIND__FILE_EPOLL:
+			ret = epoll_validate(e);
+			break;
+		case FILE_KIND__FILE_INOTIFY:
+			ret = inotify_validate(e);
+			break;
+		case FILE_KIND__FILE_TTY:
+			ret = tty_validate(e);
+			for (size_t k = 0; !ret && k < i; k++)
+				if (f->files[k]->kind == FILE_KIND__FILE_TTY && e->tty->master &&
+				    f->files[k]->tty->master &&
+				    f->files[k]->tty->index == e->tty->index) {
+					pr_err("image files.img is damaged: two masters of "
+					       "/dev/pts/%u",
+					       e->tty->index);
+					ret = -EINVAL;
+				}
+			break;
+		default:
+			ret = 0;
+		}
+		if (ret)
+			return ret;
+		if (e->has_ghost_id && !files_ghost(f, e->ghost_id)) {
+			struct rghost *ng =
+				xrealloc_array(f->ghosts, f->nr_ghosts + 1, sizeof(*ng));
+
+			if (!ng)
+				return -ENOMEM;
+			f->ghosts = ng;
+			ret = ghost_load(dirfd, e->ghost_id, &ng[f->nr_ghosts]);
+			f->nr_ghosts++;
+			if (ret)
+				return ret;
 		}
 		for (size_t k = 0; k < i; k++)
 			if (f->files[k]->id == e->id) {
@@ -383,13 +740,22 @@ int files_load(int dirfd, struct rfiles *f)
 	}
 	f->desc = calloc(f->nr_files ? f->nr_files : 1, sizeof(*f->desc));
 	f->pipe_owner = calloc(f->nr_pipes ? f->nr_pipes : 1, sizeof(*f->pipe_owner));
-	if (!f->desc || !f->pipe_owner)
+	f->tty = calloc(1, sizeof(*f->tty));
+	if (!f->desc || !f->pipe_owner || !f->tty)
 		return -ENOMEM;
 	return 0;
 }
 
 void files_free(struct rfiles *f)
 {
+	for (size_t i = 0; i < f->nr_ghosts; i++)
+		ghost_free(&f->ghosts[i]);
+	free(f->ghosts);
+	if (f->tty) {
+		tty_close_pairs(f->tty);
+		free(f->tty->p);
+		free(f->tty);
+	}
 	for (size_t i = 0; i < f->nr_files; i++)
 		file_entry__free_unpacked(f->files[i], NULL);
 	free(f->files);
@@ -397,6 +763,14 @@ void files_free(struct rfiles *f)
 	free(f->desc);
 	free(f->pipe_owner);
 	memset(f, 0, sizeof(*f));
+}
+
+struct rghost *files_ghost(const struct rfiles *f, uint32_t id)
+{
+	for (size_t i = 0; i < f->nr_ghosts; i++)
+		if (f->ghosts[i].e && f->ghosts[i].e->id == id)
+			return &f->ghosts[i];
+	return NULL;
 }
 
 PipeEntry *files_pipe(const struct rfiles *f, uint64_t id)
@@ -413,6 +787,14 @@ static size_t file_index(const struct rfiles *f, uint32_t id)
 		if (f->files[i]->id == id)
 			return i;
 	return (size_t)-1;
+}
+
+static bool holds(const struct rproc *rp, uint32_t file_id)
+{
+	for (size_t k = 0; k < rp->nr_fds; k++)
+		if (rp->fds[k]->file_id == file_id)
+			return true;
+	return false;
 }
 
 static size_t pipe_index(const struct rfiles *f, uint64_t id)
@@ -456,9 +838,71 @@ static struct rproc *common_ancestor(struct rproc *a, struct rproc *b)
 	return a;
 }
 
+/* the description of the master of /dev/pts/index someone holds, or -1 */
+static ssize_t live_master(const struct rfiles *f, uint32_t index)
+{
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->kind == FILE_KIND__FILE_TTY && f->files[i]->tty->master &&
+		    f->files[i]->tty->index == index && f->desc[i].owner)
+			return i;
+	return -1;
+}
+
+/* What refers across images: memfds to shmem.img, epoll targets to the fd
+ * table of the process that fills the epoll, slaves and controlling
+ * terminals to their pseudo-terminal's master. */
+static int plan_check(const struct rfiles *f, struct rproc *procs, size_t nr)
+{
+	for (size_t k = 0; k < nr; k++)
+		if (!procs[k].zombie && procs[k].pe->has_ctty &&
+		    (procs[k].pe->sid != procs[k].pid || live_master(f, procs[k].pe->ctty) < 0)) {
+			pr_err("image pstree.img is damaged: pid %d cannot have /dev/pts/%u as its "
+			       "controlling terminal",
+			       procs[k].pid, procs[k].pe->ctty);
+			return -EINVAL;
+		}
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const FileEntry *e = f->files[i];
+		const struct rproc *filler = NULL;
+
+		if (!f->desc[i].owner)
+			continue;
+		if (e->kind == FILE_KIND__FILE_MEMFD &&
+		    (!f->shm || e->shmid < 1 || e->shmid > f->shm->n ||
+		     f->shm->e[e->shmid - 1]->kind != SHMEM_KIND__SHMEM_MEMFD)) {
+			pr_err("image files.img refers to memfd %u, which shmem.img lacks",
+			       e->shmid);
+			return -EINVAL;
+		}
+		if (e->kind == FILE_KIND__FILE_TTY && !e->tty->master &&
+		    live_master(f, e->tty->index) < 0) {
+			/* slaves are opened through their master */
+			pr_err("image files.img is damaged: /dev/pts/%u has no master",
+			       e->tty->index);
+			return -EINVAL;
+		}
+		if (e->kind != FILE_KIND__FILE_EPOLL)
+			continue;
+		for (size_t k = 0; k < nr && !filler; k++)
+			if (procs[k].pid == e->ep->pid && !procs[k].zombie)
+				filler = &procs[k];
+		for (size_t t = 0; filler && t < e->ep->n_targets; t++)
+			if (!holds(filler, e->ep->targets[t]->file_id))
+				filler = NULL;
+		if (!filler || !holds(filler, e->id)) {
+			pr_err("image files.img is damaged: the targets of epoll %u do not match "
+			       "the fds of pid %d",
+			       e->id, e->ep->pid);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 {
-	int maxfd = fd_floor, next;
+	int maxfd = fd_floor, next, ret;
+	struct rproc *everyone = NULL;
 	struct rlimit rl;
 
 	for (size_t i = 0; i < nr; i++) {
@@ -516,6 +960,9 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		if (f->desc[i].pair < 0)
 			f->desc[i].late = true;
 	}
+	for (size_t i = 0; i < nr; i++)
+		if (!procs[i].zombie)
+			everyone = common_ancestor(everyone, &procs[i]);
 	next = maxfd + 1;
 	f->tbase = next;
 	f->tend = next; /* grows below */
@@ -529,6 +976,13 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		if (e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO) {
 			d->owner = f->pipe_owner[pipe_index(f, e->pipe_id)];
 			d->tfd = next++;
+		} else if (e->kind == FILE_KIND__FILE_MEMFD || e->kind == FILE_KIND__FILE_TTY ||
+			   e->has_ghost_id) {
+			/* one object (a memfd kupdate made, an unlinked file made
+			 * again) for every process: their common ancestor opens
+			 * every description of it before it forks */
+			d->owner = everyone;
+			d->tfd = next++;
 		} else if (d->nholders > 1 || d->pair >= 0 ||
 			   (e->kind == FILE_KIND__FILE_UNIX && e->usk->has_name && e->usk->name.len)) {
 			/* shared, half of a pair, or bound (it must exist before anyone
@@ -537,6 +991,10 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		}
 	}
 	f->tend = next;
+	f->tty->floor = next;
+	ret = plan_check(f, procs, nr);
+	if (ret)
+		return ret;
 	/* transport fds may go beyond the usual soft limit */
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)next + 64 &&
 	    rl.rlim_max > rl.rlim_cur) {
@@ -544,6 +1002,23 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	return 0;
+}
+
+/* the flock and OFD locks of a description just made */
+static int with_locks(int nfd, const FileEntry *e, pid_t pid, int fd)
+{
+	char what[96];
+	int ret;
+
+	if (!e->n_locks)
+		return nfd;
+	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
+	ret = locks_apply_desc(nfd, e, what);
+	if (ret) {
+		close(nfd);
+		return ret;
+	}
+	return nfd;
 }
 
 static int open_file(const FileEntry *f, pid_t pid, int fd)
@@ -586,7 +1061,72 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 		close(nfd);
 		return ret ? ret : -EIO;
 	}
-	return nfd;
+	return with_locks(nfd, f, pid, fd);
+}
+
+static int lift(const struct rfiles *f, int fd);
+
+/* A memfd or an unlinked file: a new description of the object kupdate
+ * (or an ancestor) made, reached through /proc/self/fd. */
+static int open_object(const FileEntry *e, int obj, pid_t pid, int fd)
+{
+	int flags = (e->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
+	char path[64];
+	int nfd, ret;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", obj);
+	nfd = open(path, flags);
+	if (nfd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot open %s again", pid, fd, e->path);
+		return ret;
+	}
+	if (!(e->flags & O_PATH) && e->has_pos && lseek(nfd, e->pos, SEEK_SET) != (off_t)e->pos) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot seek %s to %lu", pid, fd, e->path,
+			  (unsigned long)e->pos);
+		close(nfd);
+		return ret ? ret : -EIO;
+	}
+	return with_locks(nfd, e, pid, fd);
+}
+
+static int open_memfd(const struct rfiles *f, const FileEntry *e, pid_t pid, int fd)
+{
+	int obj = shmem_fd(f->shm, e->shmid, NULL);
+
+	if (obj < 0) {
+		pr_err("pid %d: fd %d: memfd %u was not made", pid, fd, e->shmid);
+		return -EINVAL;
+	}
+	return open_object(e, obj, pid, fd);
+}
+
+static int open_ghost(const struct rfiles *f, const FileEntry *e, pid_t pid, int fd)
+{
+	struct rghost *g = files_ghost(f, e->ghost_id);
+
+	if (g->fd < 0) {
+		int gfd = ghost_create(g, e->path);
+
+		if (gfd < 0)
+			return gfd;
+		/* above every transport, out of the way of their placement */
+		g->fd = lift(f, gfd);
+		if (g->fd < 0)
+			return g->fd;
+	}
+	return open_object(e, g->fd, pid, fd);
+}
+
+/* the files made again once every description of them is open */
+static void close_ghosts(struct rfiles *f)
+{
+	for (size_t i = 0; i < f->nr_ghosts; i++)
+		if (f->ghosts[i].fd >= 0) {
+			close(f->ghosts[i].fd);
+			f->ghosts[i].fd = -1;
+		}
 }
 
 static int set_fl(int fd, uint32_t flags, const char *what)
@@ -699,8 +1239,9 @@ static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
 }
 
 /* A description that is neither a pipe nor half of a pair. */
-static int create_desc(const FileEntry *e, pid_t pid, int fd)
+static int create_desc(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int fd)
 {
+	pid_t pid = rp->pid;
 	char what[96];
 
 	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
@@ -709,7 +1250,23 @@ static int create_desc(const FileEntry *e, pid_t pid, int fd)
 		return unix_create(e->usk, what);
 	case FILE_KIND__FILE_INET:
 		return inet_create(e->isk, what);
+	case FILE_KIND__FILE_EVENTFD:
+		return eventfd_restore(e, what);
+	case FILE_KIND__FILE_SIGNALFD:
+		return signalfd_restore(e, what);
+	case FILE_KIND__FILE_TIMERFD:
+		return timerfd_restore(e, what);
+	case FILE_KIND__FILE_EPOLL:
+		return epoll_restore(e, what);
+	case FILE_KIND__FILE_INOTIFY:
+		return inotify_restore(e, what);
+	case FILE_KIND__FILE_MEMFD:
+		return open_memfd(f, e, pid, fd);
+	case FILE_KIND__FILE_TTY:
+		return tty_restore(f->tty, e, what);
 	default:
+		if (e->has_ghost_id)
+			return open_ghost(f, e, pid, fd);
 		return open_file(e, pid, fd);
 	}
 }
@@ -724,10 +1281,41 @@ static int late_desc(const struct rfiles *f, size_t i, int sk, pid_t pid, int fd
 	return unix_connect_late(sk, f->files[i]->usk, what);
 }
 
+/* A session leader takes its terminal before it forks (its session
+ * inherits it) and before anything opens /dev/tty. */
+static int take_ctty(struct rfiles *f, struct rproc *rp)
+{
+	if (!rp->pe->has_ctty)
+		return 0;
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->kind == FILE_KIND__FILE_TTY && f->files[i]->tty->master &&
+		    f->files[i]->tty->index == rp->pe->ctty && f->desc[i].tfd >= 0)
+			return tty_set_ctty(f->desc[i].tfd, rp->pe->ctty, rp->pid);
+	return -EINVAL;
+}
+
 int files_create_owned(struct rfiles *f, struct rproc *rp)
 {
 	int ret;
 
+	/* pseudo-terminals first: then the controlling terminal */
+	for (size_t i = 0; i < f->nr_files; i++) {
+		int fd;
+
+		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 ||
+		    f->files[i]->kind != FILE_KIND__FILE_TTY)
+			continue;
+		fd = create_desc(f, f->files[i], rp, f->desc[i].tfd);
+		if (fd < 0)
+			return fd;
+		ret = place(fd, f->desc[i].tfd);
+		if (ret)
+			return ret;
+	}
+	tty_close_pairs(f->tty);
+	ret = take_ctty(f, rp);
+	if (ret)
+		return ret;
 	for (size_t pi = 0; pi < f->nr_pipes; pi++) {
 		if (f->pipe_owner[pi] != rp)
 			continue;
@@ -739,8 +1327,9 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 		FileEntry *e = f->files[i];
 		int fd, pair = f->desc[i].pair;
 
-		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || e->kind == FILE_KIND__FILE_PIPE ||
-		    e->kind == FILE_KIND__FILE_FIFO)
+		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 ||
+		    e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO ||
+		    e->kind == FILE_KIND__FILE_TTY)
 			continue;
 		if (pair >= 0) {
 			int fa, fb;
@@ -766,13 +1355,14 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 				return ret;
 			continue;
 		}
-		fd = create_desc(e, rp->pid, f->desc[i].tfd);
+		fd = create_desc(f, e, rp, f->desc[i].tfd);
 		if (fd < 0)
 			return fd;
 		ret = place(fd, f->desc[i].tfd);
 		if (ret)
 			return ret;
 	}
+	close_ghosts(f);
 	return 0;
 }
 
@@ -784,6 +1374,59 @@ int files_prepare_owned(struct rfiles *f, struct rproc *rp)
 		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || !f->desc[i].late)
 			continue;
 		ret = late_desc(f, i, f->desc[i].tfd, rp->pid, f->desc[i].tfd);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* rp holds the transport fds of what its ancestors (and kupdate) made */
+static bool inherited(const struct rproc *owner, const struct rproc *rp)
+{
+	for (; rp; rp = rp->parent)
+		if (rp == owner)
+			return true;
+	return false;
+}
+
+/* Once the fd table of rp is complete: its epolls are filled, and its
+ * POSIX locks taken, after every other fd it held of their files for the
+ * restore is gone (closing one would drop them). */
+static int finish_fds(struct rfiles *f, struct rproc *rp)
+{
+	bool posix = false;
+	char what[96];
+	int ret;
+
+	for (size_t i = 0; i < rp->nr_fds; i++) {
+		const FileEntry *e = f->files[file_index(f, rp->fds[i]->file_id)];
+		bool first = true;
+
+		posix |= rp->fds[i]->n_locks > 0;
+		if (e->kind != FILE_KIND__FILE_EPOLL || e->ep->pid != rp->pid)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			first &= rp->fds[k]->file_id != e->id;
+		if (!first)
+			continue;
+		snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[i]->fd);
+		ret = epoll_fill(rp->fds[i]->fd, e, rp->fds, rp->nr_fds, what);
+		if (ret)
+			return ret;
+	}
+	if (rp->pe->has_ctty && rp->pe->has_ctty_fg && rp->pe->ctty_fg > 0 &&
+	    (ret = tty_set_fg(rp->pe->ctty_fg, rp->pid)))
+		return ret;
+	if (!posix)
+		return 0;
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->desc[i].tfd >= 0 && f->desc[i].owner && inherited(f->desc[i].owner, rp))
+			close(f->desc[i].tfd);
+	for (size_t i = 0; i < rp->nr_fds; i++) {
+		if (!rp->fds[i]->n_locks)
+			continue;
+		snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[i]->fd);
+		ret = locks_apply_posix(rp->fds[i]->fd, rp->fds[i], what);
 		if (ret)
 			return ret;
 	}
@@ -816,7 +1459,7 @@ int files_restore(struct rfiles *f, struct rproc *rp)
 					break;
 				}
 			if (nfd < 0) {
-				nfd = create_desc(f->files[fi], rp->pid, e->fd);
+				nfd = create_desc(f, f->files[fi], rp, e->fd);
 				if (nfd < 0)
 					return nfd;
 				if (late_desc(f, fi, nfd, rp->pid, e->fd)) {
@@ -837,7 +1480,7 @@ int files_restore(struct rfiles *f, struct rproc *rp)
 			fcntl(nfd, F_SETFD, 0);
 		}
 	}
-	return 0;
+	return finish_fds(f, rp);
 }
 
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img)
@@ -854,6 +1497,12 @@ int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, con
 		if (file_index(f, fds[i]->file_id) == (size_t)-1) {
 			pr_err("image %s is damaged: fd %d refers to unknown file %u", img,
 			       fds[i]->fd, fds[i]->file_id);
+			return -EINVAL;
+		}
+		if (locks_validate(fds[i]->locks, fds[i]->n_locks, true, img) ||
+		    (fds[i]->n_locks &&
+		     !lockable(f->files[file_index(f, fds[i]->file_id)]->kind))) {
+			pr_err("image %s is damaged: fd %d has invalid locks", img, fds[i]->fd);
 			return -EINVAL;
 		}
 	}

@@ -10,6 +10,9 @@
 #include "images/pipes.pb-c.h"
 
 struct rproc;
+struct rshm;
+struct rghost;
+struct rtty;
 
 /* where each open file description comes from at restore (files.c) */
 struct rdesc {
@@ -27,6 +30,10 @@ struct rfiles {
 	size_t nr_pipes;
 	struct rdesc *desc;         /* parallel to files */
 	struct rproc **pipe_owner;  /* parallel to pipes */
+	const struct rshm *shm;     /* the shared memory objects, for memfd fds */
+	struct rghost *ghosts;      /* unlinked files (ghost.c) */
+	size_t nr_ghosts;
+	struct rtty *tty;           /* the pseudo-terminals made (tty.c) */
 	int tbase;                  /* first transport fd */
 	int tend;                   /* after the last transport fd */
 };
@@ -35,6 +42,9 @@ int files_load(int dirfd, struct rfiles *f);
 void files_free(struct rfiles *f);
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);
 PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
+struct rghost *files_ghost(const struct rfiles *f, uint32_t id);
+/* the value of "key" in an fdinfo text (keys start a line), or NULL */
+const char *fdinfo_find(const char *fdinfo, const char *key);
 /* Decide who creates each description; fd_floor: the highest fd in use by
  * kupdate itself (transport fds go above it and every saved fd). */
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);

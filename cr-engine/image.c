@@ -21,6 +21,7 @@ static const char *const kind_names[IMG_KIND_MAX] = {
 	[IMG_SHMEM_PAGES] = "shmem pages",
 	[IMG_PIPES] = "pipes",
 	[IMG_TIMERS] = "timers",
+	[IMG_GHOST] = "ghost file",
 };
 
 const char *img_kind_name(uint32_t kind)

@@ -37,7 +37,11 @@ enum img_kind {
 	IMG_SHMEM_PAGES, /* raw page data */
 	IMG_PIPES,
 	IMG_TIMERS,
+	IMG_GHOST, /* an unlinked open file with its data */
 	IMG_KIND_MAX,
+	/* the orchestrator's own files, in the same container */
+	IMG_CYCLE_MANIFEST = 100,
+	IMG_UNIT_STATUS = 101,
 };
 
 const char *img_kind_name(uint32_t kind);

@@ -4,6 +4,7 @@
 #include "dump.h"
 #include "image.h"
 #include "images/pstree.pb-c.h"
+#include "tty.h"
 #include "log.h"
 #include "proc.h"
 #include "pstree.h"
@@ -93,6 +94,19 @@ int write_pstree(struct cr_dump_ctx *ctx)
 			e.has_stop_signal = 1;
 			e.stop_signal = p->stop_sig;
 		}
+		if (p->share_fs) {
+			e.has_clone_fs = 1;
+			e.clone_fs = 1;
+		}
+		{
+			int fg = 0, ctty = tty_ctty(ctx, p, &fg);
+
+			if (ctty >= 0) {
+				e.has_ctty = e.has_ctty_fg = 1;
+				e.ctty = ctty;
+				e.ctty_fg = fg;
+			}
+		}
 		img_write(&w, &e.base);
 		free(tids);
 	}
@@ -118,6 +132,11 @@ int pstree_validate(PstreeEntry **e, size_t n)
 		    e[i]->state != TASK_STATE__TASK_STOPPED) {
 			pr_err("image pstree.img is damaged: pid %d has state %d", e[i]->pid,
 			       e[i]->state);
+			return -EINVAL;
+		}
+		if (e[i]->clone_fs && (!e[i]->ppid || e[i]->state == TASK_STATE__TASK_ZOMBIE)) {
+			pr_err("image pstree.img is damaged: pid %d shares the fs of no parent",
+			       e[i]->pid);
 			return -EINVAL;
 		}
 		if (e[i]->n_tids < 1 || e[i]->tids[0] != e[i]->pid ||

@@ -416,6 +416,11 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 
 	memset(&ca, 0, sizeof(ca));
 	ca.flags = clone_parent ? CLONE_PARENT : 0;
+	/* shares cwd, root and umask with its parent (CLONE_FS): files.c
+	 * refused any other sharing at dump, and a root other than "/", as
+	 * both processes restore the same ones in prepare() */
+	if (rp->pe->clone_fs)
+		ca.flags |= CLONE_FS;
 	/* with CLONE_PARENT the child takes our exit signal; clone3 wants 0 */
 	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
 	ca.set_tid = (uintptr_t)&tid;
@@ -1376,6 +1381,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		return ret;
 	}
 	ret = load_images(&c);
+	c.files.shm = &c.shm; /* memfd fds are new descriptions of these objects */
 	if (!ret)
 		ret = find_helpers(&c);
 	if (!ret)

@@ -39,7 +39,8 @@ static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
 	off_t off = 0;
 	int ret;
 
-	map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+	/* an empty memfd has nothing to map */
+	map = s->size ? mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
 	if (map == MAP_FAILED) {
 		ret = -errno;
 		pr_perror("cannot map shared memory object %u to read it", s->id);
@@ -113,34 +114,26 @@ static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
 werr:
 	pr_err("cannot write image %s: %s", name, strerror(-ret));
 out:
-	munmap(map, s->size);
+	if (map)
+		munmap(map, s->size);
 	return ret;
 }
 
-int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
+/* The object fd is open on, saved the first time it is seen. */
+static int shm_object(struct cr_dump_ctx *ctx, int fd, const struct stat *stp, const char *path,
+		      const char *where, uint32_t *shmid)
 {
-	char mf[96];
-	struct stat st;
 	struct cr_shm *s, *ns;
-	_cleanup_close_ int fd = -1;
-	const char *path = v->s.path;
+	struct stat st = *stp;
 	int ret;
 
-	snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start, v->s.end);
-	fd = open(mf, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start,
-			  path);
-		return ret;
-	}
 	for (int i = 0; i < ctx->nr_shm; i++)
 		if (ctx->shm[i].dev == (uint64_t)st.st_dev && ctx->shm[i].ino == st.st_ino) {
-			v->shmid = ctx->shm[i].id;
+			*shmid = ctx->shm[i].id;
 			return 0;
 		}
 	if ((uint64_t)st.st_size > SHM_MAX_SIZE) {
-		pr_err("pid %d: shared memory at %lx is too large (%lu bytes)", p->pid, v->s.start,
+		pr_err("%s: the shared memory object %s is too large (%lu bytes)", where, path,
 		       (unsigned long)st.st_size);
 		return -EFBIG;
 	}
@@ -154,6 +147,10 @@ int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	s->size = PAGE_ALIGN(st.st_size);
+	s->file_size = st.st_size;
+	s->mode = st.st_mode & 07777;
+	s->uid = st.st_uid;
+	s->gid = st.st_gid;
 	if (!strncmp(path, "/memfd:", 7)) {
 		size_t n = strlen(path + 7);
 
@@ -168,8 +165,47 @@ int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 	} else {
 		s->kind = SHMEM_KIND__SHMEM_ANON;
 	}
-	v->shmid = s->id;
+	*shmid = s->id;
 	return copy_object(ctx, s, fd);
+}
+
+int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
+{
+	char mf[96];
+	struct stat st;
+	_cleanup_close_ int fd = -1;
+	const char *path = v->s.path;
+	int ret;
+
+	snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start, v->s.end);
+	fd = open(mf, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start,
+			  path);
+		return ret;
+	}
+	snprintf(mf, sizeof(mf), "pid %d: shared memory at %lx", p->pid, v->s.start);
+	return shm_object(ctx, fd, &st, path, mf, &v->shmid);
+}
+
+int shmem_dump_fd(struct cr_dump_ctx *ctx, pid_t pid, int fd, const char *path, uint32_t *shmid)
+{
+	char pp[96];
+	struct stat st;
+	_cleanup_close_ int ofd = -1;
+	int ret;
+
+	/* a new open of the object itself, whatever the fd's mode */
+	snprintf(pp, sizeof(pp), "/proc/%d/fd/%d", pid, fd);
+	ofd = open(pp, O_RDONLY | O_CLOEXEC);
+	if (ofd < 0 || fstat(ofd, &st)) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot open its memfd (%s)", pid, fd, path);
+		return ret;
+	}
+	snprintf(pp, sizeof(pp), "pid %d: fd %d", pid, fd);
+	return shm_object(ctx, ofd, &st, path, pp, shmid);
 }
 
 int shmem_write(struct cr_dump_ctx *ctx)
@@ -211,6 +247,13 @@ int shmem_write(struct cr_dump_ctx *ctx)
 			e.has_seals = 1;
 			e.seals = s->seals;
 		}
+		if (s->kind == SHMEM_KIND__SHMEM_MEMFD) {
+			e.has_file_size = e.has_mode = e.has_uid = e.has_gid = 1;
+			e.file_size = s->file_size;
+			e.mode = s->mode;
+			e.uid = s->uid;
+			e.gid = s->gid;
+		}
 		img_write(&w, &e.base);
 		free(runs);
 		free(rp);
@@ -248,9 +291,10 @@ static int validate(const ShmemEntry *e, size_t idx)
 	uint64_t end = 0;
 
 	if (e->id != idx + 1 ||
-	    (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) || !e->size ||
-	    e->size > SHM_MAX_SIZE || e->size % PAGE_SIZE ||
-	    (e->kind == SHMEM_KIND__SHMEM_MEMFD && !e->name)) {
+	    (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) ||
+	    (!e->size && e->kind != SHMEM_KIND__SHMEM_MEMFD) || e->size > SHM_MAX_SIZE ||
+	    e->size % PAGE_SIZE || (e->kind == SHMEM_KIND__SHMEM_MEMFD && !e->name) ||
+	    (e->has_file_size && PAGE_ALIGN(e->file_size) != e->size)) {
 		pr_err("image shmem.img is damaged: object %zu is invalid", idx);
 		return -EINVAL;
 	}
@@ -321,14 +365,18 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 
 	if (e->kind == SHMEM_KIND__SHMEM_MEMFD) {
 		fd = memfd_create(e->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (fd < 0 || ftruncate(fd, e->size)) {
+		if (fd < 0 || ftruncate(fd, e->has_file_size ? e->file_size : e->size) ||
+		    (e->has_uid && e->has_gid && fchown(fd, e->uid, e->gid)) ||
+		    (e->has_mode && fchmod(fd, e->mode & 07777))) {
 			ret = -errno;
 			pr_perror("cannot create memfd %s", e->name);
 			if (fd >= 0)
 				close(fd);
 			return ret;
 		}
-		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		/* an empty one has nothing to fill */
+		map = e->size ? mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			      : NULL;
 	} else {
 		map = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
 			   0);
@@ -354,7 +402,8 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 			pr_perror("cannot reopen shared memory object %u", e->id);
 		}
 	}
-	munmap(map, e->size);
+	if (map)
+		munmap(map, e->size);
 	if (!ret && e->has_seals && e->seals && fcntl(fd, F_ADD_SEALS, e->seals)) {
 		ret = -errno;
 		pr_perror("cannot seal memfd %s", e->name);

@@ -13,6 +13,8 @@ struct cr_vma;
 
 /* dump: save the object behind a shared mapping once; sets v->shmid */
 int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v);
+/* the same for the memfd fd of pid is open on */
+int shmem_dump_fd(struct cr_dump_ctx *ctx, pid_t pid, int fd, const char *path, uint32_t *shmid);
 int shmem_write(struct cr_dump_ctx *ctx);
 void shmem_free_dump(struct cr_dump_ctx *ctx);
 

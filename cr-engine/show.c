@@ -8,6 +8,7 @@
 #include "image.h"
 #include "images/core.pb-c.h"
 #include "images/files.pb-c.h"
+#include "images/ghost.pb-c.h"
 #include "images/inventory.pb-c.h"
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
@@ -51,6 +52,8 @@ static struct kind_desc descs(uint32_t kind)
 		return (struct kind_desc){ &shmem_entry__descriptor, &shmem_entry__descriptor };
 	case IMG_FDS:
 		return (struct kind_desc){ &fd_entry__descriptor, &fd_entry__descriptor };
+	case IMG_GHOST:
+		return (struct kind_desc){ &ghost_entry__descriptor, &ghost_chunk__descriptor };
 	}
 	return (struct kind_desc){ NULL, NULL };
 }

@@ -21,10 +21,13 @@ static void usage(FILE *out)
 	      "that keep services running).\n"
 	      "\n"
 	      "Commands:\n"
-	      "  dump -t PID -D DIR [--leave-running] [--no-page-crc]\n"
+	      "  dump -t PID -D DIR [--leave-running] [--no-page-crc] [--ghost-limit SIZE]\n"
 	      "      Checkpoint the process tree rooted at PID into the image directory\n"
 	      "      DIR.  Without --leave-running the tree is gone when dump returns 0;\n"
 	      "      on failure it keeps running as before and DIR holds no images.\n"
+	      "      --ghost-limit: the largest open file that was unlinked whose data\n"
+	      "      is saved (bytes, or with K, M or G; default 1M); larger ones make\n"
+	      "      the dump fail.\n"
 	      "  restore -D DIR [-d|--detach] [--pidfile FILE] [--no-page-verify]\n"
 	      "      Recreate the tree with its pids.  With --detach, return once it runs\n"
 	      "      (its parent is the caller); otherwise wait and exit with the root's\n"
@@ -54,6 +57,29 @@ static int parse_pid(const char *s, pid_t *pid)
 	return 0;
 }
 
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *e;
+	unsigned long long v = strtoull(s, &e, 10);
+	int shift = 0;
+
+	if (e == s || *s == '-')
+		return -1;
+	if (*e == 'K' || *e == 'k')
+		shift = 10;
+	else if (*e == 'M' || *e == 'm')
+		shift = 20;
+	else if (*e == 'G' || *e == 'g')
+		shift = 30;
+	if (shift)
+		e++;
+	if (*e || !v || v > (~0ULL >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
 static int cmd_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -61,6 +87,7 @@ static int cmd_dump(int argc, char **argv)
 		{ "images-dir", required_argument, NULL, 'D' },
 		{ "leave-running", no_argument, NULL, 'R' },
 		{ "no-page-crc", no_argument, NULL, 'C' },
+		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -84,6 +111,13 @@ static int cmd_dump(int argc, char **argv)
 			break;
 		case 'C':
 			o.no_page_crc = true;
+			break;
+		case 'g':
+			if (parse_size(optarg, &o.ghost_limit)) {
+				pr_err("dump: --ghost-limit '%s' is not a size (bytes, or with K, M, G)",
+				       optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);

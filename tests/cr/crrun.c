@@ -51,6 +51,7 @@ struct opts {
 	bool peer_local; /* the peer shares our namespace (loopback) */
 	char **dump_extra;
 	int n_dump_extra;
+	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
 static char workdir[256];
@@ -650,6 +651,8 @@ static int test_main(char **targv)
 			diag("cannot damage the images as asked");
 			return 1;
 		}
+		if (o.pause_ms)
+			usleep(o.pause_ms * 1000);
 		snprintf(out, sizeof(out), "%s/restore-%d.out", workdir, it);
 		rc = do_restore(img, pidfile, out, &rsecs);
 		if (o.expect_restore_fail) {
@@ -787,6 +790,7 @@ int main(int argc, char **argv)
 		{ "peer", required_argument, NULL, 'P' },
 		{ "peer-arg", required_argument, NULL, 'A' },
 		{ "peer-local", no_argument, NULL, 'O' },
+		{ "pause-ms", required_argument, NULL, 'W' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -835,6 +839,9 @@ int main(int argc, char **argv)
 			break;
 		case 'O':
 			o.peer_local = true;
+			break;
+		case 'W':
+			o.pause_ms = atoi(optarg);
 			break;
 		case 'A':
 			if (o.n_peer_args < 8)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "crt.h"
@@ -31,6 +32,27 @@ const char *crt_init(void)
 	sigaction(SIGTERM, &sa, NULL);
 	setvbuf(stdout, NULL, _IONBF, 0);
 	return dir;
+}
+
+static pid_t children[16];
+static int nr_children;
+
+static void kill_children(void)
+{
+	/* only those still ours and running: a reaped pid may be anyone's now */
+	for (int i = 0; i < nr_children; i++)
+		if (waitpid(children[i], NULL, WNOHANG) == 0) {
+			kill(children[i], SIGKILL);
+			waitpid(children[i], NULL, 0);
+		}
+}
+
+void crt_own_child(pid_t pid)
+{
+	if (!nr_children)
+		atexit(kill_children);
+	if (nr_children < 16)
+		children[nr_children++] = pid;
 }
 
 char *crt_path(const char *name)

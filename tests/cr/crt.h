@@ -31,5 +31,8 @@ void crt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretur
 uint64_t crt_hash(const void *p, size_t len, uint64_t h);
 char *crt_read_file(const char *path, size_t *len);
 char *crt_path(const char *name); /* $CRT_DIR/name, static buffer */
+/* a child of the test, killed when the test exits (a failing check must
+ * not leave it behind) */
+void crt_own_child(pid_t pid);
 
 #endif

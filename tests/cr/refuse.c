@@ -3,16 +3,23 @@
  * program holds such a state (argv[1] says which), keeps counting, and
  * checks after SIGTERM that it kept running through the failed dump. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
 #include <linux/netlink.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "crt.h"
 
 static volatile uint64_t count;
+static pid_t child;
 
 int main(int argc, char **argv)
 {
@@ -23,9 +30,22 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "netlink")) {
 		if (socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE) < 0)
 			crt_fail("socket: %s", strerror(errno));
-	} else if (!strcmp(what, "eventfd")) {
-		if (eventfd(3, 0) < 0)
-			crt_fail("eventfd: %s", strerror(errno));
+	} else if (!strcmp(what, "iouring")) {
+		struct io_uring_params p;
+
+		memset(&p, 0, sizeof(p));
+		if (syscall(SYS_io_uring_setup, 4, &p) < 0)
+			crt_fail("io_uring_setup: %s", strerror(errno));
+	} else if (!strcmp(what, "clonefiles")) {
+		/* a child sharing our fd table, like fork(2) otherwise */
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			crt_wait_term();
+			_exit(0);
+		}
+		crt_own_child(child);
 	} else {
 		crt_fail("unknown state %s", what);
 	}
@@ -35,6 +55,10 @@ int main(int argc, char **argv)
 	before = count;
 	for (int i = 0; i < 1000; i++)
 		count++;
+	if (child > 0) {
+		kill(child, SIGTERM);
+		waitpid(child, NULL, 0);
+	}
 	crt_check(count == before + 1000, "counter broken");
 	crt_check(before > 1000000, "the process hardly ran (%lu)", (unsigned long)before);
 	crt_pass();

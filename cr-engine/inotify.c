@@ -1,0 +1,265 @@
+/* inotify: the watches, with their masks and watch descriptors.
+ *
+ * Dump: fdinfo gives, for each watch, its wd, the inode (number and
+ * superblock) and the mask, and a file handle of the inode.  The path is
+ * found with open_by_handle_at(2) from a mount of that superblock, and
+ * checked (same device and inode).  A watch whose inode has no path any
+ * more (deleted) is refused.
+ * Restore: the path must still lead to the same inode.  Watch descriptors
+ * are handed out in increasing order, so each watch is added again and
+ * again (and removed) until it gets its number; the IN_IGNORED events those
+ * removals queue are read away before the instance is handed over.  Events
+ * that were queued at dump time are not kept. */
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "dump.h"
+#include "files.h"
+#include "inotify.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_WATCHES (1 << 20)
+#define MAX_HANDLE  128
+
+/* an fd of a mount of the filesystem with kernel device number sdev */
+static int open_mount(unsigned sdev)
+{
+	_cleanup_free_ char *buf = NULL;
+	unsigned maj = sdev >> 20, min = sdev & 0xfffff;
+	int ret = read_proc(&buf, NULL, "/proc/self/mountinfo");
+	char *line, *save = NULL;
+	int best = -1;
+
+	if (ret)
+		return ret;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned a, b;
+		char root[PATH_MAX], mnt[PATH_MAX];
+
+		if (sscanf(line, "%*d %*d %u:%u %4095s %4095s", &a, &b, root, mnt) != 4 ||
+		    a != maj || b != min)
+			continue;
+		if (best >= 0) {
+			/* prefer a mount of the whole filesystem */
+			if (strcmp(root, "/"))
+				continue;
+			close(best);
+		}
+		best = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (best >= 0 && !strcmp(root, "/"))
+			break;
+	}
+	return best >= 0 ? best : -ENOENT;
+}
+
+static int hexbytes(const char *s, unsigned char *out, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = v;
+	}
+	return 0;
+}
+
+static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t ino,
+		      const char *hline, char **path)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE];
+	} h;
+	unsigned hbytes, htype;
+	char handle[2 * MAX_HANDLE + 1], lpath[64], buf[PATH_MAX + 1];
+	_cleanup_close_ int mfd = -1, wfd = -1;
+	struct stat st;
+	ssize_t n;
+
+	if (!hline ||
+	    sscanf(hline, " fhandle-bytes:%x fhandle-type:%x f_handle:%256s", &hbytes, &htype,
+		   handle) != 3 ||
+	    !hbytes || hbytes > MAX_HANDLE || strlen(handle) < 2 * hbytes ||
+	    hexbytes(handle, h.bytes, hbytes)) {
+		pr_err("pid %d: fd %d: inotify watch %u (inode %lu) has no file handle to find its "
+		       "path by; kupdate cannot restore it",
+		       pid, fd, wd, (unsigned long)ino);
+		return -EOPNOTSUPP;
+	}
+	h.fh.handle_bytes = hbytes;
+	h.fh.handle_type = htype;
+	memcpy(h.fh.f_handle, h.bytes, hbytes);
+	mfd = open_mount(sdev);
+	if (mfd >= 0)
+		wfd = open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
+	if (wfd < 0) {
+		pr_err("pid %d: fd %d: cannot find the path of inotify watch %u (inode %lu on "
+		       "device "
+		       "%u:%u): %s",
+		       pid, fd, wd, (unsigned long)ino, sdev >> 20, sdev & 0xfffff,
+		       strerror(mfd < 0 ? -mfd : errno));
+		return -EOPNOTSUPP;
+	}
+	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", wfd);
+	n = readlink(lpath, buf, sizeof(buf) - 1);
+	if (n <= 0 || buf[0] != '/') {
+		pr_err("pid %d: fd %d: inotify watch %u (inode %lu) has no path", pid, fd, wd,
+		       (unsigned long)ino);
+		return -EOPNOTSUPP;
+	}
+	buf[n] = 0;
+	if (stat(buf, &st) || st.st_ino != ino || major(st.st_dev) != sdev >> 20 ||
+	    minor(st.st_dev) != (sdev & 0xfffff)) {
+		pr_err("pid %d: fd %d: inotify watch %u watches inode %lu, which has no path any "
+		       "more (it was %s); kupdate cannot restore a watch of a deleted file",
+		       pid, fd, wd, (unsigned long)ino, buf);
+		return -EOPNOTSUPP;
+	}
+	*path = strdup(buf);
+	return *path ? 0 : -ENOMEM;
+}
+
+int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+{
+	InotifyFile *in = calloc(1, sizeof(*in));
+	const char *l;
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	inotify_file__init(in);
+	f->ify = in;
+	for (l = fdinfo_find(fdinfo, "inotify wd:"); l; l = fdinfo_find(l, "inotify wd:")) {
+		unsigned wd, sdev, mask, ignored;
+		unsigned long ino;
+		InotifyWatch *w, **nw;
+		int off = 0;
+
+		if (sscanf(l, "%x ino:%lx sdev:%x mask:%x ignored_mask:%x%n", &wd, &ino, &sdev,
+			   &mask, &ignored, &off) < 5 ||
+		    !off) {
+			pr_err("pid %d: fd %d: cannot parse the inotify's fdinfo", p->pid, fd);
+			return -EINVAL;
+		}
+		if (in->n_watches >= MAX_WATCHES)
+			return -E2BIG;
+		nw = xrealloc_array(in->watches, in->n_watches + 1, sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		in->watches = nw;
+		w = calloc(1, sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		inotify_watch__init(w);
+		nw[in->n_watches++] = w;
+		w->wd = wd;
+		w->mask = mask;
+		w->ino = ino;
+		w->path = NULL;
+		ret = watch_path(p->pid, fd, wd, sdev, ino, l + off, &w->path);
+		if (ret)
+			return ret;
+	}
+	/* the kernel lists them newest first */
+	for (size_t i = 1; i < in->n_watches; i++)
+		for (size_t k = i; k > 0 && in->watches[k - 1]->wd > in->watches[k]->wd; k--) {
+			InotifyWatch *t = in->watches[k];
+
+			in->watches[k] = in->watches[k - 1];
+			in->watches[k - 1] = t;
+		}
+	return 0;
+}
+
+void inotify_free_dump(InotifyFile *in)
+{
+	if (!in)
+		return;
+	for (size_t i = 0; i < in->n_watches; i++) {
+		free(in->watches[i]->path);
+		free(in->watches[i]);
+	}
+	free(in->watches);
+	free(in);
+}
+
+int inotify_validate(const FileEntry *e)
+{
+	const InotifyFile *in = e->ify;
+
+	if (!in || in->n_watches > MAX_WATCHES)
+		goto bad;
+	for (size_t i = 0; i < in->n_watches; i++) {
+		const InotifyWatch *w = in->watches[i];
+
+		if (!w->wd || w->wd > INT32_MAX || w->path[0] != '/' ||
+		    !(w->mask & IN_ALL_EVENTS) || (i && w->wd <= in->watches[i - 1]->wd))
+			goto bad;
+	}
+	return 0;
+bad:
+	pr_err("image files.img is damaged: inotify %u is invalid", e->id);
+	return -EINVAL;
+}
+
+static int add_watch(int ifd, const InotifyWatch *w, const char *what)
+{
+	_cleanup_close_ int pfd = open(w->path, O_PATH | O_CLOEXEC);
+	char lpath[64];
+	struct stat st;
+	int wd, ret;
+
+	if (pfd < 0 || fstat(pfd, &st) || st.st_ino != w->ino) {
+		pr_err("%s: inotify watch %u: %s %s", what, w->wd, w->path,
+		       pfd < 0 ? "is gone" : "was replaced since the dump");
+		return -ESTALE;
+	}
+	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", pfd);
+	for (;;) {
+		wd = inotify_add_watch(ifd, lpath, w->mask & IN_ALL_EVENTS);
+		if (wd < 0) {
+			ret = -errno;
+			pr_perror("%s: cannot watch %s", what, w->path);
+			return ret;
+		}
+		if ((uint32_t)wd == w->wd)
+			return 0;
+		if ((uint32_t)wd > w->wd) {
+			pr_err("%s: inotify watch of %s got number %d, not %u", what, w->path, wd,
+			       w->wd);
+			return -EEXIST;
+		}
+		/* not there yet: the numbers only go up */
+		inotify_rm_watch(ifd, wd);
+	}
+}
+
+int inotify_restore(const FileEntry *e, const char *what)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), ret = 0;
+	char buf[4096];
+
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot create an inotify instance", what);
+		return ret;
+	}
+	for (size_t i = 0; i < e->ify->n_watches && !ret; i++)
+		ret = add_watch(fd, e->ify->watches[i], what);
+	/* the IN_IGNORED events of the stand-ins */
+	while (!ret && read(fd, buf, sizeof(buf)) > 0)
+		;
+	if (!ret && !(e->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, e->flags & O_NONBLOCK)) {
+		ret = -errno;
+		pr_perror("%s: cannot set the inotify's flags", what);
+	}
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
