@@ -12,14 +12,30 @@
 
 #define CR_TOOL_VERSION "0.1.0"
 
+/* A unix socket connected to something outside the tree (journald's
+ * stdout stream, say): the dump asks the caller whether it may be replaced
+ * at restore by a new connection of the caller's making. */
+typedef bool (*cr_external_unix_fn)(const char *peer_name, void *arg);
+/* At restore, in the restoring process: a new fd for such a socket. */
+typedef int (*cr_open_external_fn)(const char *peer_name, const char *comm, void *arg);
+
 struct cr_dump_opts {
-	pid_t root;	      /* root of the tree to dump */
+	pid_t root;	    /* root of the tree to dump */
+	const pid_t *roots; /* or several roots (a service's cgroup), the main one first */
+	int nr_roots;
+	const pid_t *members; /* or every process of a group (a service's cgroup): the
+				 * roots are found, members[0]'s tree first; nothing
+				 * outside the group may be in their trees */
+	int nr_members;
 	const char *imgdir;   /* empty or new directory for the images */
 	bool leave_running;   /* resume the tree after the dump instead of killing it */
 	const char *cycle_id; /* recorded in the inventory (orchestrator) */
 	bool no_page_crc;     /* skip the crc32c of page data */
 	bool no_net_lock;     /* the caller locks the network itself */
+	bool check_only;      /* look at everything, write nothing, resume the tree */
 	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
+	cr_external_unix_fn external_unix;
+	void *cb_arg;
 };
 
 struct cr_dump_stats {
@@ -32,17 +48,42 @@ struct cr_dump_stats {
 /* Checkpoint the tree.  On failure the tree is left running as it was. */
 int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st);
 
+/* The same in two steps, for a caller that dumps several trees and kills
+ * them only once all of them are safely dumped: cr_dump_begin leaves the
+ * tree stopped (seized, its TCP connections locked and in repair mode);
+ * cr_dump_end kills it (no FIN, no RST leaves) or resumes it as it was.
+ * On failure cr_dump_begin has resumed the tree itself and *s is NULL. */
+struct cr_dump_session;
+int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
+		  struct cr_dump_session **s);
+void cr_dump_end(struct cr_dump_session *s, bool kill);
+
 struct cr_restore_opts {
 	const char *imgdir;
 	bool detach;	     /* return once the tree runs; the caller is its parent */
 	const char *pidfile; /* receives the root pid */
 	bool no_page_verify; /* skip the crc32c check of page data */
 	bool no_net_unlock;  /* the caller lifts the network lock itself */
+	cr_open_external_fn open_external;
+	void *cb_arg;
 };
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise
  * waits for the root and stores its wait status in *root_status. */
 int cr_restore(const struct cr_restore_opts *o, pid_t *root, int *root_status);
+
+/* The established TCP connections of an image directory, as the network
+ * lock sees them; and the lock itself, for a caller that must put it in
+ * place before the tree is restored (in early boot after a kexec). */
+struct cr_conn {
+	int family;
+	uint8_t laddr[16], raddr[16];
+	uint16_t lport, rport;
+};
+int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr);
+/* every pid and tid of an image directory */
+int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr);
+int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock);
 
 /* Decode every image of a directory, as text or JSON. */
 int cr_show(const char *imgdir, bool json, FILE *out);

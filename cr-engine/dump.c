@@ -48,7 +48,7 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	e.boot_id = boot_id ? boot_id : "";
 	e.cycle_id = (char *)ctx->opts->cycle_id;
 	e.tool_version = CR_TOOL_VERSION;
-	e.root_pid = ctx->opts->root;
+	e.root_pid = ctx->procs[0]->pid;
 	e.dump_time_ns = now_ns(CLOCK_REALTIME);
 	e.xfeatures = read_xcr0();
 	e.page_size = PAGE_SIZE;
@@ -63,9 +63,9 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	return img_writer_close(&w);
 }
 
-int dump_lock(struct cr_dump_ctx *ctx, const struct nl_conn *c)
+int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 {
-	struct nl_conn *n = xrealloc_array(ctx->locked, ctx->nr_locked + 1, sizeof(*n));
+	struct cr_conn *n = xrealloc_array(ctx->locked, ctx->nr_locked + 1, sizeof(*n));
 
 	if (!n)
 		return -ENOMEM;
@@ -135,15 +135,15 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (!ret)
 		ret = dump_files(ctx, p);
 	if (!ret)
-		ret = dump_pages(ctx, p);
+		ret = ctx->check_only ? 0 : dump_pages(ctx, p);
 	if (!ret)
-		ret = write_core(ctx, p);
+		ret = ctx->check_only ? 0 : write_core(ctx, p);
 	if (!ret)
-		ret = write_mm(ctx, p);
+		ret = ctx->check_only ? 0 : write_mm(ctx, p);
 	if (!ret)
-		ret = write_signals(ctx, p);
+		ret = ctx->check_only ? 0 : write_signals(ctx, p);
 	if (!ret)
-		ret = write_timers(ctx, p);
+		ret = ctx->check_only ? 0 : write_timers(ctx, p);
 	return ret;
 }
 
@@ -235,73 +235,138 @@ static void remove_images(int dirfd, const char *path, bool created)
 		rmdir(path);
 }
 
-int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
-{
+struct cr_dump_session {
 	struct cr_dump_ctx ctx;
-	bool created;
-	int ret;
+	struct cr_dump_stats *st;
+};
 
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.opts = o;
-	ctx.have_pagemap_scan = -1;
-	ctx.t_start = now_ns(CLOCK_MONOTONIC);
-	ctx.dirfd = open_imgdir(o->imgdir, &created);
-	if (ctx.dirfd < 0)
-		return ctx.dirfd;
-	mem_find_zero_pfns(&ctx);
+static void free_ctx(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_procs; i++)
+		free_proc(ctx->procs[i]);
+	free(ctx->procs);
+	free_files(ctx);
+	free(ctx->locked);
+	free(ctx->repair_fds);
+	if (ctx->sk_collected)
+		sockdiag_free(&ctx->sk);
+	shmem_free_dump(ctx);
+	pipes_free_dump(ctx);
+	if (ctx->dirfd >= 0)
+		close(ctx->dirfd);
+}
 
-	ret = seize_tree(&ctx);
-	for (int i = 0; !ret && i < ctx.nr_procs; i++)
-		ret = dump_process(&ctx, ctx.procs[i]);
+static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
+{
+	if (!st)
+		return;
+	st->pages = ctx->total_pages;
+	st->frozen_ns =
+		(ctx->t_released ? ctx->t_released : now_ns(CLOCK_MONOTONIC)) - ctx->t_seized;
+	st->total_ns = now_ns(CLOCK_MONOTONIC) - ctx->t_start;
+	st->processes = ctx->nr_procs;
+	st->threads = ctx->nr_threads;
+}
+
+static int write_images(struct cr_dump_ctx *ctx)
+{
+	int ret = write_pstree(ctx);
+
 	if (!ret)
-		ret = unix_check_peers(&ctx);
+		ret = write_files(ctx);
 	if (!ret)
-		ret = check_tree(&ctx);
+		ret = shmem_write(ctx);
 	if (!ret)
-		ret = write_pstree(&ctx);
-	if (!ret)
-		ret = write_files(&ctx);
-	if (!ret)
-		ret = shmem_write(&ctx);
-	if (!ret)
-		ret = pipes_write(&ctx);
+		ret = pipes_write(ctx);
 	/* the inventory last: a directory without one is not a dump */
 	if (!ret)
-		ret = write_inventory(&ctx);
+		ret = write_inventory(ctx);
+	return ret;
+}
 
-	if (ret) {
-		sockets_resume(&ctx);
-		release_tree(&ctx, false);
-		remove_images(ctx.dirfd, o->imgdir, created);
-		if (!cr_log_errors())
-			pr_err("dump of pid %d failed: %s", o->root, strerror(-ret));
-	} else if (o->leave_running) {
-		sockets_resume(&ctx);
-		release_tree(&ctx, false);
+int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
+		  struct cr_dump_session **out)
+{
+	struct cr_dump_session *s = xzalloc(sizeof(*s));
+	struct cr_dump_ctx *ctx;
+	bool created = false;
+	int ret;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	ctx = &s->ctx;
+	ctx->opts = o;
+	ctx->check_only = o->check_only;
+	ctx->have_pagemap_scan = -1;
+	ctx->t_start = now_ns(CLOCK_MONOTONIC);
+	ctx->dirfd = -1;
+	if (!o->check_only) {
+		ctx->dirfd = open_imgdir(o->imgdir, &created);
+		if (ctx->dirfd < 0) {
+			ret = ctx->dirfd;
+			free(s);
+			return ret;
+		}
+	}
+	mem_find_zero_pfns(ctx);
+
+	ret = seize_tree(ctx);
+	for (int i = 0; !ret && i < ctx->nr_procs; i++)
+		ret = dump_process(ctx, ctx->procs[i]);
+	if (!ret)
+		ret = unix_check_peers(ctx);
+	if (!ret)
+		ret = check_tree(ctx);
+	if (!ret && !o->check_only)
+		ret = write_images(ctx);
+
+	if (ret || o->check_only) {
+		sockets_resume(ctx);
+		release_tree(ctx, false);
+		if (ret && !o->check_only)
+			remove_images(ctx->dirfd, o->imgdir, created);
+		if (ret && !cr_log_errors())
+			pr_err("dump of pid %d failed: %s",
+			       ctx->procs ? ctx->procs[0]->pid : o->root, strerror(-ret));
+		fill_stats(ctx, st);
+		free_ctx(ctx);
+		free(s);
+		return ret;
+	}
+	fill_stats(ctx, st);
+	s->st = st;
+	*out = s;
+	return 0;
+}
+
+void cr_dump_end(struct cr_dump_session *s, bool kill_it)
+{
+	struct cr_dump_ctx *ctx = &s->ctx;
+
+	if (!kill_it) {
+		sockets_resume(ctx);
+		release_tree(ctx, false);
 	} else {
 		/* killed with its connections in repair mode: no FIN, no RST;
 		 * the lock stays until the restore */
-		release_tree(&ctx, true);
-		for (int i = 0; i < ctx.nr_repair; i++)
-			close(ctx.repair_fds[i]);
+		release_tree(ctx, true);
+		for (int i = 0; i < ctx->nr_repair; i++)
+			close(ctx->repair_fds[i]);
+		ctx->nr_repair = 0;
 	}
-	if (st) {
-		st->pages = ctx.total_pages;
-		st->frozen_ns = ctx.t_released - ctx.t_seized;
-		st->total_ns = now_ns(CLOCK_MONOTONIC) - ctx.t_start;
-		st->processes = ctx.nr_procs;
-		st->threads = ctx.nr_threads;
-	}
-	for (int i = 0; i < ctx.nr_procs; i++)
-		free_proc(ctx.procs[i]);
-	free(ctx.procs);
-	free_files(&ctx);
-	free(ctx.locked);
-	free(ctx.repair_fds);
-	if (ctx.sk_collected)
-		sockdiag_free(&ctx.sk);
-	shmem_free_dump(&ctx);
-	pipes_free_dump(&ctx);
-	close(ctx.dirfd);
-	return ret;
+	fill_stats(ctx, s->st);
+	free_ctx(ctx);
+	free(s);
+}
+
+int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st)
+{
+	struct cr_dump_session *s;
+	int ret = cr_dump_begin(o, st, &s);
+
+	if (ret || !s)
+		return ret;
+	cr_dump_end(s, !o->leave_running);
+	return 0;
 }

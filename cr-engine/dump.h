@@ -181,7 +181,8 @@ struct cr_proc {
 	int nr_sigacts;
 
 	char *exe_path, *cwd, *root;
-	bool share_fs; /* shares its fs struct with its parent (CLONE_FS) */
+	bool share_fs;	  /* shares its fs struct with its parent (CLONE_FS) */
+	bool new_session; /* a root whose session's leader is dead */
 	uint64_t exe_ino;
 	int personality;
 
@@ -218,6 +219,7 @@ struct cr_dump_ctx {
 	uint64_t zero_pfn; /* pfn of the zero page, 0 if unknown */
 	uint64_t huge_zero_pfn;
 	int have_pagemap_scan; /* -1 unknown, 0 no, 1 yes */
+	bool check_only;       /* cr_dump_opts.check_only: look, write nothing */
 	int64_t t_start, t_seized, t_released;
 	unsigned nr_threads;
 	uint64_t total_pages;
@@ -237,7 +239,7 @@ struct cr_dump_ctx {
 	/* sockets: sock_diag's view, TCP connections locked and in repair */
 	struct sk_table sk;
 	bool sk_collected;
-	struct nl_conn *locked;
+	struct cr_conn *locked;
 	int nr_locked;
 	int *repair_fds;
 	int nr_repair;

@@ -815,12 +815,42 @@ static int depth(const struct rproc *p)
 }
 
 /* closest common ancestor (a process is its own ancestor) */
+/* kupdate itself, which creates the roots: the owner of what processes of
+ * different trees (a service's several roots) share */
+static struct rproc tool_owner;
+#define TOOL (&tool_owner)
+
+bool files_tool_owns(const struct rfiles *f)
+{
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->desc[i].owner == TOOL)
+			return true;
+	return false;
+}
+
+int files_create_for_tool(struct rfiles *f)
+{
+	return files_create_owned(f, TOOL);
+}
+
+int files_finish_tool(struct rfiles *f)
+{
+	int ret = files_prepare_owned(f, TOOL);
+
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->desc[i].owner == TOOL && f->desc[i].tfd >= 0)
+			close(f->desc[i].tfd);
+	return ret;
+}
+
 static struct rproc *common_ancestor(struct rproc *a, struct rproc *b)
 {
 	int da, db;
 
 	if (!a)
 		return b;
+	if (a == TOOL || b == TOOL)
+		return TOOL;
 	da = depth(a);
 	db = depth(b);
 	while (da > db) {
@@ -835,7 +865,8 @@ static struct rproc *common_ancestor(struct rproc *a, struct rproc *b)
 		a = a->parent;
 		b = b->parent;
 	}
-	return a;
+	/* different trees: only kupdate is above both */
+	return a ? a : TOOL;
 }
 
 /* the description of the master of /dev/pts/index someone holds, or -1 */
@@ -915,6 +946,8 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			maxfd = MAX(maxfd, rp->fds[k]->fd);
 			if (d->owner != rp)
 				d->nholders++;
+			if (!d->first)
+				d->first = rp;
 			d->owner = common_ancestor(d->owner, rp);
 		}
 	}
@@ -942,14 +975,18 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			f->desc[i].late = true;
 			continue;
 		}
+		if (u->external)
+			continue; /* the caller makes a new connection */
 		if (!u->has_peer)
 			continue;
 		for (size_t j = 0; j < f->nr_files; j++) {
 			const UnixSk *o = f->files[j]->usk;
 
-			if (j != i && f->files[j]->kind == FILE_KIND__FILE_UNIX && o->ino == u->peer &&
-			    o->has_peer && o->peer == u->ino && f->desc[j].owner && f->desc[i].owner) {
-				struct rproc *own = common_ancestor(f->desc[i].owner, f->desc[j].owner);
+			if (j != i && f->files[j]->kind == FILE_KIND__FILE_UNIX &&
+			    o->ino == u->peer && o->has_peer && o->peer == u->ino &&
+			    f->desc[j].owner && f->desc[i].owner) {
+				struct rproc *own =
+					common_ancestor(f->desc[i].owner, f->desc[j].owner);
 
 				f->desc[i].pair = j;
 				f->desc[j].pair = i;
@@ -984,7 +1021,8 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			d->owner = everyone;
 			d->tfd = next++;
 		} else if (d->nholders > 1 || d->pair >= 0 ||
-			   (e->kind == FILE_KIND__FILE_UNIX && e->usk->has_name && e->usk->name.len)) {
+			   (e->kind == FILE_KIND__FILE_UNIX && e->usk->has_name &&
+			    e->usk->name.len)) {
 			/* shared, half of a pair, or bound (it must exist before anyone
 			 * connects to it) */
 			d->tfd = next++;
@@ -1048,8 +1086,8 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 			return -ESTALE;
 		}
 	} else if (f->has_ino && st.st_ino != f->ino) {
-		pr_err("pid %d: fd %d: %s was replaced since the dump (inode %lu, was %lu)", pid, fd,
-		       f->path, (unsigned long)st.st_ino, (unsigned long)f->ino);
+		pr_err("pid %d: fd %d: %s was replaced since the dump (inode %lu, was %lu)", pid,
+		       fd, f->path, (unsigned long)st.st_ino, (unsigned long)f->ino);
 		close(nfd);
 		return -ESTALE;
 	}
@@ -1218,11 +1256,13 @@ static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
 		/* each description its own open of the pipe: both ends are open
 		 * meanwhile, so none of these opens waits */
 		if (!fifo)
-			snprintf(path, sizeof(path), "/proc/self/fd/%d", acc == O_WRONLY ? p[1] : p[0]);
+			snprintf(path, sizeof(path), "/proc/self/fd/%d",
+				 acc == O_WRONLY ? p[1] : p[0]);
 		fd = open(fifo ? fifo : path, acc | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0) {
 			ret = -errno;
-			pr_perror("pid %d: cannot open an end of pipe %lu", pid, (unsigned long)pe->id);
+			pr_perror("pid %d: cannot open an end of pipe %lu", pid,
+				  (unsigned long)pe->id);
 			break;
 		}
 		ret = set_fl(fd, e->flags, e->path);
@@ -1247,6 +1287,27 @@ static int create_desc(const struct rfiles *f, const FileEntry *e, struct rproc 
 	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
 	switch (e->kind) {
 	case FILE_KIND__FILE_UNIX:
+		if (e->usk->external) {
+			char peer[120];
+			int nfd;
+
+			snprintf(peer, sizeof(peer), "%.*s", (int)e->usk->peer_name.len,
+				 (char *)e->usk->peer_name.data);
+			if (!f->open_external) {
+				pr_err("%s: its peer %s was outside the dumped tree, and nothing "
+				       "here can make a new connection to it",
+				       what, peer);
+				return -EOPNOTSUPP;
+			}
+			/* named after the process that holds it */
+			if (rp == TOOL)
+				rp = f->desc[file_index(f, e->id)].first;
+			nfd = f->open_external(peer, rp->core.task->comm, f->cb_arg);
+			if (nfd < 0)
+				pr_err("%s: cannot open a new connection to %s: %s", what, peer,
+				       strerror(-nfd));
+			return nfd;
+		}
 		return unix_create(e->usk, what);
 	case FILE_KIND__FILE_INET:
 		return inet_create(e->isk, what);
@@ -1285,7 +1346,7 @@ static int late_desc(const struct rfiles *f, size_t i, int sk, pid_t pid, int fd
  * inherits it) and before anything opens /dev/tty. */
 static int take_ctty(struct rfiles *f, struct rproc *rp)
 {
-	if (!rp->pe->has_ctty)
+	if (rp == TOOL || !rp->pe->has_ctty)
 		return 0;
 	for (size_t i = 0; i < f->nr_files; i++)
 		if (f->files[i]->kind == FILE_KIND__FILE_TTY && f->files[i]->tty->master &&
@@ -1383,6 +1444,8 @@ int files_prepare_owned(struct rfiles *f, struct rproc *rp)
 /* rp holds the transport fds of what its ancestors (and kupdate) made */
 static bool inherited(const struct rproc *owner, const struct rproc *rp)
 {
+	if (owner == TOOL)
+		return true;
 	for (; rp; rp = rp->parent)
 		if (rp == owner)
 			return true;

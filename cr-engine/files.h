@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cr.h"
 #include "images/files.pb-c.h"
 #include "images/pipes.pb-c.h"
 
@@ -18,9 +19,10 @@ struct rtty;
 struct rdesc {
 	struct rproc *owner; /* creates it: the closest common ancestor of its holders */
 	int nholders;
-	int tfd;             /* transport fd its holders inherit, or -1 */
-	int pair;            /* a unix socket: the other end's index, or -1 */
-	bool late;           /* a unix socket connected to a bound one: connect once all exist */
+	int tfd;	     /* transport fd its holders inherit, or -1 */
+	struct rproc *first; /* its first holder */
+	int pair;	     /* a unix socket: the other end's index, or -1 */
+	bool late;	     /* a unix socket connected to a bound one: connect once all exist */
 };
 
 struct rfiles {
@@ -28,14 +30,16 @@ struct rfiles {
 	size_t nr_files;
 	PipeEntry **pipes;
 	size_t nr_pipes;
-	struct rdesc *desc;         /* parallel to files */
-	struct rproc **pipe_owner;  /* parallel to pipes */
-	const struct rshm *shm;     /* the shared memory objects, for memfd fds */
-	struct rghost *ghosts;      /* unlinked files (ghost.c) */
+	struct rdesc *desc;		   /* parallel to files */
+	struct rproc **pipe_owner;	   /* parallel to pipes */
+	cr_open_external_fn open_external; /* a new fd for a peer outside the tree */
+	void *cb_arg;
+	const struct rshm *shm; /* the shared memory objects, for memfd fds */
+	struct rghost *ghosts;	/* unlinked files (ghost.c) */
 	size_t nr_ghosts;
-	struct rtty *tty;           /* the pseudo-terminals made (tty.c) */
-	int tbase;                  /* first transport fd */
-	int tend;                   /* after the last transport fd */
+	struct rtty *tty; /* the pseudo-terminals made (tty.c) */
+	int tbase;	  /* first transport fd */
+	int tend;	  /* after the last transport fd */
 };
 
 int files_load(int dirfd, struct rfiles *f);
@@ -50,6 +54,13 @@ const char *fdinfo_find(const char *fdinfo, const char *key);
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);
 /* In a restoring process, before it forks: the descriptions it owns. */
 int files_create_owned(struct rfiles *f, struct rproc *rp);
+/* Descriptions shared by processes of different trees are made by
+ * kupdate itself before it creates the roots, and closed by it once every
+ * root has inherited them. */
+bool files_tool_owns(const struct rfiles *f);
+int files_create_for_tool(struct rfiles *f);
+/* after every process has created its own: connect, then close our copies */
+int files_finish_tool(struct rfiles *f);
 /* In a restoring process, once every process has done the above: what
  * needs other processes' sockets (connecting to a bound unix socket). */
 int files_prepare_owned(struct rfiles *f, struct rproc *rp);

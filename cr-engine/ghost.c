@@ -144,6 +144,8 @@ int ghost_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct 
 	ng[ctx->nr_ghosts].ino = st->st_ino;
 	f->ghost_id = ng[ctx->nr_ghosts].id;
 	ctx->nr_ghosts++;
+	if (ctx->check_only)
+		return 0;
 	ret = save_data(ctx, p->pid, fd, st, f->ghost_id);
 	if (ret)
 		return ret;

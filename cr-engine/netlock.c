@@ -27,7 +27,7 @@ static bool v4mapped(const uint8_t *a)
 }
 
 /* "R . rp . L . lp" and which set it belongs to */
-static void element(const struct nl_conn *c, char *buf, size_t len, const char **set)
+static void element(const struct cr_conn *c, char *buf, size_t len, const char **set)
 {
 	char r[INET6_ADDRSTRLEN], l[INET6_ADDRSTRLEN];
 
@@ -72,7 +72,7 @@ static struct nft_ctx *open_nft(void)
 	return nft;
 }
 
-int netlock_add(const struct nl_conn *c, size_t n)
+int netlock_add(const struct cr_conn *c, size_t n)
 {
 	static const char *const setup =
 		"add table " TABLE "\n"
@@ -133,7 +133,7 @@ static bool set_empty(struct nft_ctx *nft, const char *set)
 	return !out || !strstr(out, "elements");
 }
 
-int netlock_del(const struct nl_conn *c, size_t n)
+int netlock_del(const struct cr_conn *c, size_t n)
 {
 	struct nft_ctx *nft = open_nft();
 
@@ -154,7 +154,7 @@ int netlock_del(const struct nl_conn *c, size_t n)
 	return 0;
 }
 
-bool netlock_present(const struct nl_conn *c)
+bool netlock_present(const struct cr_conn *c)
 {
 	struct nft_ctx *nft = open_nft();
 	char el[160], cmd[256];

@@ -1,6 +1,8 @@
 /* The process tree: pids, parents, sessions, process groups, zombies.
  * Dump side: check that the tree can be rebuilt, write pstree.img.
  * Restore side: validate pstree.img (the creation itself is restore.c). */
+#include <fcntl.h>
+
 #include "dump.h"
 #include "image.h"
 #include "images/pstree.pb-c.h"
@@ -14,18 +16,74 @@
  * setpgid once the group's leader exists), so every session must be its
  * own or its parent's, and every group must have a leader in the tree —
  * or be the root's, which the root inherits from whoever restores it. */
+/* the root of p's tree */
+static struct cr_proc *root_of(struct cr_proc *p)
+{
+	while (p->parent)
+		p = p->parent;
+	return p;
+}
+
+/* A root in another process's session is rebuilt by forking it from that
+ * session: from the leader when it is in the tree, from a helper that
+ * takes the session's id when the leader is dead.  A session led by a live
+ * process outside the tree cannot be joined: the root then belongs to the
+ * restoring process's session. */
+static int check_root_session(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct cr_proc *leader = dump_find_proc(ctx, p->sid);
+	struct proc_stat st;
+
+	if (leader) {
+		for (struct cr_proc *a = leader; a; a = a->parent)
+			if (a == p) {
+				pr_err("pid %d: its session %d is led by its own descendant; such "
+				       "a "
+				       "tree cannot be rebuilt",
+				       p->pid, p->sid);
+				return -EOPNOTSUPP;
+			}
+		leader = dump_find_proc(ctx, p->pgid);
+		if (p->pgid != p->pid && !leader) {
+			pr_err("pid %d: its process group %d has no leader in the dumped tree "
+			       "and is not its session's; such a tree cannot be rebuilt",
+			       p->pid, p->pgid);
+			return -EOPNOTSUPP;
+		}
+		return 0;
+	}
+	if (!parse_stat(p->sid, 0, &st) && st.sid == p->sid) {
+		pr_warn("pid %d: its session %d is led by a process outside the dumped tree; "
+			"after a restore it belongs to the restoring process's session",
+			p->pid, p->sid);
+		return 0;
+	}
+	if (p->pgid != p->pid && p->pgid != p->sid && !dump_find_proc(ctx, p->pgid)) {
+		pr_err("pid %d: its process group %d has no leader in the dumped tree and is "
+		       "not its session's; such a tree cannot be rebuilt",
+		       p->pid, p->pgid);
+		return -EOPNOTSUPP;
+	}
+	p->new_session = true;
+	return 0;
+}
+
 int check_tree(struct cr_dump_ctx *ctx)
 {
-	struct cr_proc *root = ctx->procs[0];
-
 	for (int i = 0; i < ctx->nr_procs; i++) {
-		struct cr_proc *p = ctx->procs[i], *leader;
+		struct cr_proc *p = ctx->procs[i], *leader, *root = root_of(p);
 
-		if (p != root && p->sid != p->pid && p->sid != p->parent->sid) {
+		if (p->parent && p->sid != p->pid && p->sid != p->parent->sid) {
 			pr_err("pid %d: its session %d is neither its own nor its parent's (%d); "
 			       "such a tree cannot be rebuilt",
 			       p->pid, p->sid, p->parent->sid);
 			return -EOPNOTSUPP;
+		}
+		if (!p->parent && p->sid != p->pid) {
+			int ret = check_root_session(ctx, p);
+
+			if (ret)
+				return ret;
 		}
 		if (p->pgid == p->pid)
 			continue;
@@ -54,10 +112,6 @@ int check_tree(struct cr_dump_ctx *ctx)
 		       p->pid, p->pgid, p->pgid);
 		return -EOPNOTSUPP;
 	}
-	if (root->sid != root->pid)
-		pr_warn("pid %d: the root's session %d is outside the dumped tree; after a restore "
-			"it belongs to the restoring process's session",
-			root->pid, root->sid);
 	return 0;
 }
 
@@ -94,6 +148,10 @@ int write_pstree(struct cr_dump_ctx *ctx)
 			e.has_stop_signal = 1;
 			e.stop_signal = p->stop_sig;
 		}
+		if (p->new_session) {
+			e.has_new_session = 1;
+			e.new_session = 1;
+		}
 		if (p->share_fs) {
 			e.has_clone_fs = 1;
 			e.clone_fs = 1;
@@ -119,8 +177,13 @@ int pstree_validate(PstreeEntry **e, size_t n)
 		pr_err("image pstree.img is damaged: no processes");
 		return -EINVAL;
 	}
+	if (e[0]->ppid) {
+		pr_err("image pstree.img is damaged: the first process %d has a parent", e[0]->pid);
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < n; i++) {
-		bool parent_found = i == 0;
+		/* roots (of a service's several trees) have no parent */
+		bool parent_found = e[i]->ppid == 0;
 
 		if (e[i]->pid <= 1 || e[i]->pgid <= 0 || e[i]->sid <= 0) {
 			pr_err("image pstree.img is damaged: entry %zu has pid %d pgid %d sid %d",
@@ -178,5 +241,61 @@ int pstree_validate(PstreeEntry **e, size_t n)
 			return -EINVAL;
 		}
 	}
+	return 0;
+}
+
+int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr)
+{
+	_cleanup_close_ int dirfd = open(imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct img_reader r;
+	ProtobufCMessage *m;
+	pid_t *v = NULL;
+	size_t n = 0;
+	int ret;
+
+	*out = NULL;
+	*nr = 0;
+	if (dirfd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image directory %s", imgdir);
+		return ret;
+	}
+	ret = img_reader_open(&r, dirfd, "pstree.img", IMG_PSTREE);
+	if (ret)
+		return ret;
+	while ((ret = img_read(&r, &pstree_entry__descriptor, &m)) > 0) {
+		PstreeEntry *e = (PstreeEntry *)m;
+		pid_t *nv = xrealloc_array(v, n + e->n_tids, sizeof(*nv));
+
+		if (!nv) {
+			protobuf_c_message_free_unpacked(m, NULL);
+			ret = -ENOMEM;
+			break;
+		}
+		v = nv;
+		for (size_t k = 0; k < e->n_tids; k++)
+			v[n++] = e->tids[k];
+		/* the ids of groups and sessions rebuilt by helpers (and, harmlessly,
+		 * the others) */
+		nv = xrealloc_array(v, n + 2, sizeof(*nv));
+		if (!nv) {
+			protobuf_c_message_free_unpacked(m, NULL);
+			ret = -ENOMEM;
+			break;
+		}
+		v = nv;
+		if (e->pgid > 1 && e->pgid != e->pid)
+			v[n++] = e->pgid;
+		if (e->sid > 1 && e->sid != e->pid && e->sid != e->pgid)
+			v[n++] = e->sid;
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	img_reader_close(&r);
+	if (ret < 0) {
+		free(v);
+		return ret;
+	}
+	*out = v;
+	*nr = n;
 	return 0;
 }

@@ -79,6 +79,12 @@ struct helper {
 	struct rproc *parent;
 };
 
+/* a helper that takes the id of a session whose leader was dead at dump
+ * and forks the roots that belong to it */
+struct session_helper {
+	pid_t sid;
+};
+
 struct rctx {
 	const struct cr_restore_opts *opts;
 	int dirfd;
@@ -92,6 +98,8 @@ struct rctx {
 	struct rshm shm;
 	struct helper *helpers;
 	size_t nr_helpers;
+	struct session_helper *sessions;
+	size_t nr_sessions;
 	struct shared *sh;
 	size_t sh_len;
 	uint64_t xcr0;
@@ -273,14 +281,16 @@ static void free_images(struct rctx *c)
 
 static int find_helpers(struct rctx *c)
 {
-	pid_t root_pgid = c->procs[0].pe->pgid;
-
-	for (size_t i = 1; i < c->nr; i++) {
-		struct rproc *rp = &c->procs[i];
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i], *root = rp;
 		pid_t g = rp->pe->pgid;
-		bool known = g == root_pgid;
+		bool known;
 		struct helper *nh;
 
+		while (root->parent)
+			root = root->parent;
+		/* a root's own group, and its tree's, come from outside */
+		known = !rp->parent || g == root->pe->pgid;
 		for (size_t k = 0; k < c->nr && !known; k++)
 			known = c->procs[k].pid == g;
 		for (size_t k = 0; k < c->nr_helpers && !known; k++)
@@ -297,6 +307,117 @@ static int find_helpers(struct rctx *c)
 		pr_debug("group %d is rebuilt with a helper under pid %d", g, rp->parent->pid);
 	}
 	return 0;
+}
+
+/* Roots in another process's session: forked from that session, by its
+ * leader or by a helper that recreates it. */
+static int find_launchers(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		struct session_helper *ns;
+		bool known = false;
+
+		if (rp->parent || rp->pe->sid == rp->pid)
+			continue;
+		for (size_t k = 0; k < c->nr; k++)
+			if (c->procs[k].pid == rp->pe->sid)
+				rp->launcher = &c->procs[k];
+		if (rp->launcher || !rp->pe->new_session)
+			continue;
+		for (size_t k = 0; k < c->nr_sessions && !known; k++)
+			known = c->sessions[k].sid == rp->pe->sid;
+		if (known)
+			continue;
+		ns = xrealloc_array(c->sessions, c->nr_sessions + 1, sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		c->sessions = ns;
+		ns[c->nr_sessions++].sid = rp->pe->sid;
+		pr_debug("session %d is rebuilt with a helper", rp->pe->sid);
+	}
+	/* a root launched from a tree that is itself launched from the first
+	 * root's tree would never be created */
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		size_t steps = 0;
+
+		while (rp && steps++ <= c->nr) {
+			while (rp->parent)
+				rp = rp->parent;
+			rp = rp->launcher;
+		}
+		if (rp) {
+			pr_err("image pstree.img is damaged: the sessions of its roots form a "
+			       "cycle");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent);
+
+/* Fork, from this process's session, the roots it launches: a short-lived
+ * child creates each, then exits, so that the root is adopted by the
+ * nearest subreaper (kupdate during the restore). */
+static int launch_roots(struct rctx *c, struct rproc *launcher, pid_t sid)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		pid_t t;
+		int st;
+
+		if (rp->parent)
+			continue;
+		if (launcher ? rp->launcher != launcher
+			     : !(rp->pe->new_session && rp->pe->sid == sid && !rp->launcher))
+			continue;
+		t = fork();
+		if (t < 0) {
+			pr_perror("pid %d: cannot fork to create root %d in its session", getpid(),
+				  rp->pid);
+			return -errno;
+		}
+		if (t == 0)
+			_exit(spawn(c, rp, false) ? 1 : 0);
+		while (waitpid(t, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			return -ECHILD;
+	}
+	return 0;
+}
+
+/* A helper with the session's id: setsid, launch its roots, exit. */
+static int spawn_session_helper(struct rctx *c, pid_t sid)
+{
+	struct clone_args_k ca;
+	long r;
+	int st;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.exit_signal = SIGCHLD;
+	ca.set_tid = (uintptr_t)&sid;
+	ca.set_tid_size = 1;
+	r = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (r == 0) {
+		if (setsid() < 0) {
+			pr_perror("helper %d: cannot create its session", getpid());
+			_exit(1);
+		}
+		_exit(launch_roots(c, NULL, sid) ? 1 : 0);
+	}
+	if (r != sid) {
+		pr_err("pid %d: cannot be created to rebuild its session: %s", sid,
+		       r < 0 ? strerror(errno) : "wrong pid");
+		if (r > 0)
+			kill(r, SIGKILL);
+		return -EEXIST;
+	}
+	while (waitpid(sid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
 }
 
 /* Every saved pid and tid must be free now. */
@@ -325,6 +446,16 @@ static int check_ids_free(struct rctx *c)
 		if (!access(path, F_OK)) {
 			pr_err("pid %d is in use; it is needed to rebuild process group %d",
 			       c->helpers[i].pid, c->helpers[i].pid);
+			return -EBUSY;
+		}
+	}
+	for (size_t i = 0; i < c->nr_sessions; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "/proc/%d", c->sessions[i].sid);
+		if (!access(path, F_OK)) {
+			pr_err("pid %d is in use; it is needed to rebuild session %d",
+			       c->sessions[i].sid, c->sessions[i].sid);
 			return -EBUSY;
 		}
 	}
@@ -959,12 +1090,14 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	for (size_t i = 0; i < c->nr_helpers; i++)
 		if (c->helpers[i].parent == rp && spawn_helper(c, c->helpers[i].pid))
 			task_fail(sh);
+	if (launch_roots(c, rp, 0))
+		task_fail(sh);
 	arrive(sh);
 
 	wait_stage(sh, ST_PGID);
 	if (rp->pe->pgid != getpgid(0) && rp->pe->pgid != rp->pid) {
 		if (setpgid(0, rp->pe->pgid)) {
-			if (rp == c->procs)
+			if (!rp->parent)
 				pr_warn("pid %d: its process group %d is outside the tree; it "
 					"stays in "
 					"group %d",
@@ -1366,11 +1499,19 @@ static int write_pidfile(const char *path, pid_t pid)
 	return 0;
 }
 
+static bool has_launched_roots(const struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++)
+		if (c->procs[i].launcher)
+			return true;
+	return false;
+}
+
 int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_status)
 {
 	struct rctx c;
 	sigset_t chld, old;
-	int ret;
+	int ret, subreaper = 1;
 
 	memset(&c, 0, sizeof(c));
 	c.opts = o;
@@ -1381,9 +1522,13 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		return ret;
 	}
 	ret = load_images(&c);
+	c.files.open_external = o->open_external;
+	c.files.cb_arg = o->cb_arg;
 	c.files.shm = &c.shm; /* memfd fds are new descriptions of these objects */
 	if (!ret)
 		ret = find_helpers(&c);
+	if (!ret)
+		ret = find_launchers(&c);
 	if (!ret)
 		ret = check_ids_free(&c);
 	if (!ret)
@@ -1406,12 +1551,34 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
 	open_stage(&c, ST_FORK);
-	ret = spawn(&c, &c.procs[0], o->detach);
-	if (ret)
-		goto fail;
+	/* what the roots share, then every root (a service may have several trees) */
+	if (files_tool_owns(&c.files)) {
+		ret = files_create_for_tool(&c.files);
+		if (ret)
+			goto fail;
+	}
+	/* roots forked from a session of the tree or a rebuilt one come back
+	 * to us, and a non-detached restore can wait for them */
+	if ((c.nr_sessions || has_launched_roots(&c)) &&
+	    prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && !subreaper)
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+	for (size_t i = 0; i < c.nr; i++) {
+		if (c.procs[i].parent || c.procs[i].launcher || c.procs[i].pe->new_session)
+			continue;
+		ret = spawn(&c, &c.procs[i], o->detach);
+		if (ret)
+			goto fail;
+	}
+	for (size_t i = 0; i < c.nr_sessions; i++) {
+		ret = spawn_session_helper(&c, c.sessions[i].sid);
+		if (ret)
+			goto fail;
+	}
 	*root_pid = c.procs[0].pid;
 
 	ret = wait_count(&c, c.nr + c.nr_helpers, "creating processes", false);
+	if (!ret)
+		ret = files_finish_tool(&c.files);
 	if (ret)
 		goto fail;
 	open_stage(&c, ST_PGID);
@@ -1456,10 +1623,13 @@ fail:
 		;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
+	if (!subreaper)
+		prctl(PR_SET_CHILD_SUBREAPER, 0);
 	if (c.sh)
 		munmap(c.sh, c.sh_len);
 	shmem_free(&c.shm);
 	free(c.helpers);
+	free(c.sessions);
 	free_images(&c);
 	close(c.dirfd);
 	return ret;

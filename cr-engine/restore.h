@@ -43,6 +43,8 @@ struct rproc {
 	struct rproc **children;
 	int nr_children;
 	bool zombie;
+	/* a root forked from the session of this process (its leader) */
+	struct rproc *launcher;
 
 	struct rcore core;
 	struct rmm mm;

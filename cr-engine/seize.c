@@ -216,15 +216,14 @@ static int add_proc(struct cr_dump_ctx *ctx, pid_t pid, struct cr_proc *parent)
 	return 0;
 }
 
-int seize_tree(struct cr_dump_ctx *ctx)
+static int check_root(pid_t root)
 {
 	pid_t self = getpid();
-	int ret;
 
 	for (pid_t a = self; a > 1;) {
 		struct proc_stat st;
 
-		if (a == ctx->opts->root) {
+		if (a == root) {
 			pr_err("pid %d is kupdate itself or one of its ancestors; it cannot be "
 			       "dumped",
 			       a);
@@ -234,45 +233,150 @@ int seize_tree(struct cr_dump_ctx *ctx)
 			break;
 		a = st.ppid;
 	}
-	if (ctx->opts->root <= 1) {
-		pr_err("pid %d cannot be dumped", ctx->opts->root);
+	if (root <= 1) {
+		pr_err("pid %d cannot be dumped", root);
 		return -EINVAL;
 	}
-	if (kill(ctx->opts->root, 0) && errno == ESRCH) {
-		pr_err("pid %d does not exist", ctx->opts->root);
+	if (kill(root, 0) && errno == ESRCH) {
+		pr_err("pid %d does not exist", root);
 		return -ESRCH;
 	}
+	return 0;
+}
 
-	ret = add_proc(ctx, ctx->opts->root, NULL);
-	if (ret)
-		return ret;
-	ctx->t_seized = now_ns(CLOCK_MONOTONIC);
-	/* breadth first: procs[] grows while we walk it */
+/* The members whose parent is not a member are the roots; the tree of
+ * members[0] (a service's main process) comes first. */
+static int roots_of_members(struct cr_dump_ctx *ctx, pid_t **out, int *nr)
+{
+	const pid_t *m = ctx->opts->members;
+	int n = ctx->opts->nr_members, k = 0;
+	pid_t *roots = calloc(n ? n : 1, sizeof(*roots));
+
+	if (!roots)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		struct proc_stat st;
+		bool inside = false;
+
+		if (parse_stat(m[i], 0, &st))
+			continue; /* gone meanwhile */
+		for (int j = 0; j < n && !inside; j++)
+			inside = m[j] == st.ppid;
+		if (!inside)
+			roots[k++] = m[i];
+	}
+	/* members[0]'s root first */
+	for (pid_t a = m[0]; a > 1;) {
+		struct proc_stat st;
+
+		for (int i = 0; i < k; i++)
+			if (roots[i] == a) {
+				roots[i] = roots[0];
+				roots[0] = a;
+				a = 0;
+				break;
+			}
+		if (!a || parse_stat(a, 0, &st))
+			break;
+		a = st.ppid;
+	}
+	*out = roots;
+	*nr = k;
+	return 0;
+}
+
+static int check_members(struct cr_dump_ctx *ctx)
+{
 	for (int i = 0; i < ctx->nr_procs; i++) {
-		struct cr_proc *p = ctx->procs[i];
-		_cleanup_free_ pid_t *kids = NULL;
-		int nk;
+		bool member = false;
 
-		ret = seize_process(ctx, p);
+		for (int j = 0; j < ctx->opts->nr_members && !member; j++)
+			member = ctx->opts->members[j] == ctx->procs[i]->pid;
+		if (!member) {
+			pr_err("pid %d (%s), a child of %d, is not in the group being dumped "
+			       "(another "
+			       "cgroup?); it cannot be dumped with it",
+			       ctx->procs[i]->pid, ctx->procs[i]->stat.comm,
+			       ctx->procs[i]->parent ? ctx->procs[i]->parent->pid : 0);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
+int seize_tree(struct cr_dump_ctx *ctx)
+{
+	_cleanup_free_ pid_t *from_members = NULL;
+	const pid_t *roots = ctx->opts->nr_roots ? ctx->opts->roots : &ctx->opts->root;
+	int nr_roots = ctx->opts->nr_roots ? ctx->opts->nr_roots : 1, ret;
+
+	if (ctx->opts->nr_members) {
+		ret = roots_of_members(ctx, &from_members, &nr_roots);
 		if (ret)
 			return ret;
-		p->ppid = p->parent ? p->parent->pid : p->stat.ppid;
-		p->pgid = p->stat.pgid;
-		p->sid = p->stat.sid;
-		if (p->state == TASK_STATE__TASK_ZOMBIE)
-			continue;
-		nk = list_children(p->pid, &kids);
-		if (nk < 0) {
-			pr_err("pid %d: cannot list children: %s", p->pid, strerror(-nk));
-			return nk;
+		if (!nr_roots) {
+			pr_err("none of the %d processes to dump exists any more",
+			       ctx->opts->nr_members);
+			return -ESRCH;
 		}
-		for (int k = 0; k < nk; k++) {
-			if (dump_find_proc(ctx, kids[k]))
-				continue;
-			ret = add_proc(ctx, kids[k], p);
+		roots = from_members;
+	}
+
+	for (int r = 0; r < nr_roots; r++) {
+		ret = check_root(roots[r]);
+		if (ret)
+			return ret;
+	}
+	ctx->t_seized = now_ns(CLOCK_MONOTONIC);
+	for (int r = 0; r < nr_roots; r++) {
+		/* a root may be in another root's tree already */
+		if (dump_find_proc(ctx, roots[r]))
+			continue;
+		ret = add_proc(ctx, roots[r], NULL);
+		if (ret)
+			return ret;
+		/* breadth first: procs[] grows while we walk it */
+		for (int i = ctx->nr_procs - 1; i < ctx->nr_procs; i++) {
+			struct cr_proc *p = ctx->procs[i];
+			_cleanup_free_ pid_t *kids = NULL;
+			int nk;
+
+			ret = seize_process(ctx, p);
 			if (ret)
 				return ret;
+			p->ppid = p->parent ? p->parent->pid : p->stat.ppid;
+			p->pgid = p->stat.pgid;
+			p->sid = p->stat.sid;
+			if (p->state == TASK_STATE__TASK_ZOMBIE)
+				continue;
+			nk = list_children(p->pid, &kids);
+			if (nk < 0) {
+				pr_err("pid %d: cannot list children: %s", p->pid, strerror(-nk));
+				return nk;
+			}
+			for (int k = 0; k < nk; k++) {
+				struct cr_proc *known = dump_find_proc(ctx, kids[k]);
+
+				if (known) {
+					/* a root listed separately turns out to be a child */
+					if (!known->parent) {
+						pr_err("pid %d: listed as a root but it is a child "
+						       "of %d",
+						       kids[k], p->pid);
+						return -EINVAL;
+					}
+					continue;
+				}
+				ret = add_proc(ctx, kids[k], p);
+				if (ret)
+					return ret;
+			}
 		}
+	}
+	if (ctx->opts->nr_members) {
+		ret = check_members(ctx);
+		if (ret)
+			return ret;
 	}
 	pr_info("seized %d processes, %u threads", ctx->nr_procs, ctx->nr_threads);
 	return 0;

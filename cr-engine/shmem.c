@@ -166,7 +166,8 @@ static int shm_object(struct cr_dump_ctx *ctx, int fd, const struct stat *stp, c
 		s->kind = SHMEM_KIND__SHMEM_ANON;
 	}
 	*shmid = s->id;
-	return copy_object(ctx, s, fd);
+	/* a check looks at the object, it does not copy it */
+	return ctx->check_only ? 0 : copy_object(ctx, s, fd);
 }
 
 int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)

@@ -13,6 +13,7 @@
  * kupdate lifts the lock and leaves repair mode (which sends a window
  * probe) only once the whole tree is ready to run (restore.c). */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <netinet/in.h>
@@ -187,7 +188,7 @@ static int dump_stream(int sk, InetSk *s, const char *what)
 	return 0;
 }
 
-void inet_conn(const InetSk *s, struct nl_conn *c)
+void inet_conn(const InetSk *s, struct cr_conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->family = s->family;
@@ -269,7 +270,7 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		s->backlog = d->wqlen;
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
-		struct nl_conn c;
+		struct cr_conn c;
 		int on = 1;
 
 		if (d->shutdown) {
@@ -278,6 +279,8 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			ret = -EOPNOTSUPP;
 			goto out;
 		}
+		if (ctx->check_only)
+			goto out; /* checkpointable; nothing to lock or read */
 		/* lock first, so that nothing moves while it is read */
 		inet_conn(s, &c);
 		ret = dump_lock(ctx, &c);
@@ -585,7 +588,7 @@ int inet_release(int sk, const InetSk *s, const char *what)
  * again) and send what had never been sent.  The tree is still stopped. */
 int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock)
 {
-	struct nl_conn *conns = NULL;
+	struct cr_conn *conns = NULL;
 	size_t n = 0;
 	int ret = 0;
 	bool *done = calloc(files->nr_files ? files->nr_files : 1, sizeof(bool));
@@ -593,7 +596,7 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	if (!done)
 		return -ENOMEM;
 	for (size_t f = 0; f < files->nr_files; f++) {
-		struct nl_conn *nc;
+		struct cr_conn *nc;
 
 		if (!inet_is_repaired(files->files[f]))
 			continue;
@@ -645,4 +648,48 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	}
 	free(done);
 	return ret;
+}
+
+int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr)
+{
+	_cleanup_close_ int dirfd = open(imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct rfiles f;
+	struct cr_conn *v = NULL;
+	size_t n = 0;
+	int ret;
+
+	*out = NULL;
+	*nr = 0;
+	if (dirfd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image directory %s", imgdir);
+		return ret;
+	}
+	ret = files_load(dirfd, &f);
+	for (size_t i = 0; !ret && i < f.nr_files; i++) {
+		struct cr_conn *nv;
+
+		if (!inet_is_repaired(f.files[i]))
+			continue;
+		nv = xrealloc_array(v, n + 1, sizeof(*nv));
+		if (!nv) {
+			ret = -ENOMEM;
+			break;
+		}
+		v = nv;
+		inet_conn(f.files[i]->isk, &v[n++]);
+	}
+	files_free(&f);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock)
+{
+	return lock ? netlock_add(c, nr) : netlock_del(c, nr);
 }

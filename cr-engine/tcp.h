@@ -12,13 +12,13 @@ struct cr_dump_ctx;
 struct cr_proc;
 struct cr_file;
 struct sk_diag;
-struct nl_conn;
+struct cr_conn;
 
 int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
 	      struct cr_file *f);
 void inet_free_dump(InetSk *s);
 void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, size_t len);
-void inet_conn(const InetSk *s, struct nl_conn *c);
+void inet_conn(const InetSk *s, struct cr_conn *c);
 
 int inet_validate(const FileEntry *e);
 /* the socket, as it was; an established connection stays in repair mode */
@@ -33,7 +33,7 @@ struct rproc;
 int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock);
 
 /* dump.c: the lock and the sockets kept in repair mode during a dump */
-int dump_lock(struct cr_dump_ctx *ctx, const struct nl_conn *c);
+int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
 int dump_keep_repair(struct cr_dump_ctx *ctx, int sk);
 
 #endif

@@ -271,7 +271,7 @@ int tty_finish_dump(struct cr_dump_ctx *ctx)
 				return -EOPNOTSUPP;
 			}
 			m->out_data.len = 0;
-			if (s)
+			if (s && !ctx->check_only)
 				ret = save_queues(ctx, mf, sf, &m->in_data, &m->out_data);
 			if (ret) {
 				pr_err("pid %d: fd %d: cannot save the data queued in /dev/pts/%u: "

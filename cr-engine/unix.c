@@ -299,6 +299,14 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		if (found)
 			continue;
 		unix_describe(sockdiag_find(&ctx->sk, u->peer), who, sizeof(who));
+		/* the caller may know how to replace it (journald's stdout stream) */
+		if (ctx->opts->external_unix && u->has_peer_name && u->type == SOCK_STREAM &&
+		    !u->n_queue && ctx->opts->external_unix(who, ctx->opts->cb_arg)) {
+			u->has_external = u->external = 1;
+			pr_debug("pid %d: fd %d: connected to %s, which will be replaced",
+				 f->owner_pid, f->owner_fd, who);
+			continue;
+		}
 		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
 		       "tree; such a connection cannot be restored",
 		       f->owner_pid, f->owner_fd, type_name(u->type), who);

@@ -48,7 +48,11 @@ struct opts {
 	const char *peer;    /* a program outside the tree, in a namespace of its own */
 	char *peer_args[8];
 	int n_peer_args;
-	bool peer_local; /* the peer shares our namespace (loopback) */
+	bool peer_local;	      /* the peer shares our namespace (loopback) */
+	bool check;		      /* dump --check: the tree must stay as it was */
+	const char *extra_roots_file; /* the test names more roots of its tree here */
+	char *restore_extra[8];
+	int n_restore_extra;
 	char **dump_extra;
 	int n_dump_extra;
 	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
@@ -138,6 +142,7 @@ static void show_file(const char *title, const char *path)
 
 struct proc_info {
 	pid_t pid, ppid;
+	char state; /* as in /proc/PID/stat */
 };
 
 static int read_ppid(pid_t pid, pid_t *ppid, char *state)
@@ -166,11 +171,8 @@ static int collect_tree(pid_t root, struct proc_info *out, int max)
 	int n = 0;
 
 	out[n].pid = root;
-	{
-		char st;
-		if (read_ppid(root, &out[n].ppid, &st))
-			return 0;
-	}
+	if (read_ppid(root, &out[n].ppid, &out[n].state))
+		return 0;
 	n++;
 	for (int i = 0; i < n && n < max; i++) {
 		char path[64];
@@ -195,8 +197,12 @@ static int collect_tree(pid_t root, struct proc_info *out, int max)
 					long c = strtol(p, &e, 10);
 					if (e == p)
 						break;
+					pid_t pp;
+
 					out[n].pid = c;
 					out[n].ppid = out[i].pid;
+					if (read_ppid(c, &pp, &out[n].state))
+						out[n].state = '?';
 					n++;
 				}
 			}
@@ -329,31 +335,62 @@ static int corrupt_images(const char *img)
 	return 0;
 }
 
+/* "{dir}" in an option becomes the work directory */
+static char *subst(const char *opt)
+{
+	static char bufs[16][1024];
+	static int next;
+	char *b = bufs[next++ % 16];
+	const char *p = strstr(opt, "{dir}");
+
+	if (!p)
+		return (char *)opt;
+	snprintf(b, 1024, "%.*s%s%s", (int)(p - opt), opt, workdir, p + 5);
+	return b;
+}
+
+static pid_t extra_roots[16];
+static int nr_extra_roots;
+
 static int do_dump(pid_t root, const char *img, bool leave_running, const char *out, double *secs)
 {
-	char pid_s[16];
-	char *argv[32];
+	char pid_s[17][16];
+	char *argv[80];
 	int a = 0;
 
-	snprintf(pid_s, sizeof(pid_s), "%d", root);
+	snprintf(pid_s[0], sizeof(pid_s[0]), "%d", root);
 	argv[a++] = (char *)o.kupdate;
 	argv[a++] = "dump";
 	argv[a++] = "-t";
-	argv[a++] = pid_s;
-	argv[a++] = "-D";
-	argv[a++] = (char *)img;
+	argv[a++] = pid_s[0];
+	for (int i = 0; i < nr_extra_roots; i++) {
+		snprintf(pid_s[i + 1], sizeof(pid_s[0]), "%d", extra_roots[i]);
+		argv[a++] = "-t";
+		argv[a++] = pid_s[i + 1];
+	}
+	if (o.check) {
+		argv[a++] = "--check";
+	} else {
+		argv[a++] = "-D";
+		argv[a++] = (char *)img;
+	}
 	if (leave_running)
 		argv[a++] = "--leave-running";
-	for (int i = 0; i < o.n_dump_extra && a < 30; i++)
-		argv[a++] = o.dump_extra[i];
+	for (int i = 0; i < o.n_dump_extra && a < 78; i++)
+		argv[a++] = subst(o.dump_extra[i]);
 	argv[a] = NULL;
 	return run(argv, out, secs);
 }
 
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
 {
-	char *argv[] = { (char *)o.kupdate, "restore",	     "-D", (char *)img, "--detach",
-			 "--pidfile",	    (char *)pidfile, NULL };
+	char *argv[32] = { (char *)o.kupdate, "restore",   "-D",	   (char *)img,
+			   "--detach",	      "--pidfile", (char *)pidfile };
+	int a = 7;
+
+	for (int i = 0; i < o.n_restore_extra && a < 30; i++)
+		argv[a++] = subst(o.restore_extra[i]);
+	argv[a] = NULL;
 	return run(argv, out, secs);
 }
 
@@ -587,11 +624,33 @@ static int test_main(char **targv)
 		usleep(50000);
 	}
 
+	if (o.extra_roots_file) {
+		char path[512], *text, *p, *e;
+
+		snprintf(path, sizeof(path), "%s/%s", workdir, o.extra_roots_file);
+		text = slurp(path);
+		for (p = text; nr_extra_roots < 16; p = e) {
+			long v = strtol(p, &e, 10);
+
+			if (e == p)
+				break;
+			extra_roots[nr_extra_roots++] = v;
+		}
+		free(text);
+		if (!nr_extra_roots) {
+			diag("the test named no extra roots in %s", path);
+			kill_tree(root);
+			return 1;
+		}
+	}
+
 	for (int it = 0; it < o.iterations; it++) {
 		double dsecs, rsecs;
 		int rc;
 
 		nbefore = collect_tree(root, before, 512);
+		for (int r = 0; r < nr_extra_roots; r++)
+			nbefore += collect_tree(extra_roots[r], before + nbefore, 512 - nbefore);
 		snprintf(img, sizeof(img), "%s/img-%d", workdir, it);
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
 		rc = do_dump(root, img, false, out, &dsecs);
@@ -625,6 +684,29 @@ static int test_main(char **targv)
 			kill_tree(root);
 			return 1;
 		}
+		if (o.check) {
+			/* a check changes nothing: every process is still there, in
+			 * the state it had (a zombie stays a zombie) */
+			for (int i = 0; i < nbefore; i++) {
+				pid_t pp;
+				char now;
+
+				if (read_ppid(before[i].pid, &pp, &now) == 0 &&
+				    (now == 'Z') == (before[i].state == 'Z'))
+					continue;
+				diag("pid %d died during dump --check", before[i].pid);
+				kill_tree(root);
+				return 1;
+			}
+			show_file("kupdate dump --check", out);
+			goto verdict;
+		}
+		for (int r = 0; r < nr_extra_roots; r++)
+			if (wait_exit(extra_roots[r], 10, &st)) {
+				diag("the root %d is still alive after the dump", extra_roots[r]);
+				kill_tree(root);
+				return 1;
+			}
 		/* the tree must be gone; the root is our child */
 		if (wait_exit(root, 10, &st)) {
 			diag("the root %d is still alive after the dump", root);
@@ -697,6 +779,21 @@ static int test_main(char **targv)
 		{
 			int nafter = collect_tree(root, after, 512);
 
+			for (int r = 0; r < nr_extra_roots; r++) {
+				pid_t pp = 0;
+				char stc;
+
+				nafter +=
+					collect_tree(extra_roots[r], after + nafter, 512 - nafter);
+				if (read_ppid(extra_roots[r], &pp, &stc) || pp != getpid()) {
+					diag("the extra root %d came back with parent %d, expected "
+					     "us (%d)",
+					     extra_roots[r], pp, getpid());
+					kill_tree(root);
+					return 1;
+				}
+			}
+
 			for (int i = 0; i < nbefore; i++) {
 				bool found = false;
 
@@ -743,6 +840,22 @@ static int test_main(char **targv)
 	}
 
 verdict:
+	for (int r = 0; r < nr_extra_roots; r++) {
+		int est;
+
+		if (getppid() && read_ppid(extra_roots[r], &(pid_t){ 0 }, &(char){ 0 })) {
+			diag("the extra root %d is gone", extra_roots[r]);
+			kill_tree(root);
+			return 1;
+		}
+		kill(extra_roots[r], SIGTERM);
+		if (wait_exit(extra_roots[r], o.timeout, &est) || !WIFEXITED(est) ||
+		    WEXITSTATUS(est)) {
+			diag("the extra root %d did not end well (%#x)", extra_roots[r], est);
+			kill_tree(root);
+			return 1;
+		}
+	}
 	if (o.peer && stop_peer()) {
 		diag("the peer saw a problem");
 		kill_tree(root);
@@ -791,6 +904,9 @@ int main(int argc, char **argv)
 		{ "peer-arg", required_argument, NULL, 'A' },
 		{ "peer-local", no_argument, NULL, 'O' },
 		{ "pause-ms", required_argument, NULL, 'W' },
+		{ "check", no_argument, NULL, 'H' },
+		{ "extra-roots-file", required_argument, NULL, 'Z' },
+		{ "restore-opt", required_argument, NULL, 'r' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -842,6 +958,16 @@ int main(int argc, char **argv)
 			break;
 		case 'W':
 			o.pause_ms = atoi(optarg);
+			break;
+		case 'H':
+			o.check = true;
+			break;
+		case 'Z':
+			o.extra_roots_file = optarg;
+			break;
+		case 'r':
+			if (o.n_restore_extra < 8)
+				o.restore_extra[o.n_restore_extra++] = optarg;
 			break;
 		case 'A':
 			if (o.n_peer_args < 8)

@@ -1,0 +1,261 @@
+/* kupdate dump, restore, show: the engine on process trees. */
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cr.h"
+#include "kupdate.h"
+#include "log.h"
+
+int parse_pid(const char *s, pid_t *pid)
+{
+	char *e;
+	long v = strtol(s, &e, 10);
+
+	if (!*s || *e || v <= 0 || v > 4194304)
+		return -1;
+	*pid = v;
+	return 0;
+}
+
+struct external_list {
+	const char **paths;
+	int n;
+};
+
+/* --external-unix PATH: a peer at PATH may be replaced */
+static bool allow_external(const char *peer, void *arg)
+{
+	const struct external_list *l = arg;
+
+	for (int i = 0; i < l->n; i++)
+		if (!strcmp(l->paths[i], peer))
+			return true;
+	return false;
+}
+
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *e;
+	unsigned long long v = strtoull(s, &e, 10);
+	int shift = 0;
+
+	if (e == s || *s == '-')
+		return -1;
+	if (*e == 'K' || *e == 'k')
+		shift = 10;
+	else if (*e == 'M' || *e == 'm')
+		shift = 20;
+	else if (*e == 'G' || *e == 'g')
+		shift = 30;
+	if (shift)
+		e++;
+	if (*e || !v || v > (~0ULL >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "tree", required_argument, NULL, 't' },
+		{ "images-dir", required_argument, NULL, 'D' },
+		{ "leave-running", no_argument, NULL, 'R' },
+		{ "no-page-crc", no_argument, NULL, 'C' },
+		{ "ghost-limit", required_argument, NULL, 'g' },
+		{ "check", no_argument, NULL, 'c' },
+		{ "external-unix", required_argument, NULL, 'x' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct cr_dump_opts o = { 0 };
+	struct cr_dump_stats st;
+	pid_t roots[64];
+	const char *ext[16];
+	struct external_list el = { ext, 0 };
+	int c, ret;
+
+	while ((c = getopt_long(argc, argv, "+t:D:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (o.nr_roots == 64 || parse_pid(optarg, &roots[o.nr_roots])) {
+				pr_err("dump: '%s' is not a pid", optarg);
+				return 2;
+			}
+			o.nr_roots++;
+			break;
+		case 'D':
+			o.imgdir = optarg;
+			break;
+		case 'R':
+			o.leave_running = true;
+			break;
+		case 'C':
+			o.no_page_crc = true;
+			break;
+		case 'g':
+			if (parse_size(optarg, &o.ghost_limit)) {
+				pr_err("dump: --ghost-limit '%s' is not a size (bytes, or with K, "
+				       "M, G)",
+				       optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			o.check_only = true;
+			break;
+		case 'x':
+			if (el.n == 16) {
+				pr_err("dump: at most 16 --external-unix paths");
+				return 2;
+			}
+			ext[el.n++] = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!o.nr_roots || (!o.imgdir && !o.check_only) || optind != argc) {
+		pr_err("dump: needs -t PID and -D DIR (or --check) (see kupdate --help)");
+		return 2;
+	}
+	o.roots = roots;
+	o.root = roots[0];
+	if (el.n) {
+		o.external_unix = allow_external;
+		o.cb_arg = &el;
+	}
+	ret = cr_dump(&o, &st);
+	if (ret)
+		return 1;
+	if (o.check_only) {
+		printf("pid %d: %u processes, %u threads: can be checkpointed\n", roots[0],
+		       st.processes, st.threads);
+		return 0;
+	}
+	pr_info("dumped %u processes, %u threads, %llu pages; frozen %.3f s, total %.3f s",
+		st.processes, st.threads, (unsigned long long)st.pages, st.frozen_ns / 1e9,
+		st.total_ns / 1e9);
+	return 0;
+}
+
+/* --reconnect-unix: a socket whose peer was outside the tree connects to
+ * the same path again */
+static int reconnect(const char *peer, const char *comm, void *arg)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ret;
+
+	(void)comm;
+	(void)arg;
+	if (sk < 0)
+		return -errno;
+	if (peer[0] == '@') {
+		strncpy(a.sun_path + 1, peer + 1, sizeof(a.sun_path) - 2);
+		ret = connect(sk, (struct sockaddr *)&a,
+			      offsetof(struct sockaddr_un, sun_path) + strlen(peer));
+	} else {
+		strncpy(a.sun_path, peer, sizeof(a.sun_path) - 1);
+		ret = connect(sk, (struct sockaddr *)&a, sizeof(a));
+	}
+	if (ret) {
+		ret = -errno;
+		close(sk);
+		return ret;
+	}
+	return sk;
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "images-dir", required_argument, NULL, 'D' },
+		{ "detach", no_argument, NULL, 'd' },
+		{ "restore-detached", no_argument, NULL, 'd' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "no-page-verify", no_argument, NULL, 'V' },
+		{ "reconnect-unix", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct cr_restore_opts o = { 0 };
+	pid_t root = 0;
+	int c, st = 0, ret;
+
+	while ((c = getopt_long(argc, argv, "+D:dh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'D':
+			o.imgdir = optarg;
+			break;
+		case 'd':
+			o.detach = true;
+			break;
+		case 'p':
+			o.pidfile = optarg;
+			break;
+		case 'V':
+			o.no_page_verify = true;
+			break;
+		case 'r':
+			o.open_external = reconnect;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!o.imgdir || optind != argc) {
+		pr_err("restore: needs -D DIR (see kupdate --help)");
+		return 2;
+	}
+	ret = cr_restore(&o, &root, &st);
+	if (ret)
+		return 1;
+	if (o.detach)
+		return 0;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + WTERMSIG(st);
+}
+
+int cmd_show(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool json = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		pr_err("show: needs one image directory (see kupdate --help)");
+		return 2;
+	}
+	return cr_show(argv[optind], json, stdout) ? 1 : 0;
+}

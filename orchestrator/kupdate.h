@@ -1,0 +1,28 @@
+/* kupdate: the commands. */
+#ifndef KUPDATE_H
+#define KUPDATE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+void usage(FILE *out);
+int parse_pid(const char *s, pid_t *pid);
+
+/* engine_cmds.c: the engine as it is */
+int cmd_dump(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+
+/* units.c, apply.c, boot.c, status.c: the update cycle */
+int cmd_enable(int argc, char **argv);
+int cmd_disable(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_apply(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_generator(int argc, char **argv);
+int cmd_netlock(int argc, char **argv);
+int cmd_restore_unit(int argc, char **argv);
+int cmd_finish(int argc, char **argv);
+
+#endif
