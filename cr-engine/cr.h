@@ -35,6 +35,10 @@ struct cr_dump_opts {
 	bool check_only;      /* look at everything, write nothing, resume the tree */
 	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
 	cr_external_unix_fn external_unix;
+	/* called once every process is seized, before anything runs in them
+	 * (the orchestrator thaws the frozen cgroup there: code injected into
+	 * a task of a frozen cgroup would not run) */
+	int (*seized)(void *arg);
 	void *cb_arg;
 };
 

@@ -312,6 +312,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	mem_find_zero_pfns(ctx);
 
 	ret = seize_tree(ctx);
+	if (!ret && o->seized)
+		ret = o->seized(o->cb_arg);
 	for (int i = 0; !ret && i < ctx->nr_procs; i++)
 		ret = dump_process(ctx, ctx->procs[i]);
 	if (!ret)

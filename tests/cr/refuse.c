@@ -46,6 +46,10 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		crt_own_child(child);
+	} else if (!strcmp(what, "mntns")) {
+		/* a private mount namespace, as a sandboxed unit has */
+		if (unshare(CLONE_NEWNS))
+			crt_fail("unshare: %s", strerror(errno));
 	} else {
 		crt_fail("unknown state %s", what);
 	}
