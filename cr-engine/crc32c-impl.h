@@ -38,6 +38,24 @@ static inline uint32_t crc32c_x_pow_bytes(uint64_t nbytes)
 	return result;
 }
 
+/* Raw register update without SSE4.2, four bits at a time (CPUs such as
+ * QEMU's qemu64 model lack the instruction). */
+static inline uint32_t crc32c_sw_update(uint32_t c, const unsigned char *p, size_t len)
+{
+	static const uint32_t nib[16] = {
+		0x00000000, 0x105ec76f, 0x20bd8ede, 0x30e349b1, 0x417b1dbc, 0x5125dad3,
+		0x61c69362, 0x7198540d, 0x82f63b78, 0x92a8fc17, 0xa24bb5a6, 0xb21572c9,
+		0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
+	};
+
+	while (len--) {
+		c ^= *p++;
+		c = (c >> 4) ^ nib[c & 15];
+		c = (c >> 4) ^ nib[c & 15];
+	}
+	return c;
+}
+
 /* Raw register update with the SSE4.2 instruction: three independent
  * streams over 3 x 4 KiB blocks, joined with k = x^(8*4096) mod P. */
 __attribute__((target("sse4.2"))) static inline uint32_t

@@ -1,24 +1,21 @@
+#include <stdlib.h>
+
 #include "crc32c-impl.h"
 #include "crc32c.h"
 
-static uint32_t crc32c_sw(uint32_t c, const unsigned char *p, size_t len)
-{
-	while (len--) {
-		c ^= *p++;
-		for (int k = 0; k < 8; k++)
-			c = (c >> 1) ^ (CRC32C_POLY & (0U - (c & 1)));
-	}
-	return c;
-}
-
+/* KUPDATE_NO_HW_CRC=1 takes the path of CPUs without SSE4.2 (tests) */
 int crc32c_hw(void)
 {
-	return __builtin_cpu_supports("sse4.2");
+	static int hw = -1;
+
+	if (hw < 0)
+		hw = __builtin_cpu_supports("sse4.2") && !getenv("KUPDATE_NO_HW_CRC");
+	return hw;
 }
 
 uint32_t crc32c_soft(uint32_t crc, const void *buf, size_t len)
 {
-	return ~crc32c_sw(~crc, buf, len);
+	return ~crc32c_sw_update(~crc, buf, len);
 }
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)

@@ -1,5 +1,7 @@
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,11 +16,39 @@ static struct {
 	int err_fd; /* where messages for the user go */
 } cfg = { "kupdate", CR_LOG_WARN, -1, 0, STDERR_FILENO };
 
+/* The first error since cr_log_mark(), shared with the processes forked
+ * afterwards (a restore's errors happen in the processes it creates). */
+struct first_error {
+	_Atomic int taken;
+	char msg[1024];
+};
+static struct first_error *first_err;
+
 void cr_log_init(const char *prog, int level, int log_fd)
 {
 	cfg.prog = prog;
 	cfg.level = level;
 	cfg.fd = log_fd;
+	if (!first_err) {
+		void *p = mmap(NULL, sizeof(*first_err), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		if (p != MAP_FAILED)
+			first_err = p;
+	}
+}
+
+void cr_log_mark(void)
+{
+	if (first_err) {
+		first_err->msg[0] = 0;
+		atomic_store(&first_err->taken, 0);
+	}
+}
+
+const char *cr_log_first_error(void)
+{
+	return first_err && atomic_load(&first_err->taken) == 2 ? first_err->msg : NULL;
 }
 
 int cr_log_level(void)
@@ -49,8 +79,17 @@ void cr_log(int level, const char *fmt, ...)
 	int saved = errno, n;
 	va_list ap;
 
-	if (level == CR_LOG_ERROR)
+	if (level == CR_LOG_ERROR) {
+		int zero = 0;
+
 		cfg.errors++;
+		if (first_err && atomic_compare_exchange_strong(&first_err->taken, &zero, 1)) {
+			va_start(ap, fmt);
+			vsnprintf(first_err->msg, sizeof(first_err->msg), fmt, ap);
+			va_end(ap);
+			atomic_store(&first_err->taken, 2);
+		}
+	}
 	if (level > cfg.level && (cfg.fd < 0 || level > CR_LOG_DEBUG))
 		return;
 

@@ -19,6 +19,11 @@ void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Number of errors logged so far (lets a caller avoid a second, vaguer
  * message for a failure that was already explained). */
 unsigned cr_log_errors(void);
+/* The first error logged since cr_log_mark(), by this process or one it
+ * forked since cr_log_init() (NULL if none): the reason an orchestrator
+ * records for a unit. */
+void cr_log_mark(void);
+const char *cr_log_first_error(void);
 
 #define pr_err(fmt, ...)   cr_log(CR_LOG_ERROR, fmt, ##__VA_ARGS__)
 #define pr_warn(fmt, ...)  cr_log(CR_LOG_WARN, fmt, ##__VA_ARGS__)

@@ -1024,8 +1024,8 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	if (pages_fd < 0)
 		return pages_fd;
 	b->args.pages_fd = pages_fd;
-	/* the restorer checks with the SSE4.2 instruction, or not at all */
-	b->args.verify_crc = verify && mm->head->crc_valid && crc32c_hw();
+	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
+	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
 
 	/* one more for a vDSO proxy (vdso.c) */
 	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));

@@ -224,7 +224,9 @@ static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint3
 				fail(a, RST_STEP_FILL, n ? n : -5, run->vaddr + done, vi);
 			done += n;
 		}
-		if (a->verify_crc && ~crc32c_hw_update(~0U, dst, len, k) != run->crc)
+		if (a->verify_crc &&
+		    ~(a->verify_crc == 1 ? crc32c_hw_update(~0U, dst, len, k)
+					 : crc32c_sw_update(~0U, dst, len)) != run->crc)
 			fail(a, RST_STEP_CRC, -74 /* EBADMSG */, run->vaddr, vi);
 	}
 }
