@@ -21,16 +21,9 @@
 #include "shmem.h"
 #include "signals.h"
 #include "tcp.h"
+#include "timens.h"
 #include "unix.h"
 #include "util.h"
-
-static uint64_t read_xcr0(void)
-{
-	uint32_t eax, edx;
-
-	__asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
-	return ((uint64_t)edx << 32) | eax;
-}
 
 static int write_inventory(struct cr_dump_ctx *ctx)
 {
@@ -50,12 +43,16 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	e.tool_version = CR_TOOL_VERSION;
 	e.root_pid = ctx->procs[0]->pid;
 	e.dump_time_ns = now_ns(CLOCK_REALTIME);
-	e.xfeatures = read_xcr0();
+	e.xfeatures = cpu_xcr0();
 	e.page_size = PAGE_SIZE;
 	e.nr_processes = ctx->nr_procs;
 	e.frozen_ns = now_ns(CLOCK_MONOTONIC) - ctx->t_seized;
 	e.has_total_pages = 1;
 	e.total_pages = ctx->total_pages;
+	ret = timens_clocks(ctx->procs[0]->pid, &e.clock_monotonic_ns, &e.clock_boottime_ns);
+	if (ret)
+		return ret;
+	e.has_clock_monotonic_ns = e.has_clock_boottime_ns = 1;
 	ret = img_writer_open(&w, ctx->dirfd, "inventory.img", IMG_INVENTORY);
 	if (ret)
 		return ret;

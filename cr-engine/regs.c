@@ -148,7 +148,8 @@ int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 		return -ENOMEM;
 	iov.iov_base = t->xsave;
 	iov.iov_len = XSAVE_MAX;
-	if (ptrace(PTRACE_GETREGSET, t->tid, NT_X86_XSTATE, &iov)) {
+	/* without XSAVE, the FXSAVE area (512 bytes) is all there is */
+	if (ptrace(PTRACE_GETREGSET, t->tid, cpu_xcr0() ? NT_X86_XSTATE : NT_PRFPREG, &iov)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot read the FPU/xsave state of thread %d", p->pid, t->tid);
 		return ret;
@@ -406,8 +407,8 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 			ret = -EINVAL;
 			goto out;
 		}
-		if (t->xsave.len < 576 || t->xsave.len > XSAVE_MAX || t->regs->cs != 0x33 ||
-		    t->regs->ss != 0x2b) {
+		if ((t->xsave.len < 576 && t->xsave.len != 512) || t->xsave.len > XSAVE_MAX ||
+		    t->regs->cs != 0x33 || t->regs->ss != 0x2b) {
 			pr_err("image %s is damaged: thread %d has invalid registers (cs %#lx, ss "
 			       "%#lx, xsave %zu bytes)",
 			       name, t->tid, (unsigned long)t->regs->cs, (unsigned long)t->regs->ss,
@@ -492,7 +493,9 @@ int core_set_thread(pid_t pid, const ThreadCore *tc)
 	int ret;
 
 	gp_to_user(&r, tc->regs);
-	if (ptrace(PTRACE_SETREGSET, tc->tid, NT_X86_XSTATE, &iov)) {
+	/* 512 bytes: an FXSAVE area, from a CPU without XSAVE */
+	if (ptrace(PTRACE_SETREGSET, tc->tid, tc->xsave.len == 512 ? NT_PRFPREG : NT_X86_XSTATE,
+		   &iov)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot set the FPU/xsave state of thread %d", pid, tc->tid);
 		return ret;
@@ -509,4 +512,18 @@ int core_set_thread(pid_t pid, const ThreadCore *tc)
 		return ret;
 	}
 	return 0;
+}
+
+uint64_t cpu_xcr0(void)
+{
+	uint32_t a, b, c, d, eax, edx;
+
+	/* KUPDATE_NO_XSAVE=1: as on a CPU without XSAVE (tests) */
+	if (getenv("KUPDATE_NO_XSAVE"))
+		return 0;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+	if (!(c & (1U << 27))) /* OSXSAVE */
+		return 0;
+	__asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+	return ((uint64_t)edx << 32) | eax;
 }

@@ -44,6 +44,7 @@
 #include "remote.h"
 #include "restore.h"
 #include "tcp.h"
+#include "timens.h"
 #include "util.h"
 #include "vdso.h"
 
@@ -107,14 +108,6 @@ struct rctx {
 
 /* ------------------------------------------------------------ loading */
 
-static uint64_t read_xcr0(void)
-{
-	uint32_t eax, edx;
-
-	__asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
-	return ((uint64_t)edx << 32) | eax;
-}
-
 static int load_inventory(struct rctx *c)
 {
 	struct img_reader r;
@@ -139,7 +132,7 @@ static int load_inventory(struct rctx *c)
 		       IMG_FORMAT_VERSION, PAGE_SIZE);
 		return -EPROTO;
 	}
-	c->xcr0 = read_xcr0();
+	c->xcr0 = cpu_xcr0();
 	if (c->inv->xfeatures & ~c->xcr0) {
 		pr_err("the images use CPU state components %#lx that this CPU does not enable "
 		       "(XCR0 %#lx); restore on the machine that dumped them",
@@ -1511,7 +1504,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 {
 	struct rctx c;
 	sigset_t chld, old;
-	int ret, subreaper = 1;
+	int ret, subreaper = 1, timens_fd = -1;
 
 	memset(&c, 0, sizeof(c));
 	c.opts = o;
@@ -1547,6 +1540,12 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	}
 	c.sh->tool = getpid();
 
+	/* the tree's clocks go on from where they were (timens.c) */
+	if (c.inv->has_clock_monotonic_ns && c.inv->has_clock_boottime_ns) {
+		ret = timens_enter(c.inv->clock_monotonic_ns, c.inv->clock_boottime_ns, &timens_fd);
+		if (ret)
+			goto out;
+	}
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
@@ -1623,6 +1622,7 @@ fail:
 		;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
+	timens_leave(timens_fd);
 	if (!subreaper)
 		prctl(PR_SET_CHILD_SUBREAPER, 0);
 	if (c.sh)

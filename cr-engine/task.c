@@ -17,6 +17,7 @@
 #include "dump.h"
 #include "log.h"
 #include "remote.h"
+#include "timens.h"
 #include "util.h"
 
 static const char *const rlimit_names[] = {
@@ -84,7 +85,6 @@ static int check_namespaces(struct cr_proc *p)
 		{ "ipc", "IPC namespace (PrivateIPC=, or a container)" },
 		{ "user", "user namespace (PrivateUsers=, or a container)" },
 		{ "cgroup", "cgroup namespace" },
-		{ "time", "time namespace" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
@@ -119,6 +119,9 @@ static int check_refusals(struct cr_dump_ctx *ctx, struct cr_proc *p, const char
 	}
 	if (check_namespaces(p))
 		return -EOPNOTSUPP;
+	/* a time namespace is rebuilt (timens.c), one per tree */
+	if (timens_check(p->pid, ctx->procs[0]->pid))
+		return -EOPNOTSUPP;
 	if (p->parent && p->parent->state != TASK_STATE__TASK_ZOMBIE &&
 	    syscall(SYS_kcmp, p->pid, p->parent->pid, KCMP_VM, 0, 0) == 0) {
 		pr_err("pid %d shares its memory with its parent %d (vfork in progress, or "
@@ -126,7 +129,6 @@ static int check_refusals(struct cr_dump_ctx *ctx, struct cr_proc *p, const char
 		       p->pid, p->parent->pid);
 		return -EAGAIN;
 	}
-	(void)ctx;
 	return 0;
 }
 

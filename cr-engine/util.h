@@ -74,5 +74,9 @@ int read_file_at(int dirfd, const char *path, char **buf, size_t *len);
 int read_proc(char **buf, size_t *len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 int64_t now_ns(int clock);
+/* XCR0, the CPU state components XSAVE covers; 0 on a CPU (or a QEMU model
+ * such as qemu64) without XSAVE, whose FPU/SSE state is the 512-byte
+ * FXSAVE area */
+uint64_t cpu_xcr0(void);
 
 #endif
