@@ -18,23 +18,45 @@ void usage(FILE *out)
 {
 	fputs("usage: kupdate [-v] [--log-file FILE] COMMAND [OPTIONS]\n"
 	      "\n"
-	      "Checkpoint and restore process trees (the engine of kernel updates\n"
-	      "that keep services running).\n"
+	      "Update the kernel of a running machine without losing its services: the\n"
+	      "preserved services are checkpointed, the new kernel is kexec'd, and the\n"
+	      "services are restored there with their pids, memory and connections.\n"
 	      "\n"
-	      "Commands:\n"
-	      "  dump -t PID -D DIR [--leave-running] [--no-page-crc] [--ghost-limit SIZE]\n"
-	      "      Checkpoint the process tree rooted at PID into the image directory\n"
-	      "      DIR.  Without --leave-running the tree is gone when dump returns 0;\n"
-	      "      on failure it keeps running as before and DIR holds no images.\n"
+	      "Kernel updates:\n"
+	      "  apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
+	      "        [--unit UNIT]... [--dry-run] [--fast]\n"
+	      "      Checkpoint the preserved units and kexec into VMLINUZ; they are restored\n"
+	      "      at its boot.  On any failure before the kexec they keep running.\n"
+	      "  status [--json] [--cycle ID]\n"
+	      "      The last cycle: kernels, and per unit restored or cold-started (why),\n"
+	      "      pids, frozen, dump, restore and down times.\n"
+	      "  enable UNIT... | disable UNIT...\n"
+	      "      Preserve a service across kernel updates (kupdate.target wants it), or\n"
+	      "      stop preserving it.\n"
+	      "  list [--json] [--no-check]\n"
+	      "      The preserved units and whether each can be checkpointed now.\n"
+	      "\n"
+	      "Process trees:\n"
+	      "  dump -t PID -D DIR [--leave-running] [--check] [--external-unix PATH]\n"
+	      "       [--no-page-crc] [--ghost-limit SIZE]\n"
+	      "      Checkpoint the process tree rooted at PID (-t again for more roots)\n"
+	      "      into the image directory DIR.  Without --leave-running the tree is\n"
+	      "      gone when dump returns 0; on failure it keeps running as before and\n"
+	      "      DIR holds no images.  --check: only check that it could be.\n"
+	      "      --external-unix PATH: a unix socket connected to PATH outside the\n"
+	      "      tree is saved, to be reconnected at restore (--reconnect-unix).\n"
 	      "      --ghost-limit: the largest open file that was unlinked whose data\n"
-	      "      is saved (bytes, or with K, M or G; default 1M); larger ones make\n"
-	      "      the dump fail.\n"
+	      "      is saved (bytes, or with K, M or G; default 1M).\n"
 	      "  restore -D DIR [-d|--detach] [--pidfile FILE] [--no-page-verify]\n"
+	      "          [--reconnect-unix]\n"
 	      "      Recreate the tree with its pids.  With --detach, return once it runs\n"
 	      "      (its parent is the caller); otherwise wait and exit with the root's\n"
 	      "      status.  --pidfile receives the root pid.\n"
 	      "  show DIR [--json]\n"
 	      "      Decode every image of DIR.\n"
+	      "\n"
+	      "Boot-time commands (run by kupdate's systemd units): netlock, restore-unit,\n"
+	      "finish; kupdate-generator is this program under that name.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -v, --verbose        more messages (repeat for debug)\n"
@@ -42,8 +64,9 @@ void usage(FILE *out)
 	      "  -h, --help           this help\n"
 	      "  --version            print the version\n"
 	      "\n"
-	      "Exit status: 0 on success; 1 with one line on stderr naming what failed.\n"
-	      "See kupdate(8).\n",
+	      "Environment: KUPDATE_STATE_DIR (default /var/lib/kupdate).\n"
+	      "Exit status: 0 on success; 1 with one line on stderr naming what failed;\n"
+	      "2 on a usage error.  See kupdate(8).\n",
 	      out);
 }
 
@@ -59,6 +82,15 @@ int main(int argc, char **argv)
 	int c, level = CR_LOG_WARN, log_fd = -1;
 	const char *cmd;
 
+	{
+		const char *base = strrchr(argv[0], '/');
+
+		base = base ? base + 1 : argv[0];
+		if (!strcmp(base, "kupdate-generator")) {
+			cr_log_init("kupdate-generator", CR_LOG_WARN, -1);
+			return cmd_generator(argc, argv);
+		}
+	}
 	while ((c = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'v':
@@ -90,7 +122,7 @@ int main(int argc, char **argv)
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
-	optind = 1;
+	optind = 0; /* a full reset: subcommands parse with their own ordering */
 	if (level > CR_LOG_DEBUG)
 		level = CR_LOG_DEBUG;
 	cr_log_init("kupdate", level, log_fd);
@@ -103,6 +135,25 @@ int main(int argc, char **argv)
 		return cmd_restore(argc, argv);
 	if (!strcmp(cmd, "show"))
 		return cmd_show(argc, argv);
+	{
+		static const struct {
+			const char *name;
+			int (*fn)(int, char **);
+		} cmds[] = {
+			{ "apply", cmd_apply },
+			{ "status", cmd_status },
+			{ "enable", cmd_enable },
+			{ "disable", cmd_disable },
+			{ "list", cmd_list },
+			{ "netlock", cmd_netlock },
+			{ "restore-unit", cmd_restore_unit },
+			{ "finish", cmd_finish },
+		};
+
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+			if (!strcmp(cmd, cmds[i].name))
+				return cmds[i].fn(argc, argv);
+	}
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -22,3 +22,21 @@ $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 all: $(KUPDATE)
 .SECONDARY: $(ORCH_PROTO_C) $(ORCH_PROTO_H)
 -include $(ORCH_OBJ:.o=.d)
+
+# `make install [DESTDIR=...] [PREFIX=/usr]`: the command, the systemd units
+# and generator, the man pages.
+PREFIX     ?= /usr
+SBINDIR    := $(PREFIX)/sbin
+UNITDIR    := $(PREFIX)/lib/systemd/system
+GENDIR     := $(PREFIX)/lib/systemd/system-generators
+MANDIR     := $(PREFIX)/share/man
+.PHONY: install
+install: $(KUPDATE)
+	install -D -m 0755 $(KUPDATE) $(DESTDIR)$(SBINDIR)/kupdate
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(GENDIR)
+	for u in units/*.service units/*.target; do \
+		sed 's|@SBINDIR@|$(SBINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	ln -sfn $(SBINDIR)/kupdate $(DESTDIR)$(GENDIR)/kupdate-generator
+	if ls doc/*.8 >/dev/null 2>&1; then install -d $(DESTDIR)$(MANDIR)/man8 && \
+		install -m 0644 doc/*.8 $(DESTDIR)$(MANDIR)/man8/; fi

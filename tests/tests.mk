@@ -30,6 +30,15 @@ $(TBIN)/unit/%: tests/unit/%.c asan
 		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -I$(ASAN_BUILD)/gen \
 		-o $@ $< $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
 
+# the orchestrator's pure parts, from the sanitized build's objects
+ASAN_ORCH_OBJ = $(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ))) \
+	$(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(ORCH_PROTO_OBJ))
+$(TBIN)/unit/test_orch: tests/unit/test_orch.c asan
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
+		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
+		-I$(ASAN_BUILD)/gen -o $@ $< $(ASAN_ORCH_OBJ) $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
+
 .PHONY: tests
 tests: $(CR_BINS) $(UNIT_BINS)
 all: tests
@@ -48,3 +57,33 @@ check-cr: $(KUPDATE) $(CR_BINS)
 check-cr-asan: asan $(CR_BINS)
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tools/run-suite $(BUILD)/results cr-asan \
 		tests/cr/run-tests.sh $(ASAN_KUPDATE) $(TBIN)/cr 'bigmem'
+
+# The update cycle in QEMU (tests/cycle/cycle.sh): the demo services, the
+# host's TCP client, and the payload the guest installs kupdate from.
+CYCLE_BINS  := $(TBIN)/cycle/kupdate-demo $(TBIN)/cycle/demo-client
+CYCLE_PAYLOAD := $(BUILD)/cycle-payload
+$(TBIN)/cycle/kupdate-demo: tests/cycle/demo.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+$(TBIN)/cycle/demo-client: tests/cycle/client.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+tests: $(CYCLE_BINS)
+
+.PHONY: cycle-payload cycle check-cycle
+cycle-payload: $(KUPDATE) $(CYCLE_BINS)
+	$(Q)rm -rf $(CYCLE_PAYLOAD)
+	$(Q)mkdir -p $(CYCLE_PAYLOAD)/root/usr/local/bin $(CYCLE_PAYLOAD)/root/etc/systemd/system \
+		$(CYCLE_PAYLOAD)/extra
+	$(Q)$(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(CYCLE_PAYLOAD))/root PREFIX=/usr
+	$(Q)install -m 0755 $(TBIN)/cycle/kupdate-demo $(CYCLE_PAYLOAD)/root/usr/local/bin/
+	$(Q)cp tests/cycle/units/demo-*.service $(CYCLE_PAYLOAD)/root/etc/systemd/system/
+	$(Q)cp tests/cycle/units/kupdate-test-corrupt.service $(CYCLE_PAYLOAD)/extra/
+
+cycle: kernels guest-image $(KQ_HOST) cycle-payload
+	$(Q)BUILD=$(BUILD) tests/cycle/cycle.sh
+
+CHECK_SUITES += cycle
+check-cycle:
+	$(Q)tools/deps.sh kernel guest
+	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle

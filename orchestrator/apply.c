@@ -1,0 +1,624 @@
+/* kupdate apply: checkpoint the preserved units and kexec into a new kernel.
+ *
+ *  1 preflight: the kernel loads, the units are active, there is room
+ *  2 per unit: freeze (systemd), seize every process of its cgroup, thaw
+ *    (the processes stay stopped under ptrace), dump; the engine locks the
+ *    unit's TCP connections in the network
+ *  3 manifest, fsync, rename: the cycle is ready; the kernel is loaded
+ *    again with the final command line (cycle id, pid reservation)
+ *  4 the units are told not to restart or run their stop commands, and
+ *    their processes are killed (sockets in repair mode: no FIN, no RST)
+ *  5 kexec, through systemd or at once (--fast)
+ * A failure in 1-3 resumes every unit as it was, removes the partial cycle
+ * and does not kexec.  A kexec that fails after 4 restores the units from
+ * the cycle on this kernel. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "cr.h"
+#include "cycle.h"
+#include "kexec.h"
+#include "kupdate.h"
+#include "log.h"
+#include "sd.h"
+#include "units.h"
+#include "util.h"
+
+struct aunit {
+	const char *name;
+	struct sd *sd;
+	struct unit_info ui;
+	pid_t *members;
+	int nr_members;
+	struct cr_dump_session *sess;
+	struct cr_dump_stats st;
+	bool frozen;
+	char *rel; /* units/NAME, in the cycle directory */
+	int64_t frozen_at_rt, t_freeze, t_dumped;
+	pid_t *ids;
+	size_t nr_ids;
+	size_t nr_conns;
+	uint64_t bytes;
+};
+
+struct apply_opts {
+	const char *kernel, *initrd, *append;
+	bool dry_run, fast, no_kexec;
+};
+
+static void usage_apply(FILE *f)
+{
+	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
+	      "                     [--unit UNIT]... [--dry-run] [--fast]\n"
+	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
+	      "them there with their pids, memory and connections.\n"
+	      "  --initrd FILE     the new kernel's initramfs\n"
+	      "  --append ARGS     the new kernel's command line (default: the running one's)\n"
+	      "  --reuse-cmdline   the running kernel's command line (the default)\n"
+	      "  --unit UNIT       preserve UNIT (repeatable; default: every preserved unit)\n"
+	      "  --dry-run         check everything, change nothing, do not kexec\n"
+	      "  --fast            jump at once after syncing, without stopping the rest of\n"
+	      "                    the system through systemd\n"
+	      "On any failure before the kexec the units keep running as they were.\n",
+	      f);
+}
+
+static int64_t rt_ns(void)
+{
+	return now_ns(CLOCK_REALTIME);
+}
+
+static int thaw_seized(void *arg)
+{
+	struct aunit *u = arg;
+
+	/* every process is in a ptrace stop: thawing lets the engine run code
+	 * in them, and nothing of the unit runs on */
+	if (u->frozen && sd_thaw(u->sd, u->name))
+		return -EIO;
+	u->frozen = false;
+	return 0;
+}
+
+/* anon + shmem of a unit's cgroup: what its images will hold at most */
+static uint64_t unit_memory(const struct aunit *u)
+{
+	_cleanup_free_ char *path = NULL, *stat = NULL;
+	uint64_t total = 0;
+
+	if (!u->ui.cgroup)
+		return 0;
+	path = xasprintf("%s%s/memory.stat", cgroup_root(), u->ui.cgroup);
+	if (!path || read_file_at(AT_FDCWD, path, &stat, NULL))
+		return 0;
+	for (char *l = stat; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		unsigned long long v;
+
+		if (sscanf(l, "anon %llu", &v) == 1 || sscanf(l, "shmem %llu", &v) == 1)
+			total += v;
+	}
+	return total;
+}
+
+static int check_room(struct aunit *u, int n)
+{
+	struct statvfs sv;
+	uint64_t need = 0, avail;
+
+	for (int i = 0; i < n; i++)
+		need += unit_memory(&u[i]);
+	if (statvfs(state_dir(), &sv)) {
+		pr_perror("cannot look at %s", state_dir());
+		return -errno;
+	}
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	/* page images are at most the memory, plus some metadata */
+	if (avail < need + need / 16 + (16 << 20)) {
+		pr_err("not enough room for the images in %s: %llu MiB free, the units hold up "
+		       "to %llu MiB",
+		       state_dir(), (unsigned long long)(avail >> 20),
+		       (unsigned long long)(need >> 20));
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+static void resume_all(struct aunit *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (u[i].sess) {
+			cr_dump_end(u[i].sess, false);
+			u[i].sess = NULL;
+		}
+		if (u[i].frozen) {
+			sd_thaw(u[i].sd, u[i].name);
+			u[i].frozen = false;
+		}
+	}
+}
+
+static uint64_t dir_bytes(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint64_t total = 0;
+
+	while (d && (de = readdir(d))) {
+		struct stat st;
+
+		if (!fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode))
+			total += st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
+static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
+{
+	_cleanup_free_ char *imgdir = NULL;
+	struct cr_dump_opts o = { 0 };
+	struct cr_conn *conns = NULL;
+	int ret;
+
+	u->rel = xasprintf("units/%s", u->name);
+	imgdir = xasprintf("%s/%s", cycdir, u->rel);
+	if (!u->rel || !imgdir)
+		return -ENOMEM;
+	printf("kupdate: %s: freezing\n", u->name);
+	fflush(stdout);
+	u->frozen_at_rt = rt_ns();
+	u->t_freeze = now_ns(CLOCK_MONOTONIC);
+	ret = sd_freeze(u->sd, u->name);
+	if (ret)
+		return ret;
+	u->frozen = true;
+	/* frozen: the set of processes cannot change any more */
+	ret = unit_members(u->name, &u->ui, &u->members, &u->nr_members);
+	if (ret)
+		return ret;
+	o.members = u->members;
+	o.nr_members = u->nr_members;
+	o.root = u->members[0];
+	o.imgdir = imgdir;
+	o.cycle_id = cycle_id;
+	o.external_unix = journal_replaceable;
+	o.seized = thaw_seized;
+	o.cb_arg = u;
+	cr_log_mark();
+	ret = cr_dump_begin(&o, &u->st, &u->sess);
+	if (ret)
+		return ret;
+	u->t_dumped = now_ns(CLOCK_MONOTONIC);
+	ret = cr_images_ids(imgdir, &u->ids, &u->nr_ids);
+	if (!ret)
+		ret = cr_images_connections(imgdir, &conns, &u->nr_conns);
+	free(conns);
+	u->bytes = dir_bytes(imgdir);
+	printf("kupdate: %s: dumped %u processes, %u threads, %.1f MiB, %zu connections in "
+	       "%.3f s\n",
+	       u->name, u->st.processes, u->st.threads, u->bytes / 1048576.0, u->nr_conns,
+	       (u->t_dumped - u->t_freeze) / 1e9);
+	fflush(stdout);
+	return ret;
+}
+
+static int write_manifest(struct aunit *u, int n, const char *id, const char *cycdir,
+			  const struct apply_opts *ao, const char *cmdline, const char *reserve)
+{
+	CycleManifest m = CYCLE_MANIFEST__INIT;
+	CycleUnit *cu = calloc(n, sizeof(*cu));
+	CycleUnit **pcu = calloc(n, sizeof(*pcu));
+	struct utsname un;
+	char boot[64];
+	_cleanup_close_ int dirfd = open(cycdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ret;
+
+	if (!cu || !pcu || dirfd < 0) {
+		free(cu);
+		free(pcu);
+		return dirfd < 0 ? -errno : -ENOMEM;
+	}
+	uname(&un);
+	current_boot_id(boot, sizeof(boot));
+	m.id = (char *)id;
+	m.format_version = CYCLE_FORMAT_VERSION;
+	m.tool_version = CR_TOOL_VERSION;
+	m.old_kernel = un.release;
+	m.old_boot_id = boot;
+	m.created_ns = rt_ns();
+	m.kernel_path = (char *)ao->kernel;
+	m.cmdline = (char *)cmdline;
+	m.pid_reserve = (char *)reserve;
+	for (int i = 0; i < n; i++) {
+		cycle_unit__init(&cu[i]);
+		cu[i].name = (char *)u[i].name;
+		cu[i].imgdir = u[i].rel;
+		cu[i].main_pid = u[i].members[0];
+		cu[i].n_ids = u[i].nr_ids;
+		cu[i].ids = u[i].ids;
+		cu[i].has_frozen_ns = cu[i].has_dump_ns = cu[i].has_image_bytes = 1;
+		cu[i].frozen_ns = u[i].t_dumped - u[i].t_freeze;
+		cu[i].dump_ns = u[i].st.total_ns;
+		cu[i].image_bytes = u[i].bytes;
+		cu[i].has_processes = cu[i].has_connections = cu[i].has_frozen_at_ns = 1;
+		cu[i].processes = u[i].st.processes;
+		cu[i].connections = u[i].nr_conns;
+		cu[i].frozen_at_ns = u[i].frozen_at_rt;
+		pcu[i] = &cu[i];
+	}
+	m.n_units = n;
+	m.units = pcu;
+	ret = manifest_write(dirfd, &m);
+	/* the images and the manifest reach the disk before the cycle exists */
+	if (!ret && syncfs(dirfd))
+		ret = -errno;
+	if (ret)
+		pr_err("cannot write the cycle manifest in %s: %s", cycdir, strerror(-ret));
+	free(cu);
+	free(pcu);
+	return ret;
+}
+
+static int publish(const char *tmp, const char *final)
+{
+	_cleanup_free_ char *parent = xasprintf("%s/cycles", state_dir());
+	_cleanup_free_ char *last = xasprintf("%s/last", state_dir());
+	_cleanup_free_ char *lasttmp = xasprintf("%s/.last.tmp", state_dir());
+	_cleanup_close_ int pfd = -1;
+
+	if (!parent || !last || !lasttmp)
+		return -ENOMEM;
+	if (rename(tmp, final)) {
+		pr_perror("cannot mark the cycle ready (rename %s to %s)", tmp, final);
+		return -errno;
+	}
+	unlink(lasttmp);
+	if (symlink(strrchr(final, '/') + 1, lasttmp) == 0 && rename(lasttmp, last)) {
+		/* only status uses it */
+	}
+	pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd >= 0)
+		fsync(pfd);
+	return 0;
+}
+
+/* After this the units are dead: their processes are killed without FIN
+ * or RST, and systemd must neither restart them nor run their stop
+ * commands. */
+static int retire_units(struct aunit *u, int n)
+{
+	int ret = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (write_checkpointed_dropin(u[i].name))
+			ret = -EIO;
+	}
+	if (!ret)
+		ret = sd_reload(u[0].sd);
+	if (ret) {
+		for (int i = 0; i < n; i++)
+			remove_checkpointed_dropin(u[i].name);
+		return ret;
+	}
+	for (int i = 0; i < n; i++) {
+		cr_dump_end(u[i].sess, true);
+		u[i].sess = NULL;
+	}
+	return 0;
+}
+
+static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char ***units, int *nr)
+{
+	static const struct option opts[] = {
+		{ "initrd", required_argument, NULL, 'i' },
+		{ "append", required_argument, NULL, 'a' },
+		{ "reuse-cmdline", no_argument, NULL, 'r' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "fast", no_argument, NULL, 'f' },
+		{ "no-kexec", no_argument, NULL, 'K' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "u:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			ao->initrd = optarg;
+			break;
+		case 'a':
+			ao->append = optarg;
+			break;
+		case 'r':
+			ao->append = NULL;
+			break;
+		case 'u': {
+			const char **nu = xrealloc_array(*units, *nr + 1, sizeof(*nu));
+
+			if (!nu)
+				return 1;
+			*units = nu;
+			nu[(*nr)++] = optarg;
+			break;
+		}
+		case 'n':
+			ao->dry_run = true;
+			break;
+		case 'f':
+			ao->fast = true;
+			break;
+		case 'K':
+			ao->no_kexec = true;
+			break;
+		case 'h':
+			usage_apply(stdout);
+			return -1;
+		default:
+			usage_apply(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		pr_err("apply: needs the new kernel's image (see kupdate apply --help)");
+		return 2;
+	}
+	ao->kernel = argv[optind];
+	return 0;
+}
+
+/* the state directory, 0700, locked against a second apply */
+static int lock_state(void)
+{
+	_cleanup_free_ char *cyc = xasprintf("%s/cycles", state_dir());
+	_cleanup_free_ char *lock = xasprintf("%s/lock", state_dir());
+	int fd;
+
+	if (!cyc || !lock)
+		return -ENOMEM;
+	if (mkdir_p(cyc, 0700)) {
+		pr_perror("cannot create %s", cyc);
+		return -errno;
+	}
+	chmod(state_dir(), 0700);
+	chmod(cyc, 0700);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		pr_perror("cannot open %s", lock);
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		pr_err("another kupdate apply or restore is running (%s is locked)", lock);
+		close(fd);
+		return -EBUSY;
+	}
+	return fd;
+}
+
+int cmd_apply(int argc, char **argv)
+{
+	struct apply_opts ao = { 0 };
+	const char **names = NULL;
+	char **preserved = NULL;
+	int nr_names = 0, nr_pres = 0, n = 0, ret, lockfd = -1, rc = 1;
+	struct aunit *u = NULL;
+	struct sd sd = { 0 };
+	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
+			    *reserve = NULL;
+	bool loaded = false;
+
+	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
+	if (ret) {
+		free(names);
+		return ret < 0 ? 0 : ret;
+	}
+	if (!nr_names) {
+		if (preserved_units(&preserved, &nr_pres)) {
+			pr_perror("cannot read %s", wants_dir());
+			goto out;
+		}
+		if (!nr_pres) {
+			pr_err("no unit is preserved: kupdate enable UNIT, or name them with "
+			       "--unit");
+			goto out;
+		}
+		names = xrealloc_array(NULL, nr_pres, sizeof(*names));
+		if (!names)
+			goto out;
+		for (int i = 0; i < nr_pres; i++)
+			names[i] = preserved[i];
+		nr_names = nr_pres;
+	}
+	if (sd_open(&sd))
+		goto out;
+	u = calloc(nr_names, sizeof(*u));
+	if (!u)
+		goto out;
+
+	/* 1. preflight: units, kernel, room */
+	for (n = 0; n < nr_names; n++) {
+		u[n].name = names[n];
+		u[n].sd = &sd;
+		if (!unit_name_valid(names[n])) {
+			pr_err("'%s' is not a service unit name (NAME.service)", names[n]);
+			goto out;
+		}
+		if (sd_unit_info(&sd, names[n], &u[n].ui))
+			goto out;
+		if (strcmp(u[n].ui.active, "active") || u[n].ui.main_pid <= 0) {
+			pr_err("unit %s is %s (%s) with no main process; start it, or leave it out "
+			       "(kupdate disable %s)",
+			       names[n], u[n].ui.active, u[n].ui.sub, names[n]);
+			n++;
+			goto out;
+		}
+	}
+	cmdline = kexec_cmdline(ao.append, "0", NULL);
+	if (!cmdline || kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
+		goto out;
+	loaded = true;
+	free(cmdline);
+	cmdline = NULL;
+	lockfd = lock_state();
+	if (lockfd < 0 || check_room(u, n))
+		goto out;
+	if (ao.dry_run) {
+		int bad = 0;
+
+		for (int i = 0; i < n; i++) {
+			char why[1024];
+			unsigned procs;
+
+			if (unit_check(u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
+				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
+				bad++;
+			} else {
+				printf("kupdate: %s: %u processes, can be checkpointed\n",
+				       u[i].name, procs);
+			}
+		}
+		printf("kupdate: dry run: %s loads; %d of %d units ready; nothing was changed\n",
+		       ao.kernel, n - bad, n);
+		rc = bad ? 1 : 0;
+		goto out;
+	}
+
+	/* 2. dump every unit */
+	id = new_cycle_id();
+	tmp = id ? xasprintf("%s/cycles/.%s.tmp", state_dir(), id) : NULL;
+	final = id ? cycle_path(id, NULL) : NULL;
+	if (!tmp || !final || mkdir(tmp, 0700)) {
+		pr_perror("cannot create the cycle directory %s", tmp ? tmp : "");
+		goto out;
+	}
+	{
+		_cleanup_free_ char *units = xasprintf("%s/units", tmp);
+
+		if (!units || mkdir(units, 0700)) {
+			pr_perror("cannot create %s/units", tmp);
+			rm_rf(tmp);
+			goto out;
+		}
+	}
+	journal_note(id, NULL, 6, "cycle %s: checkpointing %d units for %s", id, n, ao.kernel);
+	for (int i = 0; i < n; i++) {
+		ret = dump_unit(&u[i], id, tmp);
+		if (ret) {
+			const char *why = cr_log_first_error();
+
+			pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
+			       "nothing was kexec'd",
+			       u[i].name, why ? ": " : "", why ? why : "");
+			journal_note(id, u[i].name, 3, "checkpoint failed: %s; cycle abandoned",
+				     why ? why : strerror(-ret));
+			goto abort;
+		}
+	}
+
+	/* 3. the cycle: pids to keep free, the final command line, manifest */
+	{
+		size_t total = 0, k = 0;
+		pid_t *all;
+
+		for (int i = 0; i < n; i++)
+			total += u[i].nr_ids;
+		all = calloc(total ? total : 1, sizeof(*all));
+		if (!all)
+			goto abort;
+		for (int i = 0; i < n; i++)
+			for (size_t j = 0; j < u[i].nr_ids; j++)
+				all[k++] = u[i].ids[j];
+		reserve = pid_ranges(all, total);
+		free(all);
+	}
+	cmdline = reserve ? kexec_cmdline(ao.append, id, reserve) : NULL;
+	if (!cmdline)
+		goto abort;
+	if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
+		goto abort;
+	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve))
+		goto abort;
+	if (publish(tmp, final))
+		goto abort;
+	printf("kupdate: cycle %s ready in %s\n", id, final);
+
+	/* 4. the point of no return */
+	if (retire_units(u, n)) {
+		pr_err("cannot hand the units over to the cycle; every unit keeps running");
+		rm_rf(final);
+		goto abort_published;
+	}
+	for (int i = 0; i < n; i++)
+		journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
+			     u[i].st.processes, (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
+	free(tmp);
+	tmp = NULL;
+
+	/* 5. kexec */
+	if (getenv("KUPDATE_TEST_NO_JUMP")) {
+		/* tests: the cycle is ready and the kernel loaded, but the
+		 * machine is left to boot some other way */
+		printf("kupdate: KUPDATE_TEST_NO_JUMP: cycle %s ready, not jumping\n", id);
+		loaded = false;
+		rc = 0;
+		goto out;
+	}
+	if (ao.no_kexec) {
+		printf("kupdate: --no-kexec: restoring the units on this kernel\n");
+		rc = restore_here(&sd, id) ? 1 : 0;
+		goto out;
+	}
+	printf("kupdate: kexec into %s (%s)\n", ao.kernel, ao.fast ? "now" : "through systemd");
+	fflush(stdout);
+	if (kexec_now(&sd, ao.fast)) {
+		pr_err("the kexec failed: restoring the units from cycle %s on this kernel", id);
+		restore_here(&sd, id);
+		goto out;
+	}
+	loaded = false; /* the jump is queued */
+	rc = 0;
+	goto out;
+
+abort:
+	resume_all(u, n);
+	if (tmp)
+		rm_rf(tmp);
+	goto out;
+abort_published:
+	resume_all(u, n);
+out:
+	if (loaded)
+		kexec_unload();
+	if (u) {
+		for (int i = 0; i < n; i++) {
+			if (u[i].sess)
+				cr_dump_end(u[i].sess, false);
+			if (u[i].frozen)
+				sd_thaw(&sd, u[i].name);
+			unit_info_free(&u[i].ui);
+			free(u[i].members);
+			free(u[i].ids);
+			free(u[i].rel);
+		}
+		free(u);
+	}
+	if (lockfd >= 0)
+		close(lockfd);
+	sd_close(&sd);
+	free(names);
+	strv_free(preserved, nr_pres);
+	return rc;
+}

@@ -1,0 +1,683 @@
+/* The new boot's side of a cycle.
+ *
+ * kupdate-generator (systemd generator, argv[0]): if the command line names
+ * a cycle (kupdate.cycle=ID) that no other boot claimed, every unit of it
+ * without a result yet gets a drop-in whose start restores the unit
+ * (`kupdate restore-unit`, Type=forking, PIDFile= the restored main pid);
+ * the boot wants those units and kupdate-finish.service after them.
+ * kupdate-netlock.service (before the network) drops the packets of the
+ * saved connections until each unit's restore has put its sockets back.
+ * kupdate-finish.service (every boot): units whose restore failed or did not
+ * run are started the ordinary way; the pid reservation and the network
+ * lock are released, the images removed; cycles of other boots are
+ * abandoned (never restored) and their images removed. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "cr.h"
+#include "cycle.h"
+#include "kupdate.h"
+#include "log.h"
+#include "sd.h"
+#include "units.h"
+#include "util.h"
+
+#define CHECKPOINTED_DROPIN "50-kupdate-checkpointed.conf"
+#define RESTORE_DROPIN	    "50-kupdate-restore.conf"
+#define PID_DIR		    "/run/kupdate"
+
+const char *runtime_unit_dir(void)
+{
+	const char *d = getenv("KUPDATE_RUNTIME_UNIT_DIR");
+
+	return d && *d ? d : "/run/systemd/system";
+}
+
+/* write path atomically, creating its directory */
+static int write_text(const char *path, const char *text)
+{
+	_cleanup_free_ char *dir = xstrdup(path), *tmp = xasprintf("%s.tmp", path);
+	int fd, ret;
+
+	if (!dir || !tmp)
+		return -ENOMEM;
+	*strrchr(dir, '/') = 0;
+	ret = mkdir_p(dir, 0755);
+	if (ret) {
+		pr_err("cannot create %s: %s", dir, strerror(-ret));
+		return ret;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot write %s", tmp);
+		return ret;
+	}
+	ret = write_all(fd, text, strlen(text));
+	close(fd);
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		pr_err("cannot write %s: %s", path, strerror(-ret));
+		unlink(tmp);
+	}
+	return ret;
+}
+
+static char *dropin(const char *dir, const char *unit, const char *name)
+{
+	return xasprintf("%s/%s.d/%s", dir, unit, name);
+}
+
+int write_checkpointed_dropin(const char *unit)
+{
+	_cleanup_free_ char *p = dropin(runtime_unit_dir(), unit, CHECKPOINTED_DROPIN);
+	_cleanup_free_ char *t =
+		xasprintf("# kupdate: %s is checkpointed into a kernel update cycle: its\n"
+			  "# processes end without the ordinary stop (runtime only)\n"
+			  "[Unit]\nOnFailure=\n"
+			  "[Service]\nRestart=no\nExecStop=\nExecStopPost=\n"
+			  "SuccessExitStatus=SIGKILL\n",
+			  unit);
+
+	return p && t ? write_text(p, t) : -ENOMEM;
+}
+
+static void remove_dropin(const char *dir, const char *unit, const char *name)
+{
+	_cleanup_free_ char *p = dropin(dir, unit, name);
+	_cleanup_free_ char *d = xasprintf("%s/%s.d", dir, unit);
+
+	if (p)
+		unlink(p);
+	if (d)
+		rmdir(d); /* if empty */
+}
+
+void remove_checkpointed_dropin(const char *unit)
+{
+	remove_dropin(runtime_unit_dir(), unit, CHECKPOINTED_DROPIN);
+}
+
+int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
+			 bool here)
+{
+	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
+	_cleanup_free_ char *t = xasprintf(
+		"# kupdate: this start restores %s from kernel update cycle %s\n"
+		"[Unit]\n%s"
+		"[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
+		"Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
+		"ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
+		"ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
+		unit, id,
+		here ? "" : "Wants=kupdate-netlock.service\nAfter=kupdate-netlock.service\n", unit,
+		exe, id, unit, here ? " --here" : "");
+
+	return p && t ? write_text(p, t) : -ENOMEM;
+}
+
+static char *self_exe(void)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return xstrdup("/usr/sbin/kupdate");
+	buf[n] = 0;
+	return xstrdup(buf);
+}
+
+/* the cycle this boot restores, or NULL: named on the command line, with a
+ * manifest, not claimed by another boot */
+static char *boot_cycle(CycleManifest **m)
+{
+	char *id = cmdline_cycle();
+	char other[64], me[64];
+
+	*m = NULL;
+	if (!id)
+		return NULL;
+	if (manifest_read(id, m)) {
+		pr_warn("the command line names cycle %s, which has no readable manifest in %s: "
+			"nothing is restored",
+			id, state_dir());
+		free(id);
+		return NULL;
+	}
+	if (cycle_claimed_by(id, other, sizeof(other)) == 0 && other[0] &&
+	    (current_boot_id(me, sizeof(me)) || strcmp(me, other))) {
+		pr_warn("cycle %s was restored by an earlier boot (%s): not again", id, other);
+		cycle_manifest__free_unpacked(*m, NULL);
+		*m = NULL;
+		free(id);
+		return NULL;
+	}
+	return id;
+}
+
+static bool has_status(const char *id, const char *unit)
+{
+	UnitStatus *s;
+
+	if (status_read(id, unit, &s))
+		return false;
+	unit_status__free_unpacked(s, NULL);
+	return true;
+}
+
+/* ------------------------------------------------------------ generator */
+
+int cmd_generator(int argc, char **argv)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *id = NULL, *exe = self_exe(), *wants = NULL, *after = NULL;
+	const char *early;
+	size_t wl = 0, al = 0;
+
+	/* messages go to stderr, which systemd sends to the kernel log */
+	if (argc < 2)
+		return 0;
+	early = argc > 2 ? argv[2] : argv[1];
+	id = boot_cycle(&m);
+	if (!id)
+		return 0;
+	wants = calloc(1, 1);
+	after = calloc(1, 1);
+	for (size_t i = 0; i < m->n_units && wants && after; i++) {
+		const char *u = m->units[i]->name;
+		char *nw, *na;
+
+		if (has_status(id, u))
+			continue; /* restored, or handed to an ordinary start */
+		if (write_restore_dropin(early, u, exe, id, false))
+			continue;
+		nw = xasprintf("%s %s", wants, u);
+		na = xasprintf("%s %s", after, u);
+		free(wants);
+		free(after);
+		wants = nw;
+		after = na;
+		wl++;
+		al++;
+	}
+	if (wants && after && wl) {
+		_cleanup_free_ char *p1 =
+			xasprintf("%s/multi-user.target.d/" RESTORE_DROPIN, early);
+		_cleanup_free_ char *t1 =
+			xasprintf("# kupdate: units restored from cycle %s\n[Unit]\nWants=%s "
+				  "kupdate-finish.service\n",
+				  id, wants);
+		_cleanup_free_ char *p2 =
+			xasprintf("%s/kupdate-finish.service.d/" RESTORE_DROPIN, early);
+		_cleanup_free_ char *t2 = xasprintf("[Unit]\nAfter=%s\n", after);
+
+		if (p1 && t1)
+			write_text(p1, t1);
+		if (p2 && t2)
+			write_text(p2, t2);
+		pr_info("cycle %s: %zu units restored at boot", id, wl);
+	}
+	cycle_manifest__free_unpacked(m, NULL);
+	return 0;
+}
+
+/* ------------------------------------------------------------ netlock */
+
+static int lock_units(const CycleManifest *m, const char *id, bool lock, const char *only)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < m->n_units; i++) {
+		_cleanup_free_ char *dir = cycle_path(id, "%s", m->units[i]->imgdir);
+		struct cr_conn *c = NULL;
+		size_t n = 0;
+
+		if (only && strcmp(only, m->units[i]->name))
+			continue;
+		if (!dir || cr_images_connections(dir, &c, &n))
+			continue; /* images gone: nothing to hold */
+		if (n && cr_net_lock(c, n, lock))
+			ret = -EIO;
+		else if (n)
+			pr_info("%s: %zu connections %s", m->units[i]->name, n,
+				lock ? "held" : "released");
+		free(c);
+	}
+	return ret;
+}
+
+int cmd_netlock(int argc, char **argv)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *id = NULL;
+	int ret;
+
+	(void)argv;
+	if (argc > 1) {
+		printf("usage: kupdate netlock\n"
+		       "Drop the packets of the connections saved in the cycle this boot\n"
+		       "restores, until each unit's restore takes them over (run by\n"
+		       "kupdate-netlock.service before the network starts).\n");
+		return strcmp(argv[1], "--help") ? 2 : 0;
+	}
+	id = boot_cycle(&m);
+	if (!id)
+		return 0;
+	ret = lock_units(m, id, true, NULL);
+	cycle_manifest__free_unpacked(m, NULL);
+	return ret ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ restore-unit */
+
+static const CycleUnit *find_unit(const CycleManifest *m, const char *unit)
+{
+	for (size_t i = 0; i < m->n_units; i++)
+		if (!strcmp(m->units[i]->name, unit))
+			return m->units[i];
+	return NULL;
+}
+
+static void fill_kernel(UnitStatus *s, char *rel, size_t rl, char *boot, size_t bl)
+{
+	struct utsname un;
+
+	uname(&un);
+	snprintf(rel, rl, "%s", un.release);
+	current_boot_id(boot, bl);
+	s->new_kernel = rel;
+	s->new_boot_id = boot;
+}
+
+int cmd_restore_unit(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "cycle", required_argument, NULL, 'c' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "here", no_argument, NULL, 'H' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *id = NULL, *unit = NULL;
+	bool here = false;
+	CycleManifest *m = NULL;
+	const CycleUnit *cu;
+	UnitStatus st = UNIT_STATUS__INIT;
+	struct cr_restore_opts o = { 0 };
+	_cleanup_free_ char *dir = NULL, *pidfile = NULL, *cmd = NULL;
+	char rel[128], boot[64], me[64], why[1200];
+	pid_t root = 0;
+	int c, ret, status = 0;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			id = optarg;
+			break;
+		case 'u':
+			unit = optarg;
+			break;
+		case 'H':
+			here = true;
+			break;
+		case 'h':
+			printf("usage: kupdate restore-unit --cycle ID --unit UNIT\n"
+			       "Restore UNIT from cycle ID into the calling unit's cgroup (the\n"
+			       "ExecStart= of the drop-in kupdate-generator writes).\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!id || !unit || !cycle_id_valid(id) || !unit_name_valid(unit)) {
+		pr_err("restore-unit: needs --cycle ID and --unit UNIT");
+		return 2;
+	}
+	if (manifest_read(id, &m)) {
+		pr_err("unit %s: cycle %s has no readable manifest in %s", unit, id, state_dir());
+		return 1;
+	}
+	cu = find_unit(m, unit);
+	if (!cu) {
+		pr_err("unit %s is not part of cycle %s", unit, id);
+		goto fail_nostatus;
+	}
+	current_boot_id(me, sizeof(me));
+	cmd = cmdline_cycle();
+	if (here ? strcmp(m->old_boot_id, me) : (!cmd || strcmp(cmd, id))) {
+		pr_err("unit %s: cycle %s is not the one this boot was started for: not restored",
+		       unit, id);
+		goto fail_nostatus;
+	}
+	ret = cycle_claim(id);
+	if (ret) {
+		pr_err("unit %s: cycle %s was claimed by another boot: not restored", unit, id);
+		goto fail_nostatus;
+	}
+	if (has_status(id, unit)) {
+		pr_err("unit %s was already handled in this cycle: not restored again", unit);
+		goto fail_nostatus;
+	}
+	dir = cycle_path(id, "%s", cu->imgdir);
+	pidfile = xasprintf(PID_DIR "/%s.pid", unit);
+	if (!dir || !pidfile || mkdir_p(PID_DIR, 0755))
+		goto fail_nostatus;
+	unlink(pidfile);
+	o.imgdir = dir;
+	o.detach = true;
+	o.pidfile = pidfile;
+	o.open_external = journal_stream;
+	cr_log_mark();
+	ret = cr_restore(&o, &root, &status);
+
+	st.name = (char *)unit;
+	st.has_old_main_pid = 1;
+	st.old_main_pid = cu->main_pid;
+	fill_kernel(&st, rel, sizeof(rel), boot, sizeof(boot));
+	st.has_restore_ns = 1;
+	st.restore_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	if (ret) {
+		snprintf(why, sizeof(why), "restore failed: %s",
+			 cr_log_first_error() ?: strerror(-ret));
+		st.result = UNIT_RESULT__UNIT_FAILED;
+		st.reason = why;
+		status_write(id, &st);
+		/* its connections are gone: let their peers hear it */
+		lock_units(m, id, false, unit);
+		journal_note(id, unit, LOG_ERR, "%s; it will be started the ordinary way", why);
+		pr_err("unit %s: %s; kupdate-finish starts it the ordinary way", unit, why);
+		cycle_manifest__free_unpacked(m, NULL);
+		return 1;
+	}
+	st.result = UNIT_RESULT__UNIT_RESTORED;
+	st.has_new_main_pid = 1;
+	st.new_main_pid = root;
+	if (cu->has_frozen_at_ns) {
+		st.has_downtime_ns = 1;
+		st.downtime_ns = now_ns(CLOCK_REALTIME) - cu->frozen_at_ns;
+	}
+	status_write(id, &st);
+	journal_note(
+		id, unit, LOG_INFO,
+		"restored from cycle %s: main pid %d, %u processes, restore %.3f s, down %.3f s",
+		id, root, cu->processes, st.restore_ns / 1e9, st.downtime_ns / 1e9);
+	cycle_manifest__free_unpacked(m, NULL);
+	return 0;
+
+fail_nostatus:
+	cycle_manifest__free_unpacked(m, NULL);
+	return 1;
+}
+
+/* ------------------------------------------------------------ finish */
+
+static int release_pid_reserve(void)
+{
+	int fd = open("/proc/sys/kernel/pid_reserve", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0; /* a kernel without our patch */
+	if (write(fd, "\n", 1) != 1)
+		pr_perror("cannot release the pid reservation");
+	close(fd);
+	return 0;
+}
+
+static void write_result(const char *id, const char *unit, const UnitStatus *prev, int result,
+			 const char *reason, pid_t new_pid)
+{
+	UnitStatus st = UNIT_STATUS__INIT;
+	char rel[128], boot[64];
+
+	if (prev)
+		st = *prev;
+	st.name = (char *)unit;
+	st.result = result;
+	st.reason = (char *)reason;
+	if (new_pid > 0) {
+		st.has_new_main_pid = 1;
+		st.new_main_pid = new_pid;
+	}
+	fill_kernel(&st, rel, sizeof(rel), boot, sizeof(boot));
+	status_write(id, &st);
+}
+
+int finish_cycle(struct sd *s, const char *id, bool here)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *imgs = cycle_path(id, "units");
+	bool *cold;
+	int ret = 0;
+
+	if (manifest_read(id, &m)) {
+		pr_err("cycle %s: no readable manifest; its images are removed", id);
+		if (imgs)
+			rm_rf(imgs);
+		return -EINVAL;
+	}
+	cold = calloc(m->n_units + 1, sizeof(*cold));
+	if (!cold) {
+		cycle_manifest__free_unpacked(m, NULL);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->n_units; i++) {
+		const char *u = m->units[i]->name;
+		UnitStatus *st = NULL;
+
+		if (status_read(id, u, &st)) {
+			write_result(id, u, NULL, UNIT_RESULT__UNIT_FAILED,
+				     "its restore did not run (the unit was not started)", 0);
+			cold[i] = true;
+		} else {
+			cold[i] = st->result == UNIT_RESULT__UNIT_FAILED;
+			unit_status__free_unpacked(st, NULL);
+		}
+		remove_checkpointed_dropin(u);
+		if (here)
+			remove_dropin(runtime_unit_dir(), u, RESTORE_DROPIN);
+	}
+	/* every unit has a result now: the generator writes no drop-in any
+	 * more, and the restored units go back to their own settings */
+	if (sd_reload(s))
+		ret = -EIO;
+	for (size_t i = 0; i < m->n_units; i++) {
+		const char *u = m->units[i]->name;
+		UnitStatus *st = NULL;
+		char why[1400];
+		int r;
+
+		if (!cold[i])
+			continue;
+		status_read(id, u, &st);
+		sd_reset_failed(s, u);
+		r = sd_start(s, u, "replace");
+		if (!r)
+			r = sd_wait_settled(s, u, 120);
+		if (!r) {
+			struct unit_info ui;
+			pid_t np = 0;
+
+			if (!sd_unit_info(s, u, &ui)) {
+				np = ui.main_pid;
+				unit_info_free(&ui);
+			}
+			write_result(id, u, st, UNIT_RESULT__UNIT_COLD_STARTED,
+				     st && st->reason ? st->reason : "not restored", np);
+			journal_note(id, u, LOG_WARNING, "started the ordinary way (%s)",
+				     st && st->reason ? st->reason : "not restored");
+			printf("kupdate: %s: started the ordinary way (%s)\n", u,
+			       st && st->reason ? st->reason : "not restored");
+		} else {
+			snprintf(why, sizeof(why), "%s; the ordinary start failed too (%s)",
+				 st && st->reason ? st->reason : "not restored",
+				 r == -ETIMEDOUT ? "timed out" : "see systemctl status");
+			write_result(id, u, st, UNIT_RESULT__UNIT_FAILED, why, 0);
+			journal_note(id, u, LOG_ERR, "%s", why);
+			pr_err("unit %s: %s", u, why);
+			ret = -EIO;
+		}
+		if (st)
+			unit_status__free_unpacked(st, NULL);
+	}
+	lock_units(m, id, false, NULL);
+	release_pid_reserve();
+	if (imgs)
+		rm_rf(imgs);
+	free(cold);
+	cycle_manifest__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* a cycle this boot will not restore: record it, drop its images */
+static void abandon(const char *id, const char *me)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *imgs = cycle_path(id, "units");
+
+	if (!imgs || access(imgs, F_OK))
+		return;
+	if (manifest_read(id, &m) == 0) {
+		if (!strcmp(m->old_boot_id, me)) {
+			/* made in this boot: waiting for its kexec */
+			cycle_manifest__free_unpacked(m, NULL);
+			return;
+		}
+		for (size_t i = 0; i < m->n_units; i++)
+			if (!has_status(id, m->units[i]->name))
+				write_result(
+					id, m->units[i]->name, NULL, UNIT_RESULT__UNIT_ABANDONED,
+					"the machine booted without this cycle: nothing restored",
+					0);
+		journal_note(id, NULL, LOG_WARNING,
+			     "cycle %s abandoned: this boot was not started for it; its images are "
+			     "removed",
+			     id);
+		cycle_manifest__free_unpacked(m, NULL);
+	}
+	rm_rf(imgs);
+}
+
+/* the newest cycles are kept for kupdate status, without images */
+#define KEEP_CYCLES 10
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void sweep(const char *current)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/cycles", state_dir());
+	char me[64] = "", **names = NULL;
+	int n = 0;
+	DIR *d;
+	struct dirent *de;
+
+	current_boot_id(me, sizeof(me));
+	d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char **nn;
+		size_t l = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' && l > 5 && !strcmp(de->d_name + l - 4, ".tmp")) {
+			/* an apply that never finished (it never made a cycle) */
+			_cleanup_free_ char *p = xasprintf("%s/%s", dir, de->d_name);
+
+			if (p)
+				rm_rf(p);
+			continue;
+		}
+		if (!cycle_id_valid(de->d_name))
+			continue;
+		if (!current || strcmp(current, de->d_name))
+			abandon(de->d_name, me);
+		nn = xrealloc_array(names, n + 1, sizeof(*nn));
+		if (!nn)
+			break;
+		names = nn;
+		names[n] = xstrdup(de->d_name);
+		if (names[n])
+			n++;
+	}
+	closedir(d);
+	qsort(names, n, sizeof(*names), cmp_name);
+	for (int i = 0; i + KEEP_CYCLES < n; i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", dir, names[i]);
+
+		if (p && (!current || strcmp(current, names[i])))
+			rm_rf(p);
+	}
+	strv_free(names, n);
+}
+
+int cmd_finish(int argc, char **argv)
+{
+	CycleManifest *m = NULL;
+	_cleanup_free_ char *id = NULL;
+	struct sd s;
+	int ret = 0;
+
+	if (argc > 1) {
+		printf("usage: kupdate finish\n"
+		       "Complete the cycle this boot restored (start the units that were not\n"
+		       "restored, release the pid reservation and the network lock, remove\n"
+		       "the images) and abandon cycles of other boots (run at every boot by\n"
+		       "kupdate-finish.service).\n");
+		return strcmp(argv[1], "--help") ? 2 : 0;
+	}
+	id = boot_cycle(&m);
+	if (id) {
+		cycle_manifest__free_unpacked(m, NULL);
+		if (sd_open(&s))
+			return 1;
+		ret = finish_cycle(&s, id, false);
+		sd_close(&s);
+	}
+	sweep(id);
+	return ret ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ here */
+
+int restore_here(struct sd *s, const char *id)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *exe = self_exe();
+	int ret = 0;
+
+	if (manifest_read(id, &m))
+		return -EINVAL;
+	for (size_t i = 0; i < m->n_units; i++) {
+		remove_checkpointed_dropin(m->units[i]->name);
+		if (write_restore_dropin(runtime_unit_dir(), m->units[i]->name, exe, id, true))
+			ret = -EIO;
+	}
+	if (!ret)
+		ret = sd_reload(s);
+	for (size_t i = 0; !ret && i < m->n_units; i++) {
+		const char *u = m->units[i]->name;
+
+		sd_reset_failed(s, u);
+		if (sd_start(s, u, "replace") == 0 && sd_wait_settled(s, u, 600) == 0)
+			printf("kupdate: %s: restored on this kernel\n", u);
+	}
+	cycle_manifest__free_unpacked(m, NULL);
+	finish_cycle(s, id, true);
+	return ret;
+}

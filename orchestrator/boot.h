@@ -1,0 +1,24 @@
+/* The restore side of a cycle: generator, network lock, restore-unit,
+ * finish, and the units' drop-ins. */
+#ifndef KUPDATE_BOOT_H
+#define KUPDATE_BOOT_H
+
+#include <stdbool.h>
+
+struct sd;
+
+/* /run/systemd/system ($KUPDATE_RUNTIME_UNIT_DIR overrides) */
+const char *runtime_unit_dir(void);
+/* a dumped unit must neither restart nor run its stop commands when its
+ * processes are killed */
+int write_checkpointed_dropin(const char *unit);
+void remove_checkpointed_dropin(const char *unit);
+/* the drop-in that makes a unit's start restore it from cycle id */
+int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
+			 bool here);
+/* restore the units of cycle id on this kernel (the kexec failed) */
+int restore_here(struct sd *s, const char *id);
+/* cold-start what was not restored, record, clean up (kupdate finish) */
+int finish_cycle(struct sd *s, const char *id, bool here);
+
+#endif

@@ -1,0 +1,370 @@
+/* Update cycles on disk.
+ *
+ *   $KUPDATE_STATE_DIR (default /var/lib/kupdate)/
+ *     cycles/.ID.tmp/       being written: not a cycle yet
+ *     cycles/ID/            ready: renamed into place once complete and synced
+ *       manifest.img        the cycle (cycle.proto), with a magic and a crc
+ *       units/UNIT/         the engine's images of the unit
+ *       claimed             the boot id of the boot that restores it
+ *       status-UNIT.img     the result for each unit, in that boot
+ *     last -> cycles/ID     the most recent cycle, for kupdate status
+ *
+ * Directories are 0700 and files 0600, owned by root.  A cycle is restored
+ * at most once, in the boot that claims it (the one whose command line
+ * names it); any other cycle found at boot is stale and removed. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "cycle.h"
+#include "image.h"
+#include "log.h"
+#include "util.h"
+
+const char *state_dir(void)
+{
+	const char *d = getenv("KUPDATE_STATE_DIR");
+
+	return d && *d ? d : "/var/lib/kupdate";
+}
+
+char *cycle_path(const char *id, const char *fmt, ...)
+{
+	char tail[512] = "";
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(tail, sizeof(tail), fmt, ap);
+		va_end(ap);
+	}
+	return xasprintf("%s/cycles/%s%s%s", state_dir(), id, fmt ? "/" : "", tail);
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int rm_rf(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int ret = 0;
+
+	if (!d)
+		return unlink(path) && errno != ENOENT ? -errno : 0;
+	while ((de = readdir(d))) {
+		char *p;
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		p = xasprintf("%s/%s", path, de->d_name);
+		if (!p) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (!lstat(p, &st) && S_ISDIR(st.st_mode))
+			ret = rm_rf(p);
+		else if (unlink(p))
+			ret = -errno;
+		free(p);
+	}
+	closedir(d);
+	if (rmdir(path) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+int current_boot_id(char *buf, size_t len)
+{
+	_cleanup_free_ char *b = NULL;
+	int ret = read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", &b, NULL);
+
+	if (ret)
+		return ret;
+	b[strcspn(b, "\n")] = 0;
+	snprintf(buf, len, "%s", b);
+	return 0;
+}
+
+char *new_cycle_id(void)
+{
+	struct timespec ts;
+	struct tm tm;
+	uint16_t r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = ts.tv_nsec & 0xffff;
+	return xasprintf("%04d%02d%02dT%02d%02d%02d-%04x", tm.tm_year + 1900, tm.tm_mon + 1,
+			 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, r);
+}
+
+bool cycle_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (!n || n > 64 || id[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z') ||
+		      (id[i] >= 'A' && id[i] <= 'Z') || id[i] == '-' || id[i] == '_'))
+			return false;
+	return true;
+}
+
+static int write_one(int dirfd, const char *name, uint32_t kind, const ProtobufCMessage *m)
+{
+	struct img_writer w;
+	int ret = img_writer_open(&w, dirfd, name, kind);
+
+	if (ret)
+		return ret;
+	img_write(&w, m);
+	return img_writer_close(&w);
+}
+
+static int read_one(int dirfd, const char *name, uint32_t kind,
+		    const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	struct img_reader r;
+	int ret = img_reader_open(&r, dirfd, name, kind);
+
+	if (ret)
+		return ret;
+	ret = img_read(&r, desc, out);
+	img_reader_close(&r);
+	if (ret == 0) {
+		pr_err("%s is damaged: it is empty", name);
+		return -EINVAL;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+int manifest_write(int dirfd, const CycleManifest *m)
+{
+	return write_one(dirfd, "manifest.img", IMG_CYCLE_MANIFEST, &m->base);
+}
+
+int manifest_validate(const CycleManifest *m)
+{
+	if (!cycle_id_valid(m->id) || m->format_version != CYCLE_FORMAT_VERSION) {
+		pr_err("the cycle manifest is damaged or of another format (%u)",
+		       m->format_version);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < m->n_units; i++) {
+		const CycleUnit *u = m->units[i];
+
+		if (!u->name[0] || strchr(u->name, '/') || !u->imgdir[0] ||
+		    strstr(u->imgdir, "..") || u->imgdir[0] == '/' || u->main_pid <= 0 ||
+		    u->n_ids > (1 << 22)) {
+			pr_err("the cycle manifest is damaged: unit %zu", i);
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < u->n_ids; k++)
+			if (u->ids[k] <= 0) {
+				pr_err("the cycle manifest is damaged: unit %s has pid %d", u->name,
+				       u->ids[k]);
+				return -EINVAL;
+			}
+	}
+	return 0;
+}
+
+int manifest_parse(unsigned char *data, size_t len, CycleManifest **out)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	int ret = img_reader_from_buffer(&r, "manifest.img", IMG_CYCLE_MANIFEST, data, len);
+
+	*out = NULL;
+	if (ret)
+		return ret;
+	ret = img_read(&r, &cycle_manifest__descriptor, &m);
+	r.data = NULL; /* the caller's */
+	if (ret <= 0)
+		return ret ? ret : -EINVAL;
+	ret = manifest_validate((CycleManifest *)m);
+	if (ret) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		return ret;
+	}
+	*out = (CycleManifest *)m;
+	return 0;
+}
+
+int manifest_read(const char *id, CycleManifest **out)
+{
+	_cleanup_free_ char *dir = cycle_path(id, NULL);
+	_cleanup_close_ int dirfd = -1;
+	ProtobufCMessage *m;
+	int ret;
+
+	*out = NULL;
+	if (!dir)
+		return -ENOMEM;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	ret = read_one(dirfd, "manifest.img", IMG_CYCLE_MANIFEST, &cycle_manifest__descriptor, &m);
+	if (ret)
+		return ret;
+	ret = manifest_validate((CycleManifest *)m);
+	if (ret) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		return ret;
+	}
+	if (strcmp(((CycleManifest *)m)->id, id)) {
+		pr_err("cycle %s holds the manifest of cycle %s", id, ((CycleManifest *)m)->id);
+		protobuf_c_message_free_unpacked(m, NULL);
+		return -EINVAL;
+	}
+	*out = (CycleManifest *)m;
+	return 0;
+}
+
+static char *status_name(const char *unit)
+{
+	return xasprintf("status-%s.img", unit);
+}
+
+int status_write(const char *id, const UnitStatus *s)
+{
+	_cleanup_free_ char *dir = cycle_path(id, NULL), *name = status_name(s->name);
+	_cleanup_close_ int dirfd = -1;
+	int ret;
+
+	if (!dir || !name)
+		return -ENOMEM;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	ret = write_one(dirfd, name, IMG_UNIT_STATUS, &s->base);
+	if (!ret)
+		fsync(dirfd);
+	return ret;
+}
+
+int status_read(const char *id, const char *unit, UnitStatus **out)
+{
+	_cleanup_free_ char *dir = cycle_path(id, NULL), *name = status_name(unit);
+	_cleanup_close_ int dirfd = -1;
+	ProtobufCMessage *m;
+	int ret;
+
+	*out = NULL;
+	if (!dir || !name)
+		return -ENOMEM;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	if (faccessat(dirfd, name, F_OK, 0))
+		return -ENOENT;
+	ret = read_one(dirfd, name, IMG_UNIT_STATUS, &unit_status__descriptor, &m);
+	if (ret)
+		return ret;
+	*out = (UnitStatus *)m;
+	return 0;
+}
+
+/* The boot that claimed the cycle, or "" if none did. */
+int cycle_claimed_by(const char *id, char *boot, size_t len)
+{
+	_cleanup_free_ char *p = cycle_path(id, "claimed");
+	_cleanup_free_ char *b = NULL;
+	int ret;
+
+	boot[0] = 0;
+	if (!p)
+		return -ENOMEM;
+	ret = read_file_at(AT_FDCWD, p, &b, NULL);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	b[strcspn(b, "\n")] = 0;
+	snprintf(boot, len, "%s", b);
+	return 0;
+}
+
+/* Claim the cycle for this boot; 0 if it is ours (now or already),
+ * -EALREADY if another boot claimed it.  The claim appears whole (a
+ * complete file linked into place), so that units restoring at the same
+ * time never read a half-written one. */
+int cycle_claim(const char *id)
+{
+	char me[64], other[64];
+	_cleanup_free_ char *p = cycle_path(id, "claimed");
+	_cleanup_free_ char *tmp = cycle_path(id, ".claimed.%d", getpid());
+	int fd, ret;
+
+	if (!p || !tmp)
+		return -ENOMEM;
+	ret = current_boot_id(me, sizeof(me));
+	if (ret)
+		return ret;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	ret = write_all(fd, me, strlen(me));
+	if (!ret && fsync(fd))
+		ret = -errno;
+	close(fd);
+	if (!ret && link(tmp, p) && errno != EEXIST)
+		ret = -errno;
+	unlink(tmp);
+	if (ret)
+		return ret;
+	ret = cycle_claimed_by(id, other, sizeof(other));
+	if (ret)
+		return ret;
+	return strcmp(me, other) ? -EALREADY : 0;
+}
+
+/* Read the cycle id named on the kernel command line, or NULL. */
+char *cmdline_cycle(void)
+{
+	_cleanup_free_ char *c = NULL;
+	char *p, *e;
+
+	/* KUPDATE_CMDLINE stands for /proc/cmdline in tests */
+	if (getenv("KUPDATE_CMDLINE"))
+		c = xstrdup(getenv("KUPDATE_CMDLINE"));
+	else if (read_file_at(AT_FDCWD, "/proc/cmdline", &c, NULL))
+		return NULL;
+	if (!c)
+		return NULL;
+	for (p = c; (p = strstr(p, "kupdate.cycle=")); p++) {
+		if (p != c && p[-1] != ' ')
+			continue;
+		p += strlen("kupdate.cycle=");
+		e = p + strcspn(p, " \n");
+		*e = 0;
+		return cycle_id_valid(p) ? xstrdup(p) : NULL;
+	}
+	return NULL;
+}

@@ -1,0 +1,45 @@
+#ifndef KUPDATE_SD_H
+#define KUPDATE_SD_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define JOURNAL_STDOUT "/run/systemd/journal/stdout"
+
+struct sd {
+	struct sd_bus *bus;
+};
+
+struct unit_info {
+	char *active;	/* ActiveState */
+	char *load;	/* LoadState */
+	char *freezer;	/* FreezerState */
+	char *cgroup;	/* ControlGroup, services only */
+	char *fragment; /* FragmentPath: the unit file */
+	char *sub;	/* SubState */
+	pid_t main_pid;
+};
+
+int sd_open(struct sd *s);
+void sd_close(struct sd *s);
+int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui);
+void unit_info_free(struct unit_info *ui);
+int sd_freeze(struct sd *s, const char *unit);
+int sd_thaw(struct sd *s, const char *unit);
+int sd_kill(struct sd *s, const char *unit, int sig);
+int sd_mask_runtime(struct sd *s, const char *unit, bool mask);
+int sd_reload(struct sd *s);
+int sd_start(struct sd *s, const char *unit, const char *mode);
+int sd_reset_failed(struct sd *s, const char *unit);
+/* wait until the unit settles (active, failed or inactive, no job): 0 if
+ * active, -ENOENT/-EIO otherwise, -ETIMEDOUT */
+int sd_wait_settled(struct sd *s, const char *unit, int timeout_s);
+
+/* the engine's hooks for stdout/stderr streams to journald */
+bool journal_replaceable(const char *peer, void *arg);
+int journal_stream(const char *peer, const char *comm, void *arg);
+/* a line in the journal with KUPDATE_CYCLE= and KUPDATE_UNIT= fields */
+void journal_note(const char *cycle, const char *unit, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#endif

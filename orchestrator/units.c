@@ -1,0 +1,414 @@
+/* Preserved units: kupdate enable/disable/list, the processes of a unit's
+ * cgroup, and the check that a unit can be checkpointed now. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cr.h"
+#include "cycle.h"
+#include "kupdate.h"
+#include "log.h"
+#include "sd.h"
+#include "units.h"
+#include "util.h"
+
+const char *wants_dir(void)
+{
+	const char *d = getenv("KUPDATE_WANTS_DIR");
+
+	return d && *d ? d : "/etc/systemd/system/kupdate.target.wants";
+}
+
+bool unit_name_valid(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n < 9 || n > 255 || strcmp(u + n - 8, ".service") || u[0] == '.')
+		return false;
+	for (const char *p = u; *p; p++)
+		if (!(isalnum((unsigned char)*p) || strchr(":-_.\\@", *p)))
+			return false;
+	return true;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int preserved_units(char ***out, int *nr)
+{
+	DIR *d = opendir(wants_dir());
+	struct dirent *de;
+	char **v = NULL;
+	int n = 0;
+
+	*out = NULL;
+	*nr = 0;
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		char **nv;
+
+		if (!unit_name_valid(de->d_name))
+			continue;
+		nv = xrealloc_array(v, n + 1, sizeof(*nv));
+		if (!nv) {
+			closedir(d);
+			strv_free(v, n);
+			return -ENOMEM;
+		}
+		v = nv;
+		v[n] = xstrdup(de->d_name);
+		if (!v[n]) {
+			closedir(d);
+			strv_free(v, n);
+			return -ENOMEM;
+		}
+		n++;
+	}
+	closedir(d);
+	qsort(v, n, sizeof(*v), cmp_str);
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+void strv_free(char **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* every pid of a cgroup and its descendants */
+static int collect_procs(const char *dir, pid_t **v, int *n)
+{
+	_cleanup_free_ char *procs = NULL, *path = xasprintf("%s/cgroup.procs", dir);
+	DIR *d;
+	struct dirent *de;
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = read_file_at(AT_FDCWD, path, &procs, NULL);
+	if (ret)
+		return ret;
+	for (char *p = procs, *e; *p; p = e) {
+		long pid = strtol(p, &e, 10);
+		pid_t *nv;
+
+		if (e == p)
+			break;
+		nv = xrealloc_array(*v, *n + 1, sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		nv[(*n)++] = pid;
+	}
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *sub = NULL;
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		sub = xasprintf("%s/%s", dir, de->d_name);
+		if (!sub) {
+			closedir(d);
+			return -ENOMEM;
+		}
+		if (stat(sub, &st) || !S_ISDIR(st.st_mode))
+			continue;
+		ret = collect_procs(sub, v, n);
+		if (ret) {
+			closedir(d);
+			return ret;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr)
+{
+	_cleanup_free_ char *dir = NULL;
+	pid_t *v = NULL;
+	int n = 0, ret;
+
+	*out = NULL;
+	*nr = 0;
+	if (!ui->cgroup || !*ui->cgroup) {
+		pr_err("unit %s has no control group (is it running?)", unit);
+		return -ENOENT;
+	}
+	dir = xasprintf("%s%s", cgroup_root(), ui->cgroup);
+	if (!dir)
+		return -ENOMEM;
+	ret = collect_procs(dir, &v, &n);
+	if (ret) {
+		pr_err("unit %s: cannot list the processes of %s: %s", unit, dir, strerror(-ret));
+		free(v);
+		return ret;
+	}
+	if (!n) {
+		pr_err("unit %s has no process", unit);
+		free(v);
+		return -ENOENT;
+	}
+	/* the main process first: its tree is the unit's first */
+	for (int i = 1; i < n; i++)
+		if (v[i] == ui->main_pid) {
+			v[i] = v[0];
+			v[0] = ui->main_pid;
+		}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+const char *cgroup_root(void)
+{
+	const char *d = getenv("KUPDATE_CGROUP_ROOT");
+
+	return d && *d ? d : "/sys/fs/cgroup";
+}
+
+/* A dry dump that changes nothing; the first error is the reason. */
+int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len, unsigned *procs)
+{
+	_cleanup_free_ pid_t *members = NULL;
+	struct cr_dump_opts o = { 0 };
+	struct cr_dump_stats st = { 0 };
+	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	why[0] = 0;
+	*procs = 0;
+	cr_log_mark();
+	if (devnull >= 0)
+		cr_log_redirect(devnull, cr_log_fd());
+	ret = unit_members(unit, ui, &members, &n);
+	if (!ret) {
+		o.members = members;
+		o.nr_members = n;
+		o.root = members[0];
+		o.check_only = true;
+		o.external_unix = journal_replaceable;
+		ret = cr_dump(&o, &st);
+	}
+	if (devnull >= 0) {
+		cr_log_redirect(STDERR_FILENO, cr_log_fd());
+		close(devnull);
+	}
+	if (ret)
+		snprintf(why, len, "%s", cr_log_first_error() ?: strerror(-ret));
+	*procs = st.processes;
+	return ret;
+}
+
+int cmd_enable(int argc, char **argv)
+{
+	struct sd s;
+	int ret = 0;
+
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		printf("usage: kupdate enable UNIT...\n"
+		       "Preserve UNIT across kernel updates (kupdate.target wants it).\n");
+		return argc < 2 ? 2 : 0;
+	}
+	if (sd_open(&s))
+		return 1;
+	if (mkdir_p(wants_dir(), 0755)) {
+		pr_perror("cannot create %s", wants_dir());
+		sd_close(&s);
+		return 1;
+	}
+	for (int i = 1; i < argc; i++) {
+		struct unit_info ui;
+		_cleanup_free_ char *link = NULL;
+
+		if (!unit_name_valid(argv[i])) {
+			pr_err("'%s' is not a service unit name (NAME.service)", argv[i]);
+			ret = 1;
+			continue;
+		}
+		if (sd_unit_info(&s, argv[i], &ui)) {
+			ret = 1;
+			continue;
+		}
+		if (strcmp(ui.load, "loaded") || !ui.fragment || !*ui.fragment) {
+			pr_err("unit %s is %s: there is no unit file to preserve", argv[i],
+			       ui.load);
+			unit_info_free(&ui);
+			ret = 1;
+			continue;
+		}
+		link = xasprintf("%s/%s", wants_dir(), argv[i]);
+		unlink(link);
+		if (!link || symlink(ui.fragment, link)) {
+			pr_perror("unit %s: cannot create %s", argv[i], link ? link : "the link");
+			ret = 1;
+		} else {
+			printf("%s: preserved across kernel updates (%s -> %s)\n", argv[i], link,
+			       ui.fragment);
+		}
+		unit_info_free(&ui);
+	}
+	if (sd_reload(&s))
+		ret = 1;
+	sd_close(&s);
+	return ret;
+}
+
+int cmd_disable(int argc, char **argv)
+{
+	struct sd s;
+	int ret = 0;
+
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		printf("usage: kupdate disable UNIT...\n"
+		       "Stop preserving UNIT: it is stopped and started the ordinary way.\n");
+		return argc < 2 ? 2 : 0;
+	}
+	for (int i = 1; i < argc; i++) {
+		_cleanup_free_ char *link = xasprintf("%s/%s", wants_dir(), argv[i]);
+
+		if (!unit_name_valid(argv[i])) {
+			pr_err("'%s' is not a service unit name (NAME.service)", argv[i]);
+			ret = 1;
+		} else if (unlink(link)) {
+			if (errno == ENOENT)
+				pr_err("unit %s is not preserved (no %s)", argv[i], link);
+			else
+				pr_perror("unit %s: cannot remove %s", argv[i], link);
+			ret = 1;
+		} else {
+			printf("%s: no longer preserved\n", argv[i]);
+		}
+	}
+	if (sd_open(&s) == 0) {
+		if (sd_reload(&s))
+			ret = 1;
+		sd_close(&s);
+	}
+	return ret;
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "no-check", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool json = false, check = true;
+	char **units;
+	int n, c, ret = 0;
+	struct sd s;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'n':
+			check = false;
+			break;
+		case 'h':
+			printf("usage: kupdate list [--json] [--no-check]\n"
+			       "The preserved units, their state, and whether each can be\n"
+			       "checkpointed now (a dry dump that changes nothing).\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (preserved_units(&units, &n)) {
+		pr_perror("cannot read %s", wants_dir());
+		return 1;
+	}
+	if (!n) {
+		printf(json ? "[]\n" : "no preserved unit (kupdate enable UNIT)\n");
+		free(units);
+		return 0;
+	}
+	if (sd_open(&s)) {
+		strv_free(units, n);
+		return 1;
+	}
+	if (json)
+		printf("[");
+	else
+		printf("%-32s %-10s %8s %6s  %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
+		       "CHECKPOINT");
+	for (int i = 0; i < n; i++) {
+		struct unit_info ui;
+		char why[1024] = "", *esc;
+		unsigned procs = 0;
+		bool ok = false;
+
+		if (sd_unit_info(&s, units[i], &ui)) {
+			ret = 1;
+			continue;
+		}
+		if (!check)
+			snprintf(why, sizeof(why), "not checked");
+		else if (strcmp(ui.active, "active"))
+			snprintf(why, sizeof(why), "unit is %s", ui.active);
+		else
+			ok = unit_check(units[i], &ui, why, sizeof(why), &procs) == 0;
+		if (check && !ok)
+			ret = 1;
+		if (json) {
+			esc = json_escape(why);
+			printf("%s\n  {\"unit\": \"%s\", \"state\": \"%s\", \"main_pid\": %d, "
+			       "\"processes\": %u, \"checkpointable\": %s, \"reason\": \"%s\"}",
+			       i ? "," : "", units[i], ui.active, ui.main_pid, procs,
+			       !check ? "null"
+			       : ok   ? "true"
+				      : "false",
+			       esc ? esc : "");
+			free(esc);
+		} else {
+			printf("%-32s %-10s %8d %6u  %s\n", units[i], ui.active, ui.main_pid, procs,
+			       ok ? "yes" : why);
+		}
+		unit_info_free(&ui);
+	}
+	if (json)
+		printf("\n]\n");
+	sd_close(&s);
+	strv_free(units, n);
+	return ret;
+}
+
+char *json_escape(const char *s)
+{
+	size_t n = 0;
+	char *out = malloc(strlen(s) * 6 + 1);
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			n += sprintf(out + n, "\\%c", c);
+		else if (c < 0x20)
+			n += sprintf(out + n, "\\u%04x", c);
+		else
+			out[n++] = c;
+	}
+	out[n] = 0;
+	return out;
+}

@@ -1,0 +1,26 @@
+/* Preserved units and their processes. */
+#ifndef KUPDATE_UNITS_H
+#define KUPDATE_UNITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "sd.h"
+
+/* where `kupdate enable` links units ($KUPDATE_WANTS_DIR overrides) */
+const char *wants_dir(void);
+/* the cgroup v2 mount ($KUPDATE_CGROUP_ROOT overrides) */
+const char *cgroup_root(void);
+bool unit_name_valid(const char *unit);
+int preserved_units(char ***out, int *nr);
+void strv_free(char **v, int n);
+/* every process of the unit's cgroup and its sub-cgroups, main pid first */
+int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
+/* a dry dump of the unit; on failure why says what stands in the way */
+int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
+	       unsigned *procs);
+/* "..." with JSON escapes, malloc'd */
+char *json_escape(const char *s);
+
+#endif

@@ -1,0 +1,248 @@
+#!/bin/bash
+# The update cycle in QEMU, TAP.  Debian guest with systemd, kernel A (6.1)
+# and B (6.12), kupdate installed from the payload, three demo services
+# preserved (kupdate enable): an in-memory counter with a live TCP client on
+# the host (through QEMU's forward), two processes sharing a pipe, a service
+# logging to the journal.
+#
+#   1 refusal: a unit holding an io_uring fd -> apply exits 1 naming it;
+#     nothing frozen, no cycle left, no kernel loaded, no kexec
+#   2 A -> B: same pids (every process of each unit), memory intact, the
+#     counter went on, the pipe lost nothing, the journal shows the log
+#     service's new lines, kupdate status says restored, pid reservation
+#     and network lock released, images removed; the host client's
+#     connection saw a pause, never a reset; systemctl stop/start work
+#   3 B -> A with demo-pipe's page image damaged before its restore: it is
+#     started the ordinary way (new pid), the others are restored
+#   4 a cycle made ready, then a boot without it (an ordinary reboot):
+#     nothing comes back, the images are removed, status says abandoned
+#
+# usage: tests/cycle/cycle.sh [--demo]   (--demo: only 2, narrated)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
+export BUILD
+vm=$top/qemu-kexec/vm
+demo=false
+[ "${1:-}" = --demo ] && demo=true
+name=cycle-$$
+BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
+payload=$BUILD/cycle-payload
+client=$BUILD/tests/cycle/demo-client
+work=$(mktemp -d /tmp/kupdate-cycle.XXXXXX)
+client_pid=
+
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { # check "description" command...
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else notok "$d"; fi
+}
+say() { echo "# $*"; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+run() { "$vm" run "$name" -t 120 -- "$@"; }
+finish() {
+	[ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
+	"$vm" kill "$name" >/dev/null 2>&1
+	[ "$failed" = 0 ] && rm -rf "${VM_DIR:-$BUILD/vm}/$name"
+	rm -rf "$work"
+	echo "1..$n"
+	exit $((failed > 0))
+}
+bail() {
+	notok "$*"
+	echo "# last serial lines:"
+	tail -40 "$("$vm" log "$name")" 2>/dev/null | sed 's/^/# serial: /'
+	finish
+}
+trap finish INT TERM
+
+boot_id() { "$vm" ping "$name" | cut -d' ' -f1; }
+# the payload disk is mounted when udev has seen it (nofail: not waited for)
+wait_payload() {
+	run 'for i in $(seq 300); do test -d /payload/root && exit 0
+		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1'
+}
+# wait for a new boot after a command that kexecs
+new_boot() { # new_boot OLD_BOOT_ID
+	"$vm" ping "$name" -t "$BOOT_TIMEOUT" --not "$1" >/dev/null || return 1
+	"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >"$work/state" 2>&1
+	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
+	wait_payload
+}
+main_pid() { run "systemctl show -p MainPID --value $1"; }
+unit_pids() { # every pid of a unit's cgroup, sorted
+	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
+}
+active() { [ "$(run "systemctl is-active $1")" = active ]; }
+query() { run "kupdate-demo query /run/$1.sock $2"; }
+
+# ---- boot A, install, start the services ----------------------------------------
+t0=$(now)
+"$vm" start "$name" --guest debian --kernel A --payload "$payload" --timeout "$BOOT_TIMEOUT" \
+	2>"$work/start" || { cat "$work/start" | sed 's/^/# /'; bail "boot kernel A"; }
+"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
+say "boot A: $(since "$t0") s"
+port=$("$vm" info "$name" | sed -n 's/^fwd=\([0-9]*\):8080.*/\1/p')
+wait_payload || bail "the payload disk is not mounted in the guest"
+run 'cp -a /payload/root/. / && systemctl daemon-reload &&
+	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service &&
+	systemctl enable kupdate-finish.service' >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
+check "kupdate enable: three units preserved" \
+	run 'kupdate enable demo-counter.service demo-pipe.service demo-log.service >/dev/null &&
+		test $(ls /etc/systemd/system/kupdate.target.wants | wc -l) = 3'
+sleep 2
+list=$(run 'kupdate list')
+echo "$list" | sed 's/^/# /'
+check "kupdate list: the three units can be checkpointed" \
+	test "$(grep -c ' yes$' <<<"$list")" = 3
+
+# ---- 1. refusal ---------------------------------------------------------------
+if ! $demo; then
+	run 'systemctl start demo-bad.service' >/dev/null
+	boot1=$(boot_id)
+	cpid=$(main_pid demo-counter.service)
+	c1=$(query demo-counter get | cut -d' ' -f1)
+	out=$("$vm" run "$name" -t 300 -- \
+		'kupdate apply /payload/boot/bzImage-B --unit demo-counter.service --unit demo-bad.service' 2>&1)
+	rc=$?
+	echo "$out" | sed 's/^/# apply: /'
+	check "refusal: apply exits 1" test "$rc" = 1
+	check "refusal: the error names demo-bad.service and io_uring" \
+		grep -q 'demo-bad.service.*io_uring' <<<"$out"
+	check "refusal: no kexec (same boot)" test "$(boot_id)" = "$boot1"
+	check "refusal: no kernel left loaded" test "$(run 'cat /sys/kernel/kexec_loaded')" = 0
+	check "refusal: no cycle left" test -z "$(run 'ls -A /var/lib/kupdate/cycles')"
+	check "refusal: demo-counter runs on, same pid, not frozen" \
+		test "$(main_pid demo-counter.service) $(run 'systemctl show -p FreezerState --value demo-counter.service')" = "$cpid running"
+	sleep 1
+	c2=$(query demo-counter get | cut -d' ' -f1)
+	check "refusal: the counter still counts ($c1 -> $c2)" test "$c2" -gt "$c1"
+	check "refusal: demo-bad still runs" active demo-bad.service
+	run 'systemctl stop demo-bad.service'
+fi
+
+# ---- 2. A -> B -----------------------------------------------------------------
+declare -A pids
+for u in demo-counter demo-pipe demo-log; do pids[$u]=$(unit_pids $u.service); done
+say "pids before: counter ${pids[demo-counter]}, pipe ${pids[demo-pipe]}, log ${pids[demo-log]}"
+rm -f "$work/stop"
+"$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
+client_pid=$!
+sleep 3
+clock_before=$(query demo-counter clock)
+before=$(query demo-counter check)
+pipe_before=$(query demo-pipe get)
+tick_before=$(run "journalctl -u demo-log.service -o cat | grep -c '^tick'")
+say "before: counter '$before', pipe '$pipe_before', log lines $tick_before"
+boot1=$(boot_id)
+t0=$(now)
+"$vm" run "$name" -t 600 -- 'kupdate apply /payload/boot/bzImage-B' >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "A->B: kupdate apply kexecs (vm run exit $rc: 252 or 0)" test "$rc" = 252 -o "$rc" = 0
+new_boot "$boot1" || bail "A->B: kernel B did not come up"
+say "A->B: apply to multi-user in B: $(since "$t0") s"
+rel=$(run 'uname -r')
+check "A->B: running kernel B ($rel)" grep -q '^6\.12\.' <<<"$rel"
+for u in demo-counter demo-pipe demo-log; do
+	check "A->B: $u.service is active" active $u.service
+	now_pids=$(unit_pids $u.service)
+	check "A->B: $u.service has the same processes ($now_pids)" test "$now_pids" = "${pids[$u]}"
+done
+clock_after=$(query demo-counter clock)
+check "A->B: the counter's monotonic clock went on ($clock_before -> $clock_after ms), not back to the new kernel's" \
+	test "$clock_after" -ge "$clock_before"
+after=$(query demo-counter check)
+say "after: counter '$after'"
+check "A->B: counter memory intact and same pid" grep -q "^ok [0-9]* ${pids[demo-counter]% }\$" <<<"$after"
+check "A->B: the counter went on ($(cut -d' ' -f2 <<<"$before") -> $(cut -d' ' -f2 <<<"$after"))" \
+	test "$(cut -d' ' -f2 <<<"$after")" -ge "$(cut -d' ' -f2 <<<"$before")"
+p1=$(query demo-pipe get)
+sleep 2
+p2=$(query demo-pipe get)
+say "pipe: before '$pipe_before', after '$p1', 2 s later '$p2'"
+check "A->B: the pipe lost nothing and flows (errors 0, received grows)" \
+	awk -v a="$p1" -v b="$p2" 'BEGIN { split(a, x); split(b, y);
+		exit !(x[6] == 0 && y[6] == 0 && y[4] > x[4] && y[2] - y[4] <= 2) }'
+sleep 2
+logl=$(run "journalctl -b -u demo-log.service -o cat | grep '^tick' | tail -1")
+check "A->B: the journal shows demo-log's new lines from pid ${pids[demo-log]% } ($logl)" \
+	grep -q "^tick [0-9]* pid ${pids[demo-log]% }\$" <<<"$logl"
+status=$(run 'kupdate status')
+echo "$status" | sed 's/^/# status: /'
+check "A->B: kupdate status: three units restored" test "$(grep -c ' restored ' <<<"$status")" = 3
+check "A->B: kupdate status --json names the new kernel" \
+	run "kupdate status --json | grep -q '\"new_kernel\": \"$rel\"'"
+check "A->B: pid reservation released" test -z "$(run 'cat /proc/sys/kernel/pid_reserve')"
+check "A->B: network lock released" \
+	run '! nft list table inet kupdate 2>/dev/null | grep -q "elements = {"'
+check "A->B: images removed" run '! ls -d /var/lib/kupdate/cycles/*/units 2>/dev/null'
+check "A->B: kupdate-finish succeeded" run 'systemctl is-active kupdate-finish.service >/dev/null ||
+	test "$(systemctl show -p Result --value kupdate-finish.service)" = success'
+sleep 2
+touch "$work/stop"
+wait "$client_pid"
+client_pid=
+sed 's/^/# client: /' "$work/client"
+check "A->B: the host's TCP client saw a pause, never a reset" grep -q '^PASS' "$work/client"
+check "A->B: systemctl stop works on a restored unit" \
+	run 'systemctl stop demo-log.service && test "$(systemctl is-active demo-log.service)" = inactive'
+check "A->B: and it starts again the ordinary way" \
+	run 'systemctl start demo-log.service && systemctl is-active demo-log.service >/dev/null'
+if $demo; then
+	echo "#"
+	echo "# what survived the kernel update $(grep -o '6\.1\.[0-9]*[^ ]*' <<<"$status" | head -1) -> $rel:"
+	grep -E 'restored|cold' <<<"$status" | sed 's/^/#   /'
+	echo "#   host TCP client: $(grep -E '^(PASS|FAIL)' "$work/client")"
+	finish
+fi
+
+# ---- 3. B -> A with a damaged image --------------------------------------------
+run 'cp /payload/extra/kupdate-test-corrupt.service /etc/systemd/system/ &&
+	systemctl daemon-reload && systemctl enable kupdate-test-corrupt.service' >/dev/null 2>&1
+for u in demo-counter demo-pipe demo-log; do pids[$u]=$(unit_pids $u.service); done
+boot2=$(boot_id)
+"$vm" run "$name" -t 600 -- 'kupdate apply /payload/boot/bzImage-A' >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "B->A: kupdate apply kexecs" test "$rc" = 252 -o "$rc" = 0
+new_boot "$boot2" || bail "B->A: kernel A did not come up"
+status=$(run 'kupdate status')
+echo "$status" | sed 's/^/# status: /'
+check "B->A: demo-pipe was started the ordinary way, with the reason" \
+	grep -q '^demo-pipe.service *cold-started.*restore failed:.*damaged' <<<"$status"
+check "B->A: demo-pipe is active with a new pid" \
+	test "$(active demo-pipe.service && unit_pids demo-pipe.service)" != "${pids[demo-pipe]}" -a \
+	"$(run 'systemctl is-active demo-pipe.service')" = active
+for u in demo-counter demo-log; do
+	check "B->A: $u.service restored with its processes" \
+		test "$(unit_pids $u.service)" = "${pids[$u]}"
+done
+run 'systemctl disable kupdate-test-corrupt.service; rm -f /etc/systemd/system/kupdate-test-corrupt.service;
+	systemctl daemon-reload' >/dev/null 2>&1
+
+# ---- 4. a ready cycle, then a boot without it ------------------------------------
+for u in demo-counter; do pids[$u]=$(unit_pids $u.service); done
+boot3=$(boot_id)
+out=$(run 'KUPDATE_TEST_NO_JUMP=1 kupdate apply /payload/boot/bzImage-B' 2>&1)
+echo "$out" | sed 's/^/# apply: /'
+cycle=$(sed -n 's/.*cycle \([^ ]*\) ready, not jumping.*/\1/p' <<<"$out")
+check "stale: a cycle is ready ($cycle)" test -n "$cycle"
+run "kexec -s -l /payload/boot/bzImage-B --append=\"\$(sed 's/kupdate\.cycle=[^ ]*//; s/pid_reserve=[^ ]*//' /proc/cmdline)\" && systemctl kexec" >/dev/null 2>&1
+new_boot "$boot3" || bail "stale: the boot without the cycle did not come up"
+status=$(run "kupdate status --cycle $cycle")
+echo "$status" | sed 's/^/# status: /'
+check "stale: status says the units were abandoned" \
+	test "$(grep -c ' abandoned ' <<<"$status")" = 3
+check "stale: the images were removed" run "! test -e /var/lib/kupdate/cycles/$cycle/units"
+c=$(query demo-counter get)
+check "stale: demo-counter started afresh (counter '$c', old pid ${pids[demo-counter]% })" \
+	test "$(cut -d' ' -f2 <<<"$c")" != "${pids[demo-counter]% }"
+finish

@@ -1,0 +1,339 @@
+/* kupdate-demo: the services of the update cycle tests and of `make demo`.
+ *
+ *   kupdate-demo counter UNIXPATH PORT
+ *       A counter that lives only in memory, one tick every 100 ms of the
+ *       service's own running time (a checkpointed service does not tick),
+ *       and 8 MiB of memory filled from a seed.  On the unix socket and on
+ *       TCP PORT it answers each line: "get" -> "N PID", "check" -> "ok N PID"
+ *       when the memory still holds its pattern, "bad ..." otherwise,
+ *       "clock" -> its CLOCK_MONOTONIC in ms.
+ *       Connections stay open as long as the client keeps them.
+ *   kupdate-demo pipe UNIXPATH
+ *       Two processes: the parent writes a sequence into a pipe every 50 ms,
+ *       the child checks it arrives complete and in order and keeps its
+ *       counts in shared memory; "get" -> "sent S received R errors E".
+ *   kupdate-demo log
+ *       Prints "tick N pid P" on stdout every second (the journal's stream).
+ *   kupdate-demo iouring
+ *       Holds an io_uring instance, which kupdate cannot checkpoint.
+ *   kupdate-demo query UNIXPATH LINE
+ *       Sends LINE to a demo's unix socket and prints the answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXC 64
+#define MEM  (8u << 20)
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	unlink(path);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+		fprintf(stderr, "demo: unix socket %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	return s;
+}
+
+static int listen_tcp(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+		fprintf(stderr, "demo: tcp port %d: %s\n", port, strerror(errno));
+		exit(1);
+	}
+	return s;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+struct conn {
+	int fd;
+	char buf[256];
+	size_t len;
+};
+
+/* a line-oriented server over listening sockets; answer() fills out */
+static void serve(int *ls, int nls, void (*answer)(const char *line, char *out, size_t len),
+		  void (*tick)(void), int tick_ms)
+{
+	struct conn c[MAXC];
+	int nc = 0;
+	struct timespec next;
+
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	for (;;) {
+		struct pollfd p[MAXC + 4];
+		struct timespec now;
+		int n = 0, to;
+		long long left;
+
+		for (int i = 0; i < nls; i++)
+			p[n++] = (struct pollfd){ ls[i], POLLIN, 0 };
+		for (int i = 0; i < nc; i++)
+			p[n++] = (struct pollfd){ c[i].fd, POLLIN, 0 };
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = (next.tv_sec - now.tv_sec) * 1000LL + (next.tv_nsec - now.tv_nsec) / 1000000;
+		to = left < 0 ? 0 : left > tick_ms ? tick_ms : (int)left;
+		if (poll(p, n, to) < 0 && errno != EINTR)
+			exit(1);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > next.tv_sec ||
+		    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+			/* ticks count running time: after a pause (a checkpoint,
+			 * or another kernel's clock) the count goes on from here */
+			tick();
+			next = now;
+			next.tv_nsec += tick_ms * 1000000L;
+			if (next.tv_nsec >= 1000000000L) {
+				next.tv_sec++;
+				next.tv_nsec -= 1000000000L;
+			}
+		}
+		for (int i = 0; i < nls; i++)
+			if (p[i].revents & POLLIN) {
+				int fd = accept4(ls[i], NULL, NULL, SOCK_CLOEXEC);
+
+				if (fd >= 0 && nc < MAXC)
+					c[nc++] = (struct conn){ .fd = fd };
+				else if (fd >= 0)
+					close(fd);
+			}
+		for (int i = nls; i < n; i++) {
+			struct conn *k;
+			ssize_t r;
+			char *nl;
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			k = NULL;
+			for (int j = 0; j < nc; j++)
+				if (c[j].fd == p[i].fd)
+					k = &c[j];
+			if (!k)
+				continue;
+			r = read(k->fd, k->buf + k->len, sizeof(k->buf) - 1 - k->len);
+			if (r <= 0) {
+				close(k->fd);
+				*k = c[--nc];
+				continue;
+			}
+			k->len += r;
+			k->buf[k->len] = 0;
+			while ((nl = strchr(k->buf, '\n'))) {
+				char out[256];
+
+				*nl = 0;
+				answer(k->buf, out, sizeof(out));
+				if (write(k->fd, out, strlen(out)) < 0) {
+					/* the client went away */
+				}
+				memmove(k->buf, nl + 1, k->len - (nl + 1 - k->buf) + 1);
+				k->len = strlen(k->buf);
+			}
+			if (k->len == sizeof(k->buf) - 1)
+				k->len = 0;
+		}
+	}
+}
+
+/* ------------------------------------------------------------ counter */
+
+static uint64_t counter;
+static unsigned char *mem;
+static uint64_t seed = 0x9e3779b97f4a7c15ULL;
+
+static void fill(void)
+{
+	uint64_t s = seed;
+
+	mem = mmap(NULL, MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		exit(1);
+	for (size_t i = 0; i < MEM / 8; i++)
+		((uint64_t *)mem)[i] = xorshift(&s);
+}
+
+static long check_mem(void)
+{
+	uint64_t s = seed;
+
+	for (size_t i = 0; i < MEM / 8; i++)
+		if (((uint64_t *)mem)[i] != xorshift(&s))
+			return (long)i;
+	return -1;
+}
+
+static void counter_tick(void)
+{
+	counter++;
+}
+
+static void counter_answer(const char *line, char *out, size_t len)
+{
+	if (!strcmp(line, "get")) {
+		snprintf(out, len, "%llu %d\n", (unsigned long long)counter, getpid());
+	} else if (!strcmp(line, "check")) {
+		long bad = check_mem();
+
+		if (bad < 0)
+			snprintf(out, len, "ok %llu %d\n", (unsigned long long)counter, getpid());
+		else
+			snprintf(out, len, "bad memory at word %ld\n", bad);
+	} else if (!strcmp(line, "clock")) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		snprintf(out, len, "%lld\n", ts.tv_sec * 1000LL + ts.tv_nsec / 1000000);
+	} else {
+		snprintf(out, len, "? get, check or clock\n");
+	}
+}
+
+/* ------------------------------------------------------------ pipe */
+
+struct pipe_state {
+	uint64_t sent, received, errors;
+};
+static struct pipe_state *ps;
+
+static int pipe_wfd = -1;
+
+static void pipe_writer_tick(void)
+{
+	uint64_t v = ps->sent + 1;
+
+	if (write(pipe_wfd, &v, sizeof(v)) == sizeof(v))
+		ps->sent = v;
+}
+
+static void pipe_answer(const char *line, char *out, size_t len)
+{
+	if (!strcmp(line, "get"))
+		snprintf(out, len, "sent %llu received %llu errors %llu\n",
+			 (unsigned long long)ps->sent, (unsigned long long)ps->received,
+			 (unsigned long long)ps->errors);
+	else
+		snprintf(out, len, "? get\n");
+}
+
+static void pipe_reader(int rfd)
+{
+	for (;;) {
+		uint64_t v;
+		ssize_t r = read(rfd, &v, sizeof(v));
+
+		if (r == 0)
+			_exit(0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		if (r != sizeof(v) || v != ps->received + 1)
+			ps->errors++;
+		ps->received = v;
+	}
+}
+
+/* ------------------------------------------------------------ query */
+
+static int query(const char *path, const char *line)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	char buf[512];
+	ssize_t n;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a))) {
+		fprintf(stderr, "query: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	snprintf(buf, sizeof(buf), "%s\n", line);
+	if (write(s, buf, strlen(buf)) < 0)
+		return 1;
+	n = read(s, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	fputs(buf, stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(mode, "counter") && argc == 4) {
+		int ls[2] = { listen_unix(argv[2]), listen_tcp(atoi(argv[3])) };
+
+		fill();
+		serve(ls, 2, counter_answer, counter_tick, 100);
+	} else if (!strcmp(mode, "pipe") && argc == 3) {
+		int p[2], ls;
+		pid_t child;
+
+		ps = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (ps == MAP_FAILED || pipe(p))
+			return 1;
+		child = fork();
+		if (child == 0) {
+			close(p[1]);
+			pipe_reader(p[0]);
+		}
+		close(p[0]);
+		pipe_wfd = p[1];
+		ls = listen_unix(argv[2]);
+		serve(&ls, 1, pipe_answer, pipe_writer_tick, 50);
+	} else if (!strcmp(mode, "log") && argc == 2) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		for (unsigned long n = 1;; n++) {
+			printf("tick %lu pid %d\n", n, getpid());
+			sleep(1);
+		}
+	} else if (!strcmp(mode, "iouring") && argc == 2) {
+		struct io_uring_params p;
+
+		memset(&p, 0, sizeof(p));
+		if (syscall(SYS_io_uring_setup, 4, &p) < 0) {
+			perror("io_uring_setup");
+			return 1;
+		}
+		for (;;)
+			pause();
+	} else if (!strcmp(mode, "query") && argc == 4) {
+		return query(argv[2], argv[3]);
+	}
+	fprintf(stderr, "usage: kupdate-demo counter UNIXPATH PORT | pipe UNIXPATH | log | "
+			"iouring | query UNIXPATH LINE\n");
+	return 2;
+}

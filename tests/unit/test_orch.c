@@ -1,0 +1,308 @@
+/* Unit tests of the orchestrator's pure parts: the pid reservation ranges,
+ * the new kernel's command line, names, the cycle manifest (written, read
+ * back, refused when damaged), unit results, the generator's drop-ins. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "cycle.h"
+#include "kexec.h"
+#include "kupdate.h"
+#include "log.h"
+#include "units.h"
+#include "util.h"
+
+static char tmpdir[64];
+
+static void test_pid_ranges(void **state)
+{
+	pid_t a[] = { 7, 5, 6, 100, 101, 5, 300 };
+	pid_t many[200];
+	char *r;
+	int commas = 0;
+
+	(void)state;
+	r = pid_ranges(a, 7);
+	assert_string_equal(r, "5-7,100-101,300-300");
+	free(r);
+	r = pid_ranges(a, 0);
+	assert_string_equal(r, "");
+	free(r);
+	/* at most 32 ranges: the closest are joined, every id stays covered */
+	for (int i = 0; i < 200; i++)
+		many[i] = 10 + i * 10 + (i % 7);
+	r = pid_ranges(many, 200);
+	for (char *p = r; *p; p++)
+		commas += *p == ',';
+	assert_true(commas <= 31);
+	for (int i = 0; i < 200; i++) {
+		bool covered = false;
+		char *s = r;
+
+		while (*s) {
+			long lo = strtol(s, &s, 10), hi = strtol(s + 1, &s, 10);
+
+			covered |= many[i] >= lo && many[i] <= hi;
+			if (*s == ',')
+				s++;
+		}
+		assert_true(covered);
+	}
+	free(r);
+}
+
+static void test_cmdline(void **state)
+{
+	char *c;
+
+	(void)state;
+	c = kexec_cmdline("console=ttyS0 root=/dev/vda", "20261203T000000-abcd", "5-7,9-9");
+	assert_string_equal(c, "console=ttyS0 root=/dev/vda kupdate.cycle=20261203T000000-abcd "
+			       "pid_reserve=5-7,9-9");
+	free(c);
+	c = kexec_cmdline("quiet", NULL, NULL);
+	assert_string_equal(c, "quiet");
+	free(c);
+}
+
+static void test_names(void **state)
+{
+	char *e;
+
+	(void)state;
+	assert_true(unit_name_valid("redis-server.service"));
+	assert_true(unit_name_valid("getty@tty1.service"));
+	assert_false(unit_name_valid("redis.socket"));
+	assert_false(unit_name_valid("../x.service"));
+	assert_false(unit_name_valid("a b.service"));
+	assert_false(unit_name_valid(".service"));
+	assert_true(cycle_id_valid("20261203T045532-7d6c"));
+	assert_false(cycle_id_valid("../etc"));
+	assert_false(cycle_id_valid(".hidden"));
+	assert_false(cycle_id_valid(""));
+	e = json_escape("a\"b\\c\nd");
+	assert_string_equal(e, "a\\\"b\\\\c\\u000ad");
+	free(e);
+}
+
+static CycleManifest *sample(CycleUnit *u, CycleUnit **pu, int32_t *ids)
+{
+	static CycleManifest m;
+
+	cycle_manifest__init(&m);
+	cycle_unit__init(u);
+	u->name = "demo.service";
+	u->imgdir = "units/demo.service";
+	u->main_pid = 42;
+	u->n_ids = 2;
+	u->ids = ids;
+	pu[0] = u;
+	m.id = "20261203T045532-7d6c";
+	m.format_version = CYCLE_FORMAT_VERSION;
+	m.tool_version = "test";
+	m.old_kernel = "6.1.0";
+	m.old_boot_id = "b";
+	m.created_ns = 1;
+	m.n_units = 1;
+	m.units = pu;
+	return &m;
+}
+
+static void test_manifest(void **state)
+{
+	CycleUnit u, *pu[1];
+	int32_t ids[2] = { 42, 43 };
+	CycleManifest *m = sample(&u, pu, ids), *back;
+	char dir[128];
+	int dfd;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/cycles/%s", tmpdir, m->id);
+	assert_int_equal(mkdir_p(dir, 0700), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	assert_int_equal(manifest_write(dfd, m), 0);
+	close(dfd);
+	assert_int_equal(manifest_read(m->id, &back), 0);
+	assert_string_equal(back->units[0]->name, "demo.service");
+	assert_int_equal(back->units[0]->n_ids, 2);
+	cycle_manifest__free_unpacked(back, NULL);
+
+	/* a manifest that names paths outside its cycle, or bad pids, is refused */
+	u.imgdir = "../../etc";
+	assert_int_not_equal(manifest_validate(m), 0);
+	u.imgdir = "units/demo.service";
+	ids[1] = -1;
+	assert_int_not_equal(manifest_validate(m), 0);
+	ids[1] = 43;
+	u.name = "a/b";
+	assert_int_not_equal(manifest_validate(m), 0);
+	u.name = "demo.service";
+	m->format_version = 99;
+	assert_int_not_equal(manifest_validate(m), 0);
+	m->format_version = CYCLE_FORMAT_VERSION;
+	assert_int_equal(manifest_validate(m), 0);
+}
+
+static void test_manifest_damage(void **state)
+{
+	char path[160];
+	unsigned char *data;
+	size_t len;
+	int fd;
+	struct stat st;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/cycles/20261203T045532-7d6c/manifest.img", tmpdir);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	fstat(fd, &st);
+	len = st.st_size;
+	data = malloc(len);
+	assert_int_equal(read(fd, data, len), (ssize_t)len);
+	close(fd);
+	/* every truncation and every single bit flip is refused */
+	for (size_t cut = 0; cut < len; cut++) {
+		CycleManifest *m = NULL;
+
+		assert_int_not_equal(manifest_parse(data, cut, &m), 0);
+		assert_null(m);
+	}
+	for (size_t i = 0; i < len * 8; i++) {
+		CycleManifest *m = NULL;
+
+		data[i / 8] ^= 1 << (i % 8);
+		assert_int_not_equal(manifest_parse(data, len, &m), 0);
+		assert_null(m);
+		data[i / 8] ^= 1 << (i % 8);
+	}
+	free(data);
+}
+
+static void test_status(void **state)
+{
+	UnitStatus s = UNIT_STATUS__INIT, *back;
+
+	(void)state;
+	s.name = "demo.service";
+	s.result = UNIT_RESULT__UNIT_COLD_STARTED;
+	s.reason = "restore failed: pages-42.img is damaged";
+	assert_int_equal(status_write("20261203T045532-7d6c", &s), 0);
+	assert_int_equal(status_read("20261203T045532-7d6c", "demo.service", &back), 0);
+	assert_int_equal(back->result, UNIT_RESULT__UNIT_COLD_STARTED);
+	assert_string_equal(back->reason, s.reason);
+	unit_status__free_unpacked(back, NULL);
+	assert_int_not_equal(status_read("20261203T045532-7d6c", "other.service", &back), 0);
+}
+
+static void test_dropins(void **state)
+{
+	char dir[128], path[256], *text;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/early", tmpdir);
+	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
+					      "20261203T045532-7d6c", false),
+			 0);
+	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-restore.conf", dir);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_non_null(strstr(text, "Type=forking\n"));
+	assert_non_null(strstr(text, "PIDFile=/run/kupdate/demo.service.pid\n"));
+	assert_non_null(strstr(text, "ExecStart=\nExecStart=+/usr/sbin/kupdate restore-unit "
+				     "--cycle 20261203T045532-7d6c --unit demo.service\n"));
+	assert_non_null(strstr(text, "After=kupdate-netlock.service"));
+	free(text);
+	setenv("KUPDATE_RUNTIME_UNIT_DIR", dir, 1);
+	assert_int_equal(write_checkpointed_dropin("demo.service"), 0);
+	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-checkpointed.conf", dir);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_non_null(strstr(text, "Restart=no\n"));
+	assert_non_null(strstr(text, "SuccessExitStatus=SIGKILL\n"));
+	free(text);
+	remove_checkpointed_dropin("demo.service");
+	assert_int_not_equal(access(path, F_OK), 0);
+}
+
+/* the generator: a drop-in for each unit of the named cycle that has no
+ * result yet, the boot wanting them, nothing for another cycle */
+static void test_generator(void **state)
+{
+	CycleUnit u[2], *pu[2];
+	int32_t ids[2] = { 42, 43 };
+	CycleManifest *m = sample(&u[0], pu, ids);
+	UnitStatus s = UNIT_STATUS__INIT;
+	char dir[128], early[160], path[256], *text;
+	char *argv[] = { "kupdate-generator", early, early, early, NULL };
+	int dfd;
+
+	(void)state;
+	cycle_unit__init(&u[1]);
+	u[1].name = "done.service";
+	u[1].imgdir = "units/done.service";
+	u[1].main_pid = 50;
+	pu[1] = &u[1];
+	m->n_units = 2;
+	m->id = "20261203T060000-0001";
+	snprintf(dir, sizeof(dir), "%s/cycles/%s", tmpdir, m->id);
+	assert_int_equal(mkdir_p(dir, 0700), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(manifest_write(dfd, m), 0);
+	close(dfd);
+	s.name = "done.service";
+	s.result = UNIT_RESULT__UNIT_RESTORED;
+	assert_int_equal(status_write(m->id, &s), 0);
+
+	snprintf(early, sizeof(early), "%s/gen-other", tmpdir);
+	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0002", 1);
+	assert_int_equal(cmd_generator(4, argv), 0);
+	assert_int_not_equal(access(early, F_OK), 0);
+
+	snprintf(early, sizeof(early), "%s/gen", tmpdir);
+	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0001 pid_reserve=42-43", 1);
+	assert_int_equal(cmd_generator(4, argv), 0);
+	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-restore.conf", early);
+	assert_int_equal(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/done.service.d/50-kupdate-restore.conf", early);
+	assert_int_not_equal(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/multi-user.target.d/50-kupdate-restore.conf", early);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_non_null(strstr(text, "Wants= demo.service kupdate-finish.service"));
+	free(text);
+	unsetenv("KUPDATE_CMDLINE");
+	m->n_units = 1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pid_ranges),	cmocka_unit_test(test_cmdline),
+		cmocka_unit_test(test_names),		cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
+		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
+	};
+	char cmd[96];
+	int ret;
+
+	cr_log_init("test_orch", CR_LOG_ERROR - 1, -1);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_orch.XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return 1;
+	setenv("KUPDATE_STATE_DIR", tmpdir, 1);
+	ret = cmocka_run_group_tests(tests, NULL, NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	if (system(cmd)) {
+		/* leave it */
+	}
+	return ret;
+}
