@@ -74,11 +74,17 @@ void crt_ready(void)
 
 void crt_wait_term(void)
 {
-	sigset_t none;
+	sigset_t term, old;
 
-	sigemptyset(&none);
+	/* SIGTERM blocked between the test and the wait, or a signal
+	 * arriving in between would be waited for forever */
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigprocmask(SIG_BLOCK, &term, &old);
+	sigdelset(&old, SIGTERM);
 	while (!crt_term)
-		sigsuspend(&none);
+		sigsuspend(&old);
+	sigprocmask(SIG_UNBLOCK, &term, NULL);
 }
 
 void crt_msg(const char *fmt, ...)
