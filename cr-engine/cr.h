@@ -19,6 +19,13 @@ typedef bool (*cr_external_unix_fn)(const char *peer_name, void *arg);
 /* At restore, in the restoring process: a new fd for such a socket. */
 typedef int (*cr_open_external_fn)(const char *peer_name, const char *comm, void *arg);
 
+/* Progress of a dump, reported after each process of the tree is written
+ * (and not for a check-only dump): a caller on a terminal shows it. */
+struct cr_dump_progress {
+	unsigned processes_done, processes;
+	uint64_t bytes; /* page data written so far */
+};
+
 struct cr_dump_opts {
 	pid_t root;	    /* root of the tree to dump */
 	const pid_t *roots; /* or several roots (a service's cgroup), the main one first */
@@ -40,6 +47,8 @@ struct cr_dump_opts {
 	 * a task of a frozen cgroup would not run) */
 	int (*seized)(void *arg);
 	void *cb_arg;
+	void (*progress)(const struct cr_dump_progress *p, void *arg);
+	void *progress_arg;
 };
 
 struct cr_dump_stats {

@@ -311,8 +311,15 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	ret = seize_tree(ctx);
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
-	for (int i = 0; !ret && i < ctx->nr_procs; i++)
+	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = dump_process(ctx, ctx->procs[i]);
+		if (!ret && o->progress && !o->check_only) {
+			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
+						       ctx->total_pages * PAGE_SIZE };
+
+			o->progress(&pg, o->progress_arg);
+		}
+	}
 	if (!ret)
 		ret = unix_check_peers(ctx);
 	if (!ret)
