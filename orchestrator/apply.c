@@ -55,13 +55,13 @@ struct aunit {
 
 struct apply_opts {
 	const char *kernel, *initrd, *append;
-	bool dry_run, fast, no_kexec;
+	bool dry_run, fast, no_kexec, no_reserve;
 };
 
 static void usage_apply(FILE *f)
 {
 	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
-	      "                     [--unit UNIT]... [--dry-run] [--fast]\n"
+	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
@@ -71,6 +71,8 @@ static void usage_apply(FILE *f)
 	      "  --dry-run         check everything, change nothing, do not kexec\n"
 	      "  --fast            jump at once after syncing, without stopping the rest of\n"
 	      "                    the system through systemd\n"
+	      "  --no-pid-reserve  no pid_reserve= for a new kernel without kupdate's patch:\n"
+	      "                    its boot moves the pid allocator above the saved pids\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -216,7 +218,8 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 }
 
 static int write_manifest(struct aunit *u, int n, const char *id, const char *cycdir,
-			  const struct apply_opts *ao, const char *cmdline, const char *reserve)
+			  const struct apply_opts *ao, const char *cmdline, const char *reserve,
+			  int64_t started, int64_t preflight)
 {
 	CycleManifest m = CYCLE_MANIFEST__INIT;
 	CycleUnit *cu = calloc(n, sizeof(*cu));
@@ -242,6 +245,9 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	m.kernel_path = (char *)ao->kernel;
 	m.cmdline = (char *)cmdline;
 	m.pid_reserve = (char *)reserve;
+	m.has_started_ns = m.has_preflight_ns = 1;
+	m.started_ns = started;
+	m.preflight_ns = preflight;
 	for (int i = 0; i < n; i++) {
 		cycle_unit__init(&cu[i]);
 		cu[i].name = (char *)u[i].name;
@@ -295,6 +301,23 @@ static int publish(const char *tmp, const char *final)
 	return 0;
 }
 
+/* when the jump was asked for (kupdate status: the shutdown and kexec
+ * phase ends when the new kernel starts) */
+static void mark_kexec(const char *cycdir)
+{
+	_cleanup_free_ char *p = xasprintf("%s/kexec-at", cycdir);
+	char buf[32];
+	int fd = p ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+
+	if (fd < 0)
+		return;
+	snprintf(buf, sizeof(buf), "%lld\n", (long long)rt_ns());
+	if (write(fd, buf, strlen(buf)) < 0 || fsync(fd)) {
+		/* only a report suffers */
+	}
+	close(fd);
+}
+
 /* After this the units are dead: their processes are killed without FIN
  * or RST, and systemd must neither restart them nor run their stop
  * commands. */
@@ -330,6 +353,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "fast", no_argument, NULL, 'f' },
 		{ "no-kexec", no_argument, NULL, 'K' },
+		{ "no-pid-reserve", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -363,6 +387,9 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'K':
 			ao->no_kexec = true;
+			break;
+		case 'P':
+			ao->no_reserve = true;
 			break;
 		case 'h':
 			usage_apply(stdout);
@@ -419,6 +446,7 @@ int cmd_apply(int argc, char **argv)
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
 			    *reserve = NULL;
 	bool loaded = false;
+	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
 
 	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
 	if (ret) {
@@ -475,6 +503,7 @@ int cmd_apply(int argc, char **argv)
 	lockfd = lock_state();
 	if (lockfd < 0 || check_room(u, n))
 		goto out;
+	preflight_ns = now_ns(CLOCK_MONOTONIC) - t_start;
 	if (ao.dry_run) {
 		int bad = 0;
 
@@ -544,12 +573,12 @@ int cmd_apply(int argc, char **argv)
 		reserve = pid_ranges(all, total);
 		free(all);
 	}
-	cmdline = reserve ? kexec_cmdline(ao.append, id, reserve) : NULL;
+	cmdline = reserve ? kexec_cmdline(ao.append, id, ao.no_reserve ? NULL : reserve) : NULL;
 	if (!cmdline)
 		goto abort;
 	if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
 		goto abort;
-	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve))
+	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve, rt_start, preflight_ns))
 		goto abort;
 	if (publish(tmp, final))
 		goto abort;
@@ -583,6 +612,7 @@ int cmd_apply(int argc, char **argv)
 	}
 	printf("kupdate: kexec into %s (%s)\n", ao.kernel, ao.fast ? "now" : "through systemd");
 	fflush(stdout);
+	mark_kexec(final);
 	if (kexec_now(&sd, ao.fast)) {
 		pr_err("the kexec failed: restoring the units from cycle %s on this kernel", id);
 		restore_here(&sd, id);

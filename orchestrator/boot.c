@@ -180,6 +180,40 @@ static bool has_status(const char *id, const char *unit)
 
 /* ------------------------------------------------------------ generator */
 
+/* Without a pid reservation (a kernel without our patch, or apply
+ * --no-pid-reserve), the saved pids are kept free by moving the pid
+ * allocator above all of them before the boot starts anything else:
+ * generators run before any unit.  It works while the saved pids are
+ * above the ones the boot has used so far (the usual case: services got
+ * theirs after the boot), and as long as the allocator does not wrap. */
+static void raise_last_pid(const CycleManifest *m)
+{
+	_cleanup_free_ char *res = NULL, *cur = NULL;
+	int32_t max = 0;
+	char buf[16];
+	int fd;
+
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/pid_reserve", &res, NULL) == 0 &&
+	    res[strspn(res, " \n")])
+		return; /* reserved by the kernel */
+	for (size_t i = 0; i < m->n_units; i++)
+		for (size_t k = 0; k < m->units[i]->n_ids; k++)
+			if (m->units[i]->ids[k] > max)
+				max = m->units[i]->ids[k];
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/ns_last_pid", &cur, NULL) || atoi(cur) >= max)
+		return;
+	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	snprintf(buf, sizeof(buf), "%d", max);
+	if (fd < 0 || write(fd, buf, strlen(buf)) < 0)
+		pr_warn("no pid reservation, and cannot raise ns_last_pid to %d: %s", max,
+			strerror(errno));
+	else
+		pr_warn("no pid reservation on this kernel: pids now start above %d (was %d)", max,
+			atoi(cur));
+	if (fd >= 0)
+		close(fd);
+}
+
 int cmd_generator(int argc, char **argv)
 {
 	CycleManifest *m;
@@ -187,13 +221,21 @@ int cmd_generator(int argc, char **argv)
 	const char *early;
 	size_t wl = 0, al = 0;
 
-	/* messages go to stderr, which systemd sends to the kernel log */
+	/* messages go to the kernel log: journald does not run yet */
+	if (!getenv("KUPDATE_CMDLINE")) {
+		int kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+
+		if (kmsg >= 0)
+			cr_log_redirect(kmsg, -1);
+	}
 	if (argc < 2)
 		return 0;
 	early = argc > 2 ? argv[2] : argv[1];
 	id = boot_cycle(&m);
 	if (!id)
 		return 0;
+	if (!getenv("KUPDATE_CMDLINE")) /* not in tests */
+		raise_last_pid(m);
 	wants = calloc(1, 1);
 	after = calloc(1, 1);
 	for (size_t i = 0; i < m->n_units && wants && after; i++) {
@@ -321,7 +363,7 @@ int cmd_restore_unit(int argc, char **argv)
 	char rel[128], boot[64], me[64], why[1200];
 	pid_t root = 0;
 	int c, ret, status = 0;
-	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int64_t t0 = now_ns(CLOCK_MONOTONIC), boot0 = now_ns(CLOCK_BOOTTIME);
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
@@ -390,6 +432,9 @@ int cmd_restore_unit(int argc, char **argv)
 	fill_kernel(&st, rel, sizeof(rel), boot, sizeof(boot));
 	st.has_restore_ns = 1;
 	st.restore_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	st.has_boot_at_ns = st.has_restore_start_ns = 1;
+	st.restore_start_ns = boot0;
+	st.boot_at_ns = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_BOOTTIME);
 	if (ret) {
 		snprintf(why, sizeof(why), "restore failed: %s",
 			 cr_log_first_error() ?: strerror(-ret));

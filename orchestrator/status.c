@@ -1,5 +1,6 @@
 /* kupdate status: the last cycle, per unit. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -52,6 +53,16 @@ static void ms(char *buf, size_t len, bool has, uint64_t ns)
 		snprintf(buf, len, "-");
 }
 
+static const char *fmt_s(int64_t ns, int slot)
+{
+	static char b[6][24];
+
+	if (ns < 0)
+		return "-";
+	snprintf(b[slot], sizeof(b[slot]), "%.2f s", ns / 1e9);
+	return b[slot];
+}
+
 static void jstr(const char *key, const char *v, bool comma)
 {
 	char *e = v ? json_escape(v) : NULL;
@@ -61,6 +72,47 @@ static void jstr(const char *key, const char *v, bool comma)
 	else
 		printf("\"%s\": null%s", key, comma ? ", " : "");
 	free(e);
+}
+
+/* The cycle's phases, measured on both sides of the kexec (wall clock;
+ * the two kernels' clocks agree through the hardware clock). */
+static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st, bool json)
+{
+	_cleanup_free_ char *kp = cycle_path(id, "kexec-at"), *kt = NULL;
+	int64_t dump = 0, kexec_at = 0, boot_at = 0, to_restore = -1, restore_max = 0;
+	const char *names[] = { "preflight",	      "freeze_and_dump", "commit_and_stop",
+				"shutdown_and_kexec", "boot_to_restore", "restore" };
+	int64_t v[6];
+
+	for (size_t i = 0; i < m->n_units; i++) {
+		dump += m->units[i]->frozen_ns;
+		if (!st[i] || !st[i]->has_restore_start_ns)
+			continue;
+		boot_at = st[i]->boot_at_ns;
+		if (to_restore < 0 || (int64_t)st[i]->restore_start_ns < to_restore)
+			to_restore = st[i]->restore_start_ns;
+		if ((int64_t)st[i]->restore_ns > restore_max)
+			restore_max = st[i]->restore_ns;
+	}
+	if (kp && !read_file_at(AT_FDCWD, kp, &kt, NULL))
+		kexec_at = atoll(kt);
+	v[0] = m->has_preflight_ns ? (int64_t)m->preflight_ns : -1;
+	v[1] = dump;
+	v[2] = kexec_at && m->has_started_ns ? kexec_at - (int64_t)m->started_ns - v[0] - dump : -1;
+	v[3] = kexec_at && boot_at ? boot_at - kexec_at : -1;
+	v[4] = to_restore;
+	v[5] = to_restore >= 0 ? restore_max : -1;
+	if (json) {
+		printf("\"phases_ns\": {");
+		for (int i = 0; i < 6; i++)
+			printf("%s\"%s\": %lld", i ? ", " : "", names[i], (long long)v[i]);
+		printf("}}\n");
+		return;
+	}
+	printf("phases: preflight %s, freeze+dump %s, commit+stop %s, shutdown+kexec %s, "
+	       "kernel start to restore %s, restore %s\n",
+	       fmt_s(v[0], 0), fmt_s(v[1], 1), fmt_s(v[2], 2), fmt_s(v[3], 3), fmt_s(v[4], 4),
+	       fmt_s(v[5], 5));
 }
 
 int cmd_status(int argc, char **argv)
@@ -155,7 +207,7 @@ int cmd_status(int argc, char **argv)
 			       s ? (unsigned long long)s->restore_ns : 0ULL,
 			       s ? (unsigned long long)s->downtime_ns : 0ULL);
 		}
-		printf("%s]}\n", m->n_units ? "\n" : "");
+		printf("%s], ", m->n_units ? "\n" : "");
 	} else {
 		printf("cycle %s, created %s\n", id, when);
 		printf("kernel: %s -> %s\n", m->old_kernel,
@@ -185,6 +237,7 @@ int cmd_status(int argc, char **argv)
 			       pids, fz, dp, rs, dt, s && s->reason ? s->reason : "");
 		}
 	}
+	print_phases(id, m, st, json);
 	for (size_t i = 0; i < m->n_units; i++)
 		if (st[i])
 			unit_status__free_unpacked(st[i], NULL);

@@ -60,12 +60,19 @@ check-cr-asan: asan $(CR_BINS)
 
 # The update cycle in QEMU (tests/cycle/cycle.sh): the demo services, the
 # host's TCP client, and the payload the guest installs kupdate from.
-CYCLE_BINS  := $(TBIN)/cycle/kupdate-demo $(TBIN)/cycle/demo-client
+CYCLE_BINS  := $(TBIN)/cycle/kupdate-demo $(TBIN)/cycle/demo-client \
+	$(TBIN)/cycle/stream-client $(TBIN)/cycle/redis-client
 CYCLE_PAYLOAD := $(BUILD)/cycle-payload
 $(TBIN)/cycle/kupdate-demo: tests/cycle/demo.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
 $(TBIN)/cycle/demo-client: tests/cycle/client.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+$(TBIN)/cycle/stream-client: tests/cycle/stream.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+$(TBIN)/cycle/redis-client: tests/cycle/redis-client.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
 tests: $(CYCLE_BINS)
@@ -78,7 +85,8 @@ cycle-payload: $(KUPDATE) $(CYCLE_BINS)
 	$(Q)$(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(CYCLE_PAYLOAD))/root PREFIX=/usr
 	$(Q)install -m 0755 $(TBIN)/cycle/kupdate-demo $(CYCLE_PAYLOAD)/root/usr/local/bin/
 	$(Q)cp tests/cycle/units/demo-*.service $(CYCLE_PAYLOAD)/root/etc/systemd/system/
-	$(Q)cp tests/cycle/units/kupdate-test-corrupt.service $(CYCLE_PAYLOAD)/extra/
+	$(Q)cp -r tests/cycle/units/kupdate-test-corrupt.service \
+		tests/cycle/units/redis-server.service.d $(CYCLE_PAYLOAD)/extra/
 
 cycle: kernels guest-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) tests/cycle/cycle.sh

@@ -16,6 +16,9 @@
  *       Prints "tick N pid P" on stdout every second (the journal's stream).
  *   kupdate-demo iouring
  *       Holds an io_uring instance, which kupdate cannot checkpoint.
+ *   kupdate-demo echo PORT
+ *       Sends back every byte received on TCP PORT, in order (the record
+ *       stream of the cycle tests checks them on the other side).
  *   kupdate-demo query UNIXPATH LINE
  *       Sends LINE to a demo's unix socket and prints the answer. */
 #include <errno.h>
@@ -263,6 +266,69 @@ static void pipe_reader(int rfd)
 	}
 }
 
+/* ------------------------------------------------------------ echo */
+
+struct echo_conn {
+	int fd;
+	char buf[65536];
+	size_t len;
+};
+
+/* every byte received goes back, in order, on the same connection */
+static void echo_server(int port)
+{
+	static struct echo_conn c[MAXC];
+	int ls = listen_tcp(port), nc = 0;
+
+	for (;;) {
+		struct pollfd p[MAXC + 1];
+
+		p[0] = (struct pollfd){ ls, POLLIN, 0 };
+		for (int i = 0; i < nc; i++)
+			p[i + 1] =
+				(struct pollfd){ c[i].fd,
+						 (short)(c[i].len < sizeof(c[i].buf) ? POLLIN : 0) |
+							 (c[i].len ? POLLOUT : 0),
+						 0 };
+		if (poll(p, nc + 1, -1) < 0 && errno != EINTR)
+			exit(1);
+		if (p[0].revents & POLLIN) {
+			int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+
+			if (fd >= 0 && nc < MAXC) {
+				c[nc].fd = fd;
+				c[nc++].len = 0;
+			} else if (fd >= 0) {
+				close(fd);
+			}
+		}
+		for (int i = 0; i < nc; i++) {
+			struct echo_conn *k = &c[i];
+			short re = p[i + 1].revents;
+			ssize_t r;
+
+			if (p[i + 1].fd != k->fd)
+				continue;
+			if (re & POLLIN) {
+				r = read(k->fd, k->buf + k->len, sizeof(k->buf) - k->len);
+				if (r <= 0) {
+					close(k->fd);
+					*k = c[--nc];
+					continue;
+				}
+				k->len += r;
+			}
+			if (k->len) {
+				r = write(k->fd, k->buf, k->len);
+				if (r > 0) {
+					memmove(k->buf, k->buf + r, k->len - r);
+					k->len -= r;
+				}
+			}
+		}
+	}
+}
+
 /* ------------------------------------------------------------ query */
 
 static int query(const char *path, const char *line)
@@ -330,10 +396,12 @@ int main(int argc, char **argv)
 		}
 		for (;;)
 			pause();
+	} else if (!strcmp(mode, "echo") && argc == 3) {
+		echo_server(atoi(argv[2]));
 	} else if (!strcmp(mode, "query") && argc == 4) {
 		return query(argv[2], argv[3]);
 	}
 	fprintf(stderr, "usage: kupdate-demo counter UNIXPATH PORT | pipe UNIXPATH | log | "
-			"iouring | query UNIXPATH LINE\n");
+			"iouring | echo PORT | query UNIXPATH LINE\n");
 	return 2;
 }
