@@ -676,6 +676,15 @@ static int test_main(char **targv)
 				kill_tree(root);
 				return 1;
 			}
+			/* in our own network namespace: the network lock of the
+			 * failed dump must be gone (no connection left in the set) */
+			if (o.netns && run_ip("nft list table inet kupdate 2>/dev/null | grep -q "
+					      "'elements = {'") == 0) {
+				diag("a failed dump left the network lock in place");
+				system("nft list table inet kupdate >&2");
+				kill_tree(root);
+				return 1;
+			}
 			goto verdict;
 		}
 		if (rc) {

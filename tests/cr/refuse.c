@@ -11,6 +11,7 @@
 #include <string.h>
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -46,6 +47,25 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		crt_own_child(child);
+	} else if (!strcmp(what, "halfclosed") || !strcmp(what, "tcppending")) {
+		/* a loopback TCP connection, one end shut for writing (FIN
+		 * sent: FIN_WAIT2 and CLOSE_WAIT), or a listener with a
+		 * connection not accepted yet */
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t al = sizeof(a);
+		int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s;
+
+		if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 4) ||
+		    getsockname(l, (struct sockaddr *)&a, &al) ||
+		    connect(c, (struct sockaddr *)&a, sizeof(a)))
+			crt_fail("loopback connection: %s", strerror(errno));
+		if (!strcmp(what, "halfclosed")) {
+			s = accept(l, NULL, NULL);
+			if (s < 0 || shutdown(c, SHUT_WR))
+				crt_fail("accept/shutdown: %s", strerror(errno));
+			usleep(100000);
+		}
 	} else if (!strcmp(what, "mntns")) {
 		/* a private mount namespace, as a sandboxed unit has */
 		if (unshare(CLONE_NEWNS))
