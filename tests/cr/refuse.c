@@ -12,6 +12,7 @@
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -84,6 +85,15 @@ int main(int argc, char **argv)
 		if (fd < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
 		    sendmsg(sv[0], &mh, 0) != 1)
 			crt_fail("SCM_RIGHTS: %s", strerror(errno));
+	} else if (!strcmp(what, "sysvshm")) {
+		/* a System V segment attached, already marked for removal */
+		int id = shmget(IPC_PRIVATE, 65536, IPC_CREAT | 0600);
+		char *p = id < 0 ? NULL : shmat(id, NULL, 0);
+
+		if (!p || p == (void *)-1)
+			crt_fail("shmget/shmat: %s", strerror(errno));
+		shmctl(id, IPC_RMID, NULL);
+		p[0] = 1;
 	} else if (!strcmp(what, "mntns")) {
 		/* a private mount namespace, as a sandboxed unit has */
 		if (unshare(CLONE_NEWNS))
