@@ -238,6 +238,36 @@ static void reap_all(void)
 		;
 }
 
+/* Whatever of the test is still alive at the end (a failed run may leave
+ * restored processes or orphans, which came to us as the subreaper): our
+ * children, each with its tree, are killed, then reaped. */
+static void kill_leftovers(void)
+{
+	char path[64], buf[4096];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", getpid());
+	for (int round = 0; round < 10; round++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		char *p = buf, *end;
+		int killed = 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		for (long pid; (pid = strtol(p, &end, 10)) > 0; p = end) {
+			kill_tree((pid_t)pid);
+			killed++;
+		}
+		if (!killed)
+			return;
+		if (round == 0)
+			diag("killing %d process(es) the test left behind", killed);
+		usleep(20000);
+		reap_all();
+	}
+}
+
 static int wait_exit(pid_t pid, int timeout, int *status)
 {
 	double end = now() + timeout;
@@ -1030,6 +1060,7 @@ int main(int argc, char **argv)
 		waitpid(peer_pid, NULL, 0);
 	}
 	reap_all();
+	kill_leftovers();
 	if (ret == 0 && !o.keep) {
 		char *rm[] = { "/bin/rm", "-rf", workdir, NULL };
 		run(rm, "/dev/null", NULL);
