@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,15 +76,18 @@ void crt_ready(void)
 void crt_wait_term(void)
 {
 	sigset_t term, old;
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
 
 	/* SIGTERM blocked between the test and the wait, or a signal
-	 * arriving in between would be waited for forever */
+	 * arriving in between would be waited for forever; and a wait with a
+	 * timeout, as in a threaded test SIGTERM may be handled by another
+	 * thread than the one waiting */
 	sigemptyset(&term);
 	sigaddset(&term, SIGTERM);
 	sigprocmask(SIG_BLOCK, &term, &old);
 	sigdelset(&old, SIGTERM);
 	while (!crt_term)
-		sigsuspend(&old);
+		ppoll(NULL, 0, &tick, &old);
 	sigprocmask(SIG_UNBLOCK, &term, NULL);
 }
 
