@@ -12,6 +12,7 @@
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -86,7 +87,9 @@ int main(int argc, char **argv)
 		    sendmsg(sv[0], &mh, 0) != 1)
 			crt_fail("SCM_RIGHTS: %s", strerror(errno));
 	} else if (!strcmp(what, "sysvshm")) {
-		/* a System V segment attached, already marked for removal */
+		/* a System V segment attached, already marked for removal, and
+		 * the second half of the attach unmapped: shmat could not
+		 * restore that */
 		int id = shmget(IPC_PRIVATE, 65536, IPC_CREAT | 0600);
 		char *p = id < 0 ? NULL : shmat(id, NULL, 0);
 
@@ -94,6 +97,8 @@ int main(int argc, char **argv)
 			crt_fail("shmget/shmat: %s", strerror(errno));
 		shmctl(id, IPC_RMID, NULL);
 		p[0] = 1;
+		if (munmap(p + 32768, 32768))
+			crt_fail("munmap: %s", strerror(errno));
 	} else if (!strcmp(what, "mntns")) {
 		/* a private mount namespace, as a sandboxed unit has */
 		if (unshare(CLONE_NEWNS))
