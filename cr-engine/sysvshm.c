@@ -228,10 +228,11 @@ static int set_next_id(int id)
 	return ret;
 }
 
-/* the segment that holds id now is the one dumped, left behind by its tree */
+/* the segment that holds id now is the one dumped, left behind by its tree
+ * (whether anything still has it attached is checked apart) */
 static bool same_segment(const ShmemEntry *e, const struct shmid_ds *ds)
 {
-	return !e->sysv_removed && !(ds->shm_perm.mode & SHM_DEST) && !ds->shm_nattch &&
+	return !e->sysv_removed && !(ds->shm_perm.mode & SHM_DEST) &&
 	       ds->shm_perm.__key == (e->has_sysv_key ? e->sysv_key : IPC_PRIVATE) &&
 	       (uint64_t)ds->shm_segsz == e->file_size && e->has_sysv_cuid &&
 	       ds->shm_perm.cuid == e->sysv_cuid && e->has_sysv_cgid &&
@@ -287,6 +288,12 @@ int sysvshm_create(const ShmemEntry *e, int *state, void **mapp)
 
 	*state = SYSV_NONE;
 	if (!shmctl(id, IPC_STAT, &ds)) {
+		if (same_segment(e, &ds) && ds.shm_nattch) {
+			pr_err("System V shared memory segment %d cannot be restored: it is still "
+			       "attached %lu times outside the restored tree",
+			       id, (unsigned long)ds.shm_nattch);
+			return -EBUSY;
+		}
 		if (!same_segment(e, &ds)) {
 			pr_err("System V shared memory segment %d cannot be restored: its id is "
 			       "taken by another segment (key %#x, %lu bytes, %lu attached)",
