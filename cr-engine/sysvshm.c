@@ -184,6 +184,37 @@ int sysvshm_check_attaches(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+int sysvshm_check_outside(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_shm; i++) {
+		const struct cr_shm *s = &ctx->shm[i];
+		unsigned long ours = 0;
+		struct shmid_ds ds;
+
+		if (s->kind != SHMEM_KIND__SHMEM_SYSV)
+			continue;
+		/* the kernel counts mappings, a split attach twice */
+		for (int k = 0; k < ctx->nr_procs; k++)
+			for (int m = 0; m < ctx->procs[k]->nr_vmas; m++)
+				ours += ctx->procs[k]->vmas[m].shmid == s->id;
+		if (shmctl(s->sysv_id, IPC_STAT, &ds) < 0) {
+			int ret = -errno;
+
+			pr_perror("cannot read System V shared memory segment %d (IPC_STAT)",
+				  s->sysv_id);
+			return ret;
+		}
+		if (ds.shm_nattch > ours) {
+			pr_err("System V shared memory segment %d is attached by processes outside "
+			       "the dumped tree (%lu mappings, %lu of them in the tree): the "
+			       "sharing cannot be restored",
+			       s->sysv_id, (unsigned long)ds.shm_nattch, ours);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 void sysvshm_fill_entry(const struct cr_shm *s, ShmemEntry *e)
 {
 	e->has_file_size = e->has_mode = e->has_uid = e->has_gid = 1;

@@ -27,6 +27,8 @@ int sysvshm_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *
 int sysvshm_describe(int fd, const struct stat *st, struct cr_shm *s, const char *where);
 /* every attach of p covers its whole segment, in one piece of address space */
 int sysvshm_check_attaches(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* once the whole tree is seen: no segment is attached outside it */
+int sysvshm_check_outside(struct cr_dump_ctx *ctx);
 void sysvshm_fill_entry(const struct cr_shm *s, ShmemEntry *e);
 
 /* ---- restore */
