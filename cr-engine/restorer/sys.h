@@ -35,8 +35,8 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_munmap	     11
 #define NR_pread64	     17
 #define NR_mremap	     25
-#define NR_shmat	     30
 #define NR_madvise	     28
+#define NR_shmat	     30
 #define NR_getpid	     39
 #define NR_exit		     60
 #define NR_mlock	     149
