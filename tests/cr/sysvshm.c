@@ -4,7 +4,7 @@
  *      (IPC_RMID): it must be marked again after the restore and vanish at
  *      the last detach.
  *   B: with a key, mode 0640, a size that is no multiple of the page size,
- *      kept.  The parent's attach is split by an mprotect of its first page;
+ *      locked in memory (SHM_LOCK), kept.  The parent's attach is split by an mprotect of its first page;
  *      the child detaches the attach it inherited and attaches B again with
  *      SHM_RDONLY.
  * After the restore the parent checks contents, ids, key, mode, owner and
@@ -119,6 +119,8 @@ int main(void)
 	b = shmat(idb, NULL, 0);
 	if (a == (void *)-1 || b == (void *)-1)
 		crt_fail("shmat: %s", strerror(errno));
+	if (shmctl(idb, SHM_LOCK, NULL))
+		crt_fail("SHM_LOCK: %s", strerror(errno));
 	for (int i = 0; i < ASZ / 2; i++)
 		a[i] = (unsigned char)(i * 3);
 	for (int i = 0; i < BSZ; i++)
@@ -164,6 +166,8 @@ int main(void)
 	crt_check(ds.shm_perm.__key == key && !(ds.shm_perm.mode & SHM_DEST),
 		  "B has key %#x (mode %#o), expected %#x", (unsigned)ds.shm_perm.__key,
 		  ds.shm_perm.mode, (unsigned)key);
+	crt_check(ds.shm_perm.mode & SHM_LOCKED, "B is no longer locked (mode %#o)",
+		  ds.shm_perm.mode);
 	crt_check((ds.shm_perm.mode & 0777) == 0640 && ds.shm_segsz == BSZ,
 		  "B has mode %#o and %zu bytes", ds.shm_perm.mode & 0777, (size_t)ds.shm_segsz);
 	crt_check(ds.shm_perm.uid == getuid() && ds.shm_perm.gid == getgid(), "B belongs to %d:%d",
