@@ -19,6 +19,7 @@
 #include "remote.h"
 #include "pipes.h"
 #include "shmem.h"
+#include "sysvshm.h"
 #include "signals.h"
 #include "tcp.h"
 #include "timens.h"
@@ -322,6 +323,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	}
 	if (!ret)
 		ret = unix_check_peers(ctx);
+	if (!ret)
+		ret = sysvshm_check_outside(ctx);
 	if (!ret)
 		ret = check_tree(ctx);
 	if (!ret && !o->check_only)

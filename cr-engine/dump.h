@@ -73,6 +73,11 @@ struct cr_shm {
 	uint32_t seals;
 	struct cr_shm_run *runs;
 	int nr_runs;
+	/* a System V segment (SHMEM_KIND__SHMEM_SYSV) */
+	int32_t sysv_id, sysv_key;
+	uint32_t sysv_cuid, sysv_cgid;
+	bool sysv_removed, sysv_locked;
+	int64_t sysv_ctime;
 };
 
 struct cr_vma {

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
@@ -1059,6 +1060,15 @@ static int with_locks(int nfd, const FileEntry *e, pid_t pid, int fd)
 	return nfd;
 }
 
+/* /proc files get new inode numbers with every instance of a process: a
+ * /proc/PID file of the restored tree is the same file again */
+static bool on_procfs(int fd)
+{
+	struct statfs sf;
+
+	return !fstatfs(fd, &sf) && sf.f_type == 0x9fa0 /* PROC_SUPER_MAGIC */;
+}
+
 static int open_file(const FileEntry *f, pid_t pid, int fd)
 {
 	int flags = (f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
@@ -1085,7 +1095,7 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 			close(nfd);
 			return -ESTALE;
 		}
-	} else if (f->has_ino && st.st_ino != f->ino) {
+	} else if (f->has_ino && st.st_ino != f->ino && !on_procfs(nfd)) {
 		pr_err("pid %d: fd %d: %s was replaced since the dump (inode %lu, was %lu)", pid,
 		       fd, f->path, (unsigned long)st.st_ino, (unsigned long)f->ino);
 		close(nfd);

@@ -28,6 +28,7 @@
 #include "remote.h"
 #include "restore.h"
 #include "shmem.h"
+#include "sysvshm.h"
 #include "vdso.h"
 #include "restorer/restorer.h"
 #include "util.h"
@@ -137,6 +138,10 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 		char mf[96];
 		struct stat st;
 
+		if (v->s.shared && sysvshm_mapping(path)) {
+			v->kind = VMA_KIND__VMA_ANON_SHARED;
+			return sysvshm_dump_vma(ctx, p, v);
+		}
 		if (v->s.shared &&
 		    (!strncmp(path, "/dev/zero", 9) || !strncmp(path, "/memfd:", 7)) &&
 		    ends_with(path, " (deleted)")) {
@@ -280,6 +285,8 @@ int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	for (i = i + 1; i < nr; i++)
 		free(sv[i].path);
 	free(sv);
+	if (!ret)
+		ret = sysvshm_check_attaches(ctx, p);
 	if (ret)
 		return ret;
 
@@ -682,6 +689,8 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.shmid = v->shmid;
 			e.has_pgoff = 1;
 			e.pgoff = v->s.pgoff;
+			e.has_may_write = 1;
+			e.may_write = !!(v->s.vmflags & VMF_MAYWRITE);
 		}
 		if (v->special)
 			e.special = (char *)v->special;
@@ -1060,11 +1069,16 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 			v->fd = ret;
 			v->pgoff = e->pgoff;
 		} else if (e->kind == VMA_KIND__VMA_ANON_SHARED) {
-			ret = shm_fd_for(pid, e, shm, shm_cache, b);
+			ret = sysvshm_plan(pid, mm, i, shm, v);
 			if (ret < 0)
 				return ret;
-			v->fd = ret;
-			v->pgoff = e->pgoff;
+			if (!ret) {
+				ret = shm_fd_for(pid, e, shm, shm_cache, b);
+				if (ret < 0)
+					return ret;
+				v->fd = ret;
+				v->pgoff = e->pgoff;
+			}
 		}
 		v->madv = e->has_madv ? e->madv : 0;
 		if (e->locked)

@@ -43,6 +43,7 @@
 #include "pstree.h"
 #include "remote.h"
 #include "restore.h"
+#include "sysvshm.h"
 #include "tcp.h"
 #include "timens.h"
 #include "util.h"
@@ -729,7 +730,11 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 	b.args.close_from = base;
 	/* the shared memory objects kupdate created, too */
 	for (size_t i = 0; i < c->shm.n; i++) {
-		int fd = builder_place_fd(&b, c->shm.fds[i]);
+		int fd;
+
+		if (c->shm.fds[i] < 0) /* a System V segment, attached by id */
+			continue;
+		fd = builder_place_fd(&b, c->shm.fds[i]);
 
 		if (fd < 0)
 			return fd;
@@ -1595,6 +1600,10 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		goto fail;
 	open_stage(&c, ST_GO);
 	ret = run_blobs(&c);
+	/* every process has attached its System V segments: the ones marked
+	 * for removal can be marked again */
+	if (!ret)
+		ret = sysvshm_commit(&c.shm);
 	if (ret)
 		goto fail;
 	ret = finish(&c);
@@ -1617,6 +1626,7 @@ fail:
 	/* whatever failed has been reported; nothing of the tree survives */
 	atomic_store(&c.sh->failed, 1);
 	kill_all(&c);
+	c.shm.sysv_committed = false; /* the segments created go with the tree */
 	/* reap what is ours to reap */
 	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
 		;

@@ -7,7 +7,8 @@
  * Restore: kupdate creates each object before the tree (an anonymous shared
  * mapping reopened through /proc/self/map_files, or a memfd of the same
  * name), fills it, and every process maps that same object, so sharing
- * holds after the restore. */
+ * holds after the restore.  System V segments are objects too; what is
+ * particular to them is in sysvshm.c. */
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include "images/mm.pb-c.h"
 #include "log.h"
 #include "shmem.h"
+#include "sysvshm.h"
 #include "util.h"
 
 #ifndef F_GET_SEALS
@@ -127,8 +129,11 @@ static int shm_object(struct cr_dump_ctx *ctx, int fd, const struct stat *stp, c
 	struct stat st = *stp;
 	int ret;
 
+	/* a System V segment's inode number is its id, which another object of
+	 * the same internal mount may have as well */
 	for (int i = 0; i < ctx->nr_shm; i++)
-		if (ctx->shm[i].dev == (uint64_t)st.st_dev && ctx->shm[i].ino == st.st_ino) {
+		if (ctx->shm[i].dev == (uint64_t)st.st_dev && ctx->shm[i].ino == st.st_ino &&
+		    (ctx->shm[i].kind == SHMEM_KIND__SHMEM_SYSV) == sysvshm_mapping(path)) {
 			*shmid = ctx->shm[i].id;
 			return 0;
 		}
@@ -162,6 +167,11 @@ static int shm_object(struct cr_dump_ctx *ctx, int fd, const struct stat *stp, c
 			return -ENOMEM;
 		ret = fcntl(fd, F_GET_SEALS);
 		s->seals = ret > 0 ? ret : 0;
+	} else if (sysvshm_mapping(path)) {
+		s->kind = SHMEM_KIND__SHMEM_SYSV;
+		ret = sysvshm_describe(fd, &st, s, where);
+		if (ret)
+			return ret;
 	} else {
 		s->kind = SHMEM_KIND__SHMEM_ANON;
 	}
@@ -248,6 +258,8 @@ int shmem_write(struct cr_dump_ctx *ctx)
 			e.has_seals = 1;
 			e.seals = s->seals;
 		}
+		if (s->kind == SHMEM_KIND__SHMEM_SYSV)
+			sysvshm_fill_entry(s, &e);
 		if (s->kind == SHMEM_KIND__SHMEM_MEMFD) {
 			e.has_file_size = e.has_mode = e.has_uid = e.has_gid = 1;
 			e.file_size = s->file_size;
@@ -277,6 +289,7 @@ void shmem_free_dump(struct cr_dump_ctx *ctx)
 
 void shmem_free(struct rshm *t)
 {
+	sysvshm_cleanup(t);
 	for (size_t i = 0; i < t->n; i++) {
 		shmem_entry__free_unpacked(t->e[i], NULL);
 		if (t->fds && t->fds[i] >= 0)
@@ -284,6 +297,7 @@ void shmem_free(struct rshm *t)
 	}
 	free(t->e);
 	free(t->fds);
+	free(t->sysv);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -292,13 +306,16 @@ static int validate(const ShmemEntry *e, size_t idx)
 	uint64_t end = 0;
 
 	if (e->id != idx + 1 ||
-	    (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD) ||
+	    (e->kind != SHMEM_KIND__SHMEM_ANON && e->kind != SHMEM_KIND__SHMEM_MEMFD &&
+	     e->kind != SHMEM_KIND__SHMEM_SYSV) ||
 	    (!e->size && e->kind != SHMEM_KIND__SHMEM_MEMFD) || e->size > SHM_MAX_SIZE ||
 	    e->size % PAGE_SIZE || (e->kind == SHMEM_KIND__SHMEM_MEMFD && !e->name) ||
 	    (e->has_file_size && PAGE_ALIGN(e->file_size) != e->size)) {
 		pr_err("image shmem.img is damaged: object %zu is invalid", idx);
 		return -EINVAL;
 	}
+	if (e->kind == SHMEM_KIND__SHMEM_SYSV && sysvshm_validate(e, idx))
+		return -EINVAL;
 	for (size_t k = 0; k < e->n_runs; k++) {
 		const ShmemRun *r = e->runs[k];
 
@@ -357,6 +374,20 @@ static int fill_object(int dirfd, const ShmemEntry *e, unsigned char *map, bool 
 		off += len;
 	}
 	return 0;
+}
+
+/* A System V segment: no fd, the processes attach it by its id. */
+static int create_segment(int dirfd, const ShmemEntry *e, bool verify, int *state)
+{
+	void *map;
+	int ret = sysvshm_create(e, state, &map);
+
+	if (ret)
+		return ret;
+	ret = fill_object(dirfd, e, map, verify);
+	/* detached before the tree is forked, which must not inherit it */
+	sysvshm_detach(map);
+	return ret;
 }
 
 static int create_object(int dirfd, const ShmemEntry *e, bool verify)
@@ -429,7 +460,8 @@ int shmem_restore(int dirfd, struct rshm *t, bool verify)
 		return ret;
 	t->e = calloc(r.nr ? r.nr : 1, sizeof(*t->e));
 	t->fds = malloc((r.nr ? r.nr : 1) * sizeof(int));
-	if (!t->e || !t->fds) {
+	t->sysv = calloc(r.nr ? r.nr : 1, sizeof(int));
+	if (!t->e || !t->fds || !t->sysv) {
 		img_reader_close(&r);
 		return -ENOMEM;
 	}
@@ -445,6 +477,12 @@ int shmem_restore(int dirfd, struct rshm *t, bool verify)
 	if (ret < 0)
 		return ret;
 	for (size_t i = 0; i < t->n; i++) {
+		if (t->e[i]->kind == SHMEM_KIND__SHMEM_SYSV) {
+			ret = create_segment(dirfd, t->e[i], verify, &t->sysv[i]);
+			if (ret < 0)
+				return ret;
+			continue;
+		}
 		ret = create_object(dirfd, t->e[i], verify);
 		if (ret < 0)
 			return ret;

@@ -22,7 +22,9 @@ void shmem_free_dump(struct cr_dump_ctx *ctx);
 struct rshm {
 	ShmemEntry **e;
 	size_t n;
-	int *fds;
+	int *fds;	     /* -1 for System V segments, reached by id */
+	int *sysv;	     /* SYSV_* of sysvshm.h, per object */
+	bool sysv_committed; /* the tree is attached: nothing to undo */
 };
 int shmem_restore(int dirfd, struct rshm *t, bool verify);
 void shmem_free(struct rshm *t);

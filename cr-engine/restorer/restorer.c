@@ -242,7 +242,18 @@ static void map_vmas(struct rst_args *a)
 		uint32_t prot = v->prot | (v->nr_runs || v->src_len ? R_PROT_WRITE : 0);
 		long r;
 
-		if (v->fd >= 0)
+		if (v->flags & (RST_VMA_SYSV_ATTACH | RST_VMA_SYSV_PART)) {
+			/* a real attach, so that shmdt works: it maps the whole
+			 * segment, the parts after this one too */
+			int ro = !!(v->flags & RST_VMA_SYSV_RDONLY);
+
+			prot = ro ? R_PROT_READ : R_PROT_READ | R_PROT_WRITE;
+			if (v->flags & RST_VMA_SYSV_ATTACH)
+				r = rsys3(NR_shmat, v->shmid, v->start,
+					  R_SHM_REMAP | (ro ? R_SHM_RDONLY : 0));
+			else
+				r = v->start;
+		} else if (v->fd >= 0)
 			r = rsys6(NR_mmap, v->start, len, prot, v->mmap_flags | R_MAP_FIXED, v->fd,
 				  v->pgoff);
 		else

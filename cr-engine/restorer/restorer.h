@@ -37,6 +37,9 @@ enum {
 
 enum {
 	RST_VMA_LOCKED = 1 << 0,
+	RST_VMA_SYSV_ATTACH = 1 << 1, /* shmat(shmid) here, all of the segment */
+	RST_VMA_SYSV_PART = 1 << 2,   /* the rest of the attach before: mapped by it */
+	RST_VMA_SYSV_RDONLY = 1 << 3, /* attached SHM_RDONLY */
 };
 
 struct rst_vma {
@@ -49,6 +52,8 @@ struct rst_vma {
 	uint32_t flags;	     /* RST_VMA_* */
 	uint32_t first_run, nr_runs;
 	uint32_t src_off, src_len; /* contents copied from the arguments */
+	int32_t shmid;		   /* RST_VMA_SYSV_*: the System V segment */
+	uint32_t pad;
 };
 
 struct rst_run {

@@ -36,6 +36,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_pread64	     17
 #define NR_mremap	     25
 #define NR_madvise	     28
+#define NR_shmat	     30
 #define NR_getpid	     39
 #define NR_exit		     60
 #define NR_mlock	     149
@@ -65,9 +66,12 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_sched_setattr     314
 
 /* constants, spelled out: the restorer includes no system headers */
+#define R_PROT_READ		   0x1
 #define R_PROT_WRITE		   0x2
 #define R_MAP_FIXED		   0x10
 #define R_MAP_ANONYMOUS		   0x20
+#define R_SHM_RDONLY		   010000
+#define R_SHM_REMAP		   040000
 #define R_MREMAP_MAYMOVE	   1
 #define R_MREMAP_FIXED		   2
 #define R_MADV_RANDOM		   1

@@ -27,7 +27,9 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -56,6 +58,10 @@ struct opts {
 	char **dump_extra;
 	int n_dump_extra;
 	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
+	/* after the dump, the System V segments the tree had attached are
+	 * removed, as a kexec would (--drop-sysvshm), and their ids given to
+	 * segments of ours (--squat-sysvshm) */
+	bool drop_sysvshm, squat_sysvshm;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
 static char workdir[256];
@@ -382,6 +388,99 @@ static char *subst(const char *opt)
 static pid_t extra_roots[16];
 static int nr_extra_roots;
 
+/* System V segments: the tree's (attached at the last dump) and ours */
+static int tree_shm[64], nr_tree_shm;
+static int our_shm[64], nr_our_shm;
+
+static void collect_sysvshm(const struct proc_info *procs, int n)
+{
+	nr_tree_shm = 0;
+	for (int i = 0; i < n; i++) {
+		char path[64], line[1024];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/maps", procs[i].pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long ino;
+			int known = 0;
+
+			if (!strstr(line, "/SYSV") ||
+			    sscanf(line, "%*s %*s %*s %*s %lu", &ino) != 1)
+				continue;
+			for (int k = 0; k < nr_tree_shm; k++)
+				known |= tree_shm[k] == (int)ino;
+			if (!known && nr_tree_shm < 64)
+				tree_shm[nr_tree_shm++] = (int)ino;
+		}
+		fclose(f);
+	}
+}
+
+static void remove_our_shm(void)
+{
+	for (int i = 0; i < nr_our_shm; i++)
+		shmctl(our_shm[i], IPC_RMID, NULL);
+	nr_our_shm = 0;
+}
+
+/* The tree is gone: so are the segments it had, as after a kexec, and with
+ * --squat-sysvshm a segment of ours takes the id of the last one. */
+static int drop_sysvshm(void)
+{
+	for (int i = 0; i < nr_tree_shm; i++) {
+		char v[16];
+		int fd, n, id;
+
+		if (shmctl(tree_shm[i], IPC_RMID, NULL) && errno != EINVAL && errno != EIDRM) {
+			diag("cannot remove segment %d of the tree: %s", tree_shm[i],
+			     strerror(errno));
+			return -1;
+		}
+		/* the last one only: the restore creates the others first, and
+		 * must remove them when it fails on this one */
+		if (!o.squat_sysvshm || i != nr_tree_shm - 1)
+			continue;
+		n = snprintf(v, sizeof(v), "%d", tree_shm[i]);
+		fd = open("/proc/sys/kernel/shm_next_id", O_WRONLY);
+		if (fd < 0 || write(fd, v, n) != n) {
+			diag("cannot write shm_next_id: %s", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		close(fd);
+		id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+		if (id >= 0 && nr_our_shm < 64)
+			our_shm[nr_our_shm++] = id;
+		if (id != tree_shm[i]) {
+			diag("cannot take id %d for a segment of ours (got %d)", tree_shm[i], id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* a failed restore leaves none of the tree's segments behind */
+static int check_no_tree_shm(void)
+{
+	struct shmid_ds ds;
+
+	for (int i = 0; i < nr_tree_shm; i++) {
+		bool ours = false;
+
+		for (int k = 0; k < nr_our_shm; k++)
+			ours |= our_shm[k] == tree_shm[i];
+		if (!ours && shmctl(tree_shm[i], IPC_STAT, &ds) == 0) {
+			diag("a failed restore left System V segment %d behind", tree_shm[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int do_dump(pid_t root, const char *img, bool leave_running, const char *out, double *secs)
 {
 	char pid_s[17][16];
@@ -681,6 +780,7 @@ static int test_main(char **targv)
 		nbefore = collect_tree(root, before, 512);
 		for (int r = 0; r < nr_extra_roots; r++)
 			nbefore += collect_tree(extra_roots[r], before + nbefore, 512 - nbefore);
+		collect_sysvshm(before, nbefore);
 		snprintf(img, sizeof(img), "%s/img-%d", workdir, it);
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
 		rc = do_dump(root, img, false, out, &dsecs);
@@ -768,6 +868,8 @@ static int test_main(char **targv)
 			return 1;
 		}
 
+		if (o.drop_sysvshm && drop_sysvshm())
+			return 1;
 		if (o.corrupt && corrupt_images(img)) {
 			diag("cannot damage the images as asked");
 			return 1;
@@ -790,6 +892,8 @@ static int test_main(char **targv)
 			}
 			diag("restore refused as expected: %s", strtok(text, "\n"));
 			free(text);
+			if (check_no_tree_shm())
+				return 1;
 			for (int i = 0; i < nbefore; i++)
 				if (alive(before[i].pid)) {
 					diag("a failed restore left pid %d behind", before[i].pid);
@@ -946,6 +1050,8 @@ int main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'H' },
 		{ "extra-roots-file", required_argument, NULL, 'Z' },
 		{ "restore-opt", required_argument, NULL, 'r' },
+		{ "drop-sysvshm", no_argument, NULL, 'S' },
+		{ "squat-sysvshm", no_argument, NULL, 'Q' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1004,6 +1110,12 @@ int main(int argc, char **argv)
 		case 'Z':
 			o.extra_roots_file = optarg;
 			break;
+		case 'S':
+			o.drop_sysvshm = true;
+			break;
+		case 'Q':
+			o.drop_sysvshm = o.squat_sysvshm = true;
+			break;
 		case 'r':
 			if (o.n_restore_extra < 8)
 				o.restore_extra[o.n_restore_extra++] = optarg;
@@ -1055,6 +1167,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = test_main(&argv[optind]);
+	remove_our_shm();
 	if (peer_pid) {
 		kill(peer_pid, SIGKILL);
 		waitpid(peer_pid, NULL, 0);

@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -22,6 +25,8 @@
 
 static volatile uint64_t count;
 static pid_t child;
+static int outside_quit = -1, outside_gone = -1;
+static pid_t outside;
 
 int main(int argc, char **argv)
 {
@@ -86,7 +91,9 @@ int main(int argc, char **argv)
 		    sendmsg(sv[0], &mh, 0) != 1)
 			crt_fail("SCM_RIGHTS: %s", strerror(errno));
 	} else if (!strcmp(what, "sysvshm")) {
-		/* a System V segment attached, already marked for removal */
+		/* a System V segment attached, already marked for removal, and
+		 * the second half of the attach unmapped: shmat could not
+		 * restore that */
 		int id = shmget(IPC_PRIVATE, 65536, IPC_CREAT | 0600);
 		char *p = id < 0 ? NULL : shmat(id, NULL, 0);
 
@@ -94,6 +101,45 @@ int main(int argc, char **argv)
 			crt_fail("shmget/shmat: %s", strerror(errno));
 		shmctl(id, IPC_RMID, NULL);
 		p[0] = 1;
+		if (munmap(p + 32768, 32768))
+			crt_fail("munmap: %s", strerror(errno));
+	} else if (!strcmp(what, "sysvshm-outside")) {
+		/* a System V segment also attached by a process outside the
+		 * tree (an orphan: crrun, a subreaper, adopts it), which goes
+		 * when our end of a pipe closes, and is gone before we end */
+		int id = shmget(IPC_PRIVATE, 65536, IPC_CREAT | 0600), quit[2], gone[2];
+		char *p = id < 0 ? NULL : shmat(id, NULL, 0), c;
+		pid_t mid;
+
+		if (!p || p == (void *)-1 || pipe(quit) || pipe(gone))
+			crt_fail("shmget/shmat/pipe: %s", strerror(errno));
+		shmctl(id, IPC_RMID, NULL);
+		mid = fork();
+		if (mid == 0) {
+			if (fork() == 0) {
+				pid_t me = getpid();
+
+				close(quit[1]);
+				close(gone[0]);
+				if (write(gone[1], &me, sizeof(me)) != sizeof(me))
+					_exit(1);
+				p[0] = 1;
+				while (read(quit[0], &c, 1) < 0 && errno == EINTR)
+					;
+				_exit(0);
+			}
+			_exit(0);
+		}
+		if (mid < 0 || waitpid(mid, NULL, 0) != mid)
+			crt_fail("fork: %s", strerror(errno));
+		close(quit[0]);
+		close(gone[1]);
+		while (!p[0])
+			usleep(1000);
+		if (read(gone[0], &outside, sizeof(outside)) != sizeof(outside))
+			crt_fail("the outside process did not start");
+		outside_gone = gone[0];
+		outside_quit = quit[1];
 	} else if (!strcmp(what, "mntns")) {
 		/* a private mount namespace, as a sandboxed unit has */
 		if (unshare(CLONE_NEWNS))
@@ -110,6 +156,26 @@ int main(int argc, char **argv)
 	if (child > 0) {
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
+	}
+	if (outside_quit >= 0) {
+		char c;
+
+		close(outside_quit);
+		while (read(outside_gone, &c, 1) < 0 && errno == EINTR)
+			;
+		/* a zombie of crrun's, for it to reap before it ends */
+		for (int i = 0; i < 5000; i++) {
+			char path[64], *st;
+			bool zombie;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", outside);
+			st = crt_read_file(path, NULL);
+			zombie = !st || (strrchr(st, ')') && strrchr(st, ')')[2] == 'Z');
+			free(st);
+			if (zombie)
+				break;
+			usleep(1000);
+		}
 	}
 	crt_check(count == before + 1000, "counter broken");
 	crt_check(before > 1000000, "the process hardly ran (%lu)", (unsigned long)before);
