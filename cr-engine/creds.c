@@ -1,8 +1,8 @@
 /* Credentials: user and group ids (real, effective, saved, fs),
  * supplementary groups, every capability set, securebits and
  * no_new_privs, read from /proc/PID/status (securebits by running prctl in
- * the task).  Threads with credentials of their own, and seccomp filters,
- * are refused for now.  Restore: each thread of the restored process sets
+ * the task), and seccomp (seccomp.c).  Threads with credentials of their
+ * own are refused.  Restore: each thread of the restored process sets
  * them as its very last step in the restorer (restorer.c). */
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -10,6 +10,7 @@
 #include "dump.h"
 #include "log.h"
 #include "remote.h"
+#include "seccomp.h"
 #include "util.h"
 
 static int ids(const char *status, const char *key, uint32_t out[4])
@@ -62,7 +63,6 @@ int dump_creds(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	const char *g;
 	int ret;
 
-	(void)ctx;
 	ret = read_proc(&status, NULL, "/proc/%d/status", p->pid);
 	if (ret)
 		return ret;
@@ -93,14 +93,11 @@ int dump_creds(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	c->cap_bnd = hexfield(status, "\nCapBnd:");
 	c->cap_amb = hexfield(status, "\nCapAmb:");
 	c->nnp = hexfield(status, "\nNoNewPrivs:") != 0;
-	if (hexfield(status, "\nSeccomp:") != 0) {
-		pr_err("pid %d runs under seccomp (mode %lu); seccomp filters are not supported "
-		       "yet",
-		       p->pid, (unsigned long)hexfield(status, "\nSeccomp:"));
-		return -EOPNOTSUPP;
-	}
 	if (thread_creds_differ(p, status))
 		return -EOPNOTSUPP;
+	ret = dump_seccomp(ctx, p, status);
+	if (ret)
+		return ret;
 	ret = remote_syscall(t->tid, p->syscall_ip, &t->regs, SYS_prctl, args, &res);
 	if (ret)
 		return ret;

@@ -139,6 +139,18 @@ struct cr_file {
 	size_t nr_locks;
 };
 
+/* seccomp.c: one filter, and the process's mode and chain (oldest first) */
+struct cr_seccomp_filter {
+	uint8_t *prog; /* struct sock_filter[len] */
+	uint32_t len, flags;
+};
+
+struct cr_seccomp {
+	uint32_t mode; /* 0 none, 1 strict, 2 filter */
+	struct cr_seccomp_filter *filters;
+	int nr_filters;
+};
+
 struct cr_sigaction {
 	uint32_t sig;
 	uint64_t handler, flags, restorer, mask;
@@ -202,6 +214,7 @@ struct cr_proc {
 		uint32_t securebits;
 		bool nnp;
 	} creds;
+	struct cr_seccomp seccomp;
 	/* signals.c: pending for the whole process */
 	uint8_t (*shared_pending)[128];
 	int nr_shared_pending;

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "remote.h"
 #include "restore.h"
+#include "seccomp.h"
 #include "util.h"
 
 #define ERESTARTSYS	      512
@@ -289,7 +290,20 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	cr.has_no_new_privs = 1;
 	cr.no_new_privs = p->creds.nnp;
 	tc.creds = &cr;
+	Seccomp sc;
+	SeccompFilter *scf = NULL, **scfp = NULL;
+	ret = seccomp_image(&p->seccomp, &sc, &scf, &scfp);
+	if (ret < 0) {
+		free(scf);
+		free(scfp);
+		img_writer_abort(&w);
+		return ret;
+	}
+	if (ret)
+		tc.seccomp = &sc;
 	img_write(&w, &tc.base);
+	free(scf);
+	free(scfp);
 
 	for (int i = 0; i < p->nr_threads; i++) {
 		struct cr_thread *t = &p->threads[i];
@@ -386,6 +400,9 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = seccomp_check_image(name, c->task->seccomp);
+	if (ret)
+		goto out;
 	if (c->task->pid != pe->pid) {
 		pr_err("image %s is damaged: it describes pid %d", name, c->task->pid);
 		ret = -EINVAL;

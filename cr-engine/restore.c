@@ -43,6 +43,7 @@
 #include "pstree.h"
 #include "remote.h"
 #include "restore.h"
+#include "seccomp.h"
 #include "tcp.h"
 #include "timens.h"
 #include "util.h"
@@ -817,7 +818,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) +
 		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
 		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
-		   vdso_args_len(&rp->mm) + 64;
+		   vdso_args_len(&rp->mm) + seccomp_args_len(core->task->seccomp) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
 		args_len += 128 * core->threads[i]->n_pending;
 	args_len = PAGE_ALIGN(args_len);
@@ -964,6 +965,7 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 			memcpy((char *)a + off, cr->groups, cr->n_groups * 4);
 		off += (cr->n_groups * 4 + 7) & ~7UL;
 	}
+	seccomp_plan(core->task->seccomp, &b.args, (uint8_t *)a, &off);
 	b.args.sigacts_off = off;
 	b.args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + off));
 	off += b.args.nr_sigacts * sizeof(struct rst_sigaction);
@@ -1229,6 +1231,7 @@ static const char *step_name(uint32_t step)
 		[RST_STEP_SCHED] = "setting the scheduling policy or affinity",
 		[RST_STEP_ALTSTACK] = "setting the alternate signal stack",
 		[RST_STEP_CREDS] = "setting credentials",
+		[RST_STEP_SECCOMP] = "installing seccomp (index: the filter, oldest first)",
 	};
 	return step < RST_STEP_MAX && n[step] ? n[step] : "?";
 }
@@ -1283,9 +1286,20 @@ static int seize_all(struct rctx *c)
 
 		if (rp->zombie)
 			continue;
+		/* its seccomp filters go in inside the restorer; they must not
+		 * apply to what kupdate does in it until it is let go */
+		if (rp->core.task->seccomp)
+			opts |= PTRACE_O_SUSPEND_SECCOMP;
 		if (ptrace(PTRACE_SEIZE, rp->pid, 0, opts)) {
 			int ret = -errno;
-			pr_perror("pid %d: cannot trace it to finish its restore", rp->pid);
+			if (rp->core.task->seccomp)
+				pr_perror("pid %d: cannot trace it with its seccomp filters "
+					  "suspended "
+					  "(PTRACE_O_SUSPEND_SECCOMP needs CAP_SYS_ADMIN and "
+					  "CONFIG_CHECKPOINT_RESTORE)",
+					  rp->pid);
+			else
+				pr_perror("pid %d: cannot trace it to finish its restore", rp->pid);
 			return ret;
 		}
 		rp->seized = true;

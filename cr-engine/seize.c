@@ -7,6 +7,7 @@
 #include "dump.h"
 #include "images/pstree.pb-c.h"
 #include "log.h"
+#include "seccomp.h"
 #include "remote.h"
 #include "util.h"
 
@@ -30,8 +31,23 @@ static bool is_stop_signal(int sig)
 static int seize_thread(pid_t pid, struct cr_thread *t, int *group_stop_sig)
 {
 	int st, ret;
+	long opts = PTRACE_O_TRACESYSGOOD;
 
-	if (ptrace(PTRACE_SEIZE, t->tid, 0, PTRACE_O_TRACESYSGOOD)) {
+	/* what kupdate runs inside the thread must not meet its seccomp
+	 * filters (seccomp.c) */
+	if (seccomp_thread_active(t->tid))
+		opts |= PTRACE_O_SUSPEND_SECCOMP;
+	if (ptrace(PTRACE_SEIZE, t->tid, 0, opts)) {
+		if ((errno == EPERM || errno == EINVAL) && (opts & PTRACE_O_SUSPEND_SECCOMP)) {
+			ret = -errno;
+			pr_err("pid %d: thread %d runs under seccomp and cannot be seized with its "
+			       "filters suspended (PTRACE_O_SUSPEND_SECCOMP needs CAP_SYS_ADMIN "
+			       "and "
+			       "CONFIG_CHECKPOINT_RESTORE, kupdate not under seccomp itself, and "
+			       "no other tracer): %s",
+			       pid, t->tid, strerror(-ret));
+			return ret;
+		}
 		if (errno == ESRCH)
 			return 1;
 		ret = -errno;

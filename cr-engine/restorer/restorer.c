@@ -133,6 +133,38 @@ static void set_creds(struct rst_args *a, long idx)
 	}
 }
 
+/* Seccomp, the very last: strict mode in each thread; the filters, oldest
+ * first, by the main thread for all (TSYNC: the threads share the chain as
+ * they did).  kupdate traces the process with PTRACE_O_SUSPEND_SECCOMP, so
+ * nothing is enforced until it lets the process go. */
+static void set_seccomp(struct rst_args *a, long idx)
+{
+	struct rst_seccomp *s = &a->seccomp;
+	struct rst_seccomp_filter *f = AT(a, s->off);
+	long r;
+
+	if (s->mode == 1) {
+		r = rsys3(NR_seccomp, R_SECCOMP_MODE_STRICT, 0, 0);
+		if (r)
+			fail(a, RST_STEP_SECCOMP, r, 0, idx);
+		return;
+	}
+	if (s->mode != 2 || idx)
+		return;
+	for (uint32_t i = 0; i < s->nr; i++) {
+		struct {
+			uint16_t len;
+			uint16_t pad[3];
+			uint64_t filter;
+		} prog = { (uint16_t)f[i].len, { 0, 0, 0 }, (uint64_t)AT(a, f[i].off) };
+
+		r = rsys3(NR_seccomp, R_SECCOMP_MODE_FILTER,
+			  f[i].flags | (a->nr_threads > 1 ? R_SECCOMP_FLAG_TSYNC : 0), &prog);
+		if (r)
+			fail(a, RST_STEP_SECCOMP, r > 0 ? -R_EAGAIN : r, r > 0 ? r : 0, i);
+	}
+}
+
 static void queue_signals(struct rst_args *a, long idx, uint32_t off, uint32_t n, int tid)
 {
 	int tgid = rsys0(NR_getpid);
@@ -150,6 +182,7 @@ static void queue_signals(struct rst_args *a, long idx, uint32_t off, uint32_t n
 static void thread_setup(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+	int late;
 	long r;
 
 	rsys1(NR_set_tid_address, t->clear_child_tid);
@@ -187,10 +220,18 @@ static void thread_setup(struct rst_args *a, long idx)
 			fail(a, RST_STEP_SCHED, r, 1, idx);
 	}
 	queue_signals(a, idx, t->pending_off, t->nr_pending, t->tid);
+	/* installing a filter needs no_new_privs or CAP_SYS_ADMIN: when the
+	 * restored credentials have neither (they were dropped after the
+	 * filters went in), before them */
+	late = !a->creds.present || a->creds.nnp || (a->creds.cap_eff >> R_CAP_SYS_ADMIN & 1);
+	if (!late)
+		set_seccomp(a, idx);
 	set_creds(a, idx);
 	/* a change of credentials clears the parent-death signal */
 	if (t->pdeathsig)
 		rsys2(NR_prctl, R_PR_SET_PDEATHSIG, t->pdeathsig);
+	if (late)
+		set_seccomp(a, idx);
 }
 
 static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)

@@ -89,6 +89,20 @@ struct rst_creds {
 	uint32_t present, dumpable;
 };
 
+/* seccomp (seccomp.c): mode, and the filters oldest first */
+struct rst_seccomp_filter {
+	uint32_t len;	/* instructions (struct sock_filter, 8 bytes) */
+	uint32_t flags; /* SECCOMP_FILTER_FLAG_* */
+	uint32_t off;	/* the instructions */
+	uint32_t pad;
+};
+
+struct rst_seccomp {
+	uint32_t mode;	  /* 0 none, 1 strict, 2 filter */
+	uint32_t nr, off; /* struct rst_seccomp_filter[nr] */
+	uint32_t pad;
+};
+
 struct rst_sigaction {
 	uint32_t sig;
 	uint32_t pad;
@@ -123,6 +137,7 @@ enum rst_step {
 	RST_STEP_SCHED,
 	RST_STEP_ALTSTACK,
 	RST_STEP_CREDS,
+	RST_STEP_SECCOMP,
 	RST_STEP_MAX,
 };
 
@@ -148,6 +163,7 @@ struct rst_args {
 	uint64_t itimers[3][2]; /* value, interval in us */
 	uint32_t timers_off, nr_shared_pending, shared_pending_off, pad1;
 	struct rst_creds creds;
+	struct rst_seccomp seccomp;
 	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
 

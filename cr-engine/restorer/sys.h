@@ -63,6 +63,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_rt_tgsigqueueinfo 297
 #define NR_prlimit64	     302
 #define NR_sched_setattr     314
+#define NR_seccomp	     317
 
 /* constants, spelled out: the restorer includes no system headers */
 #define R_PROT_WRITE		   0x2
@@ -100,6 +101,10 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_PR_CAP_AMBIENT_CLEAR_ALL 4
 #define R_SECBIT_KEEP_CAPS	   0x10
 #define R_SIGEV_THREAD_ID	   4
+#define R_SECCOMP_MODE_STRICT	   0
+#define R_SECCOMP_MODE_FILTER	   1
+#define R_SECCOMP_FLAG_TSYNC	   1
+#define R_CAP_SYS_ADMIN		   21
 #define R_EINTR			   4
 #define R_EINVAL		   22
 #define R_EAGAIN		   11
