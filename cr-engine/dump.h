@@ -222,6 +222,7 @@ struct cr_proc {
 	uint64_t itimer[3][2]; /* value, interval in us: REAL, VIRTUAL, PROF */
 	struct cr_ptimer *ptimers;
 	int nr_ptimers;
+	int64_t timers_mono; /* its CLOCK_MONOTONIC when they were read */
 };
 
 struct cr_dump_ctx {

@@ -922,6 +922,8 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		tm->value_ns = pt->value_ns;
 		tm->interval_ns = pt->interval_ns;
 	}
+	if (rp->timers.core->has_read_mono_ns)
+		b.args.timers_mono = rp->timers.core->read_mono_ns;
 	{
 		const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
 					rp->timers.core->prof };

@@ -133,6 +133,20 @@ static void set_creds(struct rst_args *a, long idx)
 	}
 }
 
+/* What is left of a timer on a wall clock once the tree's monotonic clock
+ * has run since the times were read (timers.c); 1 ns if nothing. */
+static uint64_t time_left(struct rst_args *a, uint64_t left_ns)
+{
+	int64_t ts[2], ran;
+
+	if (!a->timers_mono || rsys2(NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, ts))
+		return left_ns;
+	ran = ts[0] * 1000000000LL + ts[1] - a->timers_mono;
+	if (ran <= 0)
+		return left_ns;
+	return (uint64_t)ran < left_ns ? left_ns - (uint64_t)ran : 1;
+}
+
 /* Seccomp, the very last: strict mode in each thread; the filters, oldest
  * first, by the main thread for all (TSYNC: the threads share the chain as
  * they did).  kupdate traces the process with PTRACE_O_SUSPEND_SECCOMP, so
@@ -424,11 +438,13 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 			fail(a, RST_STEP_RLIMIT, r, a->rlimits[i][1], i);
 	}
 	for (uint32_t w = 0; w < 3; w++) {
+		/* ITIMER_REAL keeps step with the monotonic clock */
+		uint64_t left =
+			w ? a->itimers[w][0] : (time_left(a, a->itimers[w][0] * 1000) + 999) / 1000;
 		/* struct itimerval: interval first */
 		int64_t it[4] = { (int64_t)(a->itimers[w][1] / 1000000),
-				  (int64_t)(a->itimers[w][1] % 1000000),
-				  (int64_t)(a->itimers[w][0] / 1000000),
-				  (int64_t)(a->itimers[w][0] % 1000000) };
+				  (int64_t)(a->itimers[w][1] % 1000000), (int64_t)(left / 1000000),
+				  (int64_t)(left % 1000000) };
 
 		if (!a->itimers[w][0])
 			continue;
@@ -495,11 +511,16 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 					fail(a, RST_STEP_TIMER, -R_EINVAL, tm[i].id, i);
 			}
 			{
+				/* wall clocks keep step with the monotonic one; CPU
+				 * clocks (negative ids) keep what they had left */
+				uint64_t left = tm[i].clock >= 0 && tm[i].value_ns
+							? time_left(a, tm[i].value_ns)
+							: tm[i].value_ns;
 				/* struct itimerspec: interval first */
 				int64_t its[4] = { (int64_t)(tm[i].interval_ns / 1000000000ULL),
 						   (int64_t)(tm[i].interval_ns % 1000000000ULL),
-						   (int64_t)(tm[i].value_ns / 1000000000ULL),
-						   (int64_t)(tm[i].value_ns % 1000000000ULL) };
+						   (int64_t)(left / 1000000000ULL),
+						   (int64_t)(left % 1000000000ULL) };
 
 				r = rsys4(NR_timer_settime, id, 0, its, 0);
 				if (r)

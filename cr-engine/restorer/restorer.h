@@ -162,6 +162,7 @@ struct rst_args {
 	uint64_t rlimits[16][2];
 	uint64_t itimers[3][2]; /* value, interval in us */
 	uint32_t timers_off, nr_shared_pending, shared_pending_off, pad1;
+	int64_t timers_mono; /* CLOCK_MONOTONIC when the times were read, 0: unknown */
 	struct rst_creds creds;
 	struct rst_seccomp seccomp;
 	int32_t exe_fd; /* -1: keep */

@@ -60,6 +60,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_timer_create	     222
 #define NR_timer_settime     223
 #define NR_timer_delete	     226
+#define NR_clock_gettime     228
 #define NR_rt_tgsigqueueinfo 297
 #define NR_prlimit64	     302
 #define NR_sched_setattr     314
