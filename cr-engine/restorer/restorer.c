@@ -76,19 +76,37 @@ static __attribute__((noreturn)) void fail(struct rst_args *a, int step, long er
 }
 
 /* Each thread sets its own credentials (they are per thread in Linux),
- * last, because they take away what the restore needed. */
-static void set_creds(struct rst_args *a, long idx)
+ * last, because they take away what the restore needed.  The order
+ * matters: ids while still privileged (KEEP_CAPS keeps the permitted set
+ * across the change of uid, and the effective set is raised again for the
+ * fs ids); then the capability sets with CAP_SETPCAP kept a moment longer,
+ * for the ambient set (before SECBIT_NO_CAP_AMBIENT_RAISE can forbid it)
+ * and the securebits themselves; then the final sets. */
+static void capset(struct rst_args *a, long idx, uint64_t eff, uint64_t prm, uint64_t inh, int what)
 {
-	struct rst_creds *c = &a->creds;
 	struct {
 		uint32_t version;
 		int pid;
 	} hdr = { 0x20080522, 0 };
 	struct {
 		uint32_t eff, prm, inh;
-	} data[2] = { { (uint32_t)c->cap_eff, (uint32_t)c->cap_prm, (uint32_t)c->cap_inh },
-		      { (uint32_t)(c->cap_eff >> 32), (uint32_t)(c->cap_prm >> 32),
-			(uint32_t)(c->cap_inh >> 32) } };
+	} data[2] = { { (uint32_t)eff, (uint32_t)prm, (uint32_t)inh },
+		      { (uint32_t)(eff >> 32), (uint32_t)(prm >> 32), (uint32_t)(inh >> 32) } };
+	long r = rsys2(NR_capset, &hdr, data);
+
+	if (r)
+		fail(a, RST_STEP_CREDS, r, what, idx);
+}
+
+static void set_creds(struct rst_args *a, long idx)
+{
+	struct rst_creds *c = &a->creds;
+	uint64_t setpcap = 1ULL << R_CAP_SETPCAP, all;
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = { 0x20080522, 0 };
+	uint32_t cur[6];
 	long r;
 
 	if (!c->present)
@@ -100,23 +118,30 @@ static void set_creds(struct rst_args *a, long idx)
 				fail(a, RST_STEP_CREDS, r, cap, idx);
 		}
 	/* keep the permitted set across the change of uid */
-	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, c->securebits | R_SECBIT_KEEP_CAPS);
+	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, R_SECBIT_KEEP_CAPS);
 	if (r)
-		fail(a, RST_STEP_CREDS, r, c->securebits, idx);
+		fail(a, RST_STEP_CREDS, r, R_SECBIT_KEEP_CAPS, idx);
 	r = rsys2(NR_setgroups, c->nr_groups, AT(a, c->groups_off));
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 1, idx);
 	r = rsys3(NR_setresgid, c->gid[0], c->gid[1], c->gid[2]);
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 2, idx);
-	rsys1(NR_setfsgid, c->gid[3]);
 	r = rsys3(NR_setresuid, c->uid[0], c->uid[1], c->uid[2]);
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 3, idx);
-	rsys1(NR_setfsuid, c->uid[3]);
-	r = rsys2(NR_capset, &hdr, data);
+	/* a uid other than 0 took the effective set: back, for the fs ids */
+	r = rsys2(NR_capget, &hdr, cur);
 	if (r)
-		fail(a, RST_STEP_CREDS, r, 4, idx);
+		fail(a, RST_STEP_CREDS, r, 7, idx);
+	all = cur[1] | (uint64_t)cur[4] << 32;
+	capset(a, idx, all, all, 0, 8);
+	rsys1(NR_setfsgid, c->gid[3]);
+	rsys1(NR_setfsuid, c->uid[3]);
+	if ((uint32_t)rsys1(NR_setfsuid, -1) != c->uid[3] ||
+	    (uint32_t)rsys1(NR_setfsgid, -1) != c->gid[3])
+		fail(a, RST_STEP_CREDS, -R_EPERM, 9, idx);
+	capset(a, idx, c->cap_eff | setpcap, c->cap_prm | setpcap, c->cap_inh, 4);
 	r = rsys5(NR_prctl, R_PR_CAP_AMBIENT, R_PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	for (int cap = 0; cap < 64; cap++)
 		if (c->cap_amb & (1ULL << cap)) {
@@ -124,8 +149,10 @@ static void set_creds(struct rst_args *a, long idx)
 			if (r)
 				fail(a, RST_STEP_CREDS, r, 5, idx);
 		}
-	if (!(c->securebits & R_SECBIT_KEEP_CAPS))
-		rsys2(NR_prctl, R_PR_SET_KEEPCAPS, 0);
+	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, c->securebits);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, c->securebits, idx);
+	capset(a, idx, c->cap_eff, c->cap_prm, c->cap_inh, 10);
 	if (c->nnp) {
 		r = rsys5(NR_prctl, R_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 		if (r)

@@ -54,6 +54,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_setresgid	     119
 #define NR_setfsuid	     122
 #define NR_setfsgid	     123
+#define NR_capget	     125
 #define NR_capset	     126
 #define NR_rt_sigqueueinfo   129
 #define NR_sched_setaffinity 203
@@ -106,6 +107,8 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_SECCOMP_MODE_FILTER	   1
 #define R_SECCOMP_FLAG_TSYNC	   1
 #define R_CAP_SYS_ADMIN		   21
+#define R_CAP_SETPCAP		   8
+#define R_EPERM			   1
 #define R_EINTR			   4
 #define R_EINVAL		   22
 #define R_EAGAIN		   11
