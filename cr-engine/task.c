@@ -6,6 +6,7 @@
  * Also the states the engine refuses: a tracer inside the tree, vfork.
  * Restore: restore.c (before the restorer) and restorer.c. */
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/kcmp.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,6 +37,39 @@ static uint64_t limit_value(const char *s)
 	return strtoull(s, NULL, 10);
 }
 
+/* The restored process starts with kupdate's limits and can only lower a
+ * hard limit unless it holds CAP_SYS_RESOURCE (root here does not): a hard
+ * limit above kupdate's own cannot be restored, so the dump refuses it now
+ * rather than the restore failing later.  (The restore runs with the
+ * limits of its own start; a service manager should give it at least the
+ * dump's.) */
+static int check_limits(struct cr_proc *p)
+{
+	_cleanup_free_ char *st = NULL;
+	const char *eff;
+
+	if (!read_proc(&st, NULL, "/proc/self/status") && (eff = strstr(st, "\nCapEff:")) &&
+	    (strtoull(eff + 8, NULL, 16) >> CAP_SYS_RESOURCE & 1))
+		return 0;
+	for (int i = 0; i < p->nr_rlim; i++) {
+		struct rlimit own;
+
+		if (getrlimit(i, &own))
+			continue;
+		if (p->rlim[i][1] > (uint64_t)own.rlim_max) {
+			pr_err("pid %d: its hard limit '%s' (%llu) is above kupdate's own (%llu), "
+			       "and "
+			       "kupdate lacks CAP_SYS_RESOURCE to raise it: the restore could not "
+			       "set "
+			       "it",
+			       p->pid, rlimit_names[i], (unsigned long long)p->rlim[i][1],
+			       (unsigned long long)own.rlim_max);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 /* /proc/PID/limits: readable for any uid, unlike prlimit() without
  * CAP_SYS_RESOURCE */
 static int read_limits(struct cr_proc *p)
@@ -61,7 +95,7 @@ static int read_limits(struct cr_proc *p)
 		p->rlim[i][1] = limit_value(l + 26 + 21);
 		p->nr_rlim++;
 	}
-	return 0;
+	return check_limits(p);
 }
 
 static long status_field(const char *status, const char *key, int base)
