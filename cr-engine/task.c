@@ -1,6 +1,6 @@
 /* The rest of a task's state: umask, resource limits, oom_score_adj,
  * subreaper and dumpable flags, and per thread the scheduling policy and
- * nice value, CPU affinity, parent-death signal and alternate signal stack.
+ * nice value (also of SCHED_IDLE and real-time threads), CPU affinity, parent-death signal and alternate signal stack.
  * Dump reads /proc and sched_getattr/sched_getaffinity from outside, and
  * the few prctl values only the task can read by running them inside it.
  * Also the states the engine refuses: a tracer inside the tree, vfork.
@@ -222,6 +222,18 @@ int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_threa
 	t->sched_attr_len = *(uint32_t *)t->sched_attr;
 	if (t->sched_attr_len > sizeof(t->sched_attr))
 		t->sched_attr_len = sizeof(t->sched_attr);
+	/* a real-time thread keeps a nice value too (for when it goes back to
+	 * SCHED_OTHER), which sched_getattr does not report: its field
+	 * carries it (the restorer sets it first, with setpriority) */
+	errno = 0;
+	n = getpriority(PRIO_PROCESS, t->tid);
+	if (errno) {
+		ret = -errno;
+		pr_perror("pid %d: thread %d: getpriority", p->pid, t->tid);
+		return ret;
+	}
+	if (t->sched_attr_len >= 20)
+		memcpy(t->sched_attr + 16, &n, sizeof(n));
 	n = syscall(SYS_sched_getaffinity, t->tid, sizeof(t->affinity), t->affinity);
 	if (n < 0) {
 		ret = -errno;

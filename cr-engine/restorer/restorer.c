@@ -251,6 +251,11 @@ static void thread_setup(struct rst_args *a, long idx)
 			fail(a, RST_STEP_ALTSTACK, r, t->altstack_sp, idx);
 	}
 	if (t->sched_attr_len) {
+		/* the nice value first: sched_setattr leaves it alone for
+		 * SCHED_IDLE and the real-time policies, which keep it */
+		if (t->sched_attr_len >= 20)
+			rsys3(NR_setpriority, 0 /* PRIO_PROCESS: this thread */, 0,
+			      *(int32_t *)(t->sched_attr + 16));
 		r = rsys3(NR_sched_setattr, 0, t->sched_attr, 0);
 		if (r)
 			fail(a, RST_STEP_SCHED, r, 0, idx);

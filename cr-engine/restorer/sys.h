@@ -50,6 +50,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_sigaltstack	     131
 #define NR_setitimer	     38
 #define NR_setgroups	     116
+#define NR_setpriority	     141
 #define NR_setresuid	     117
 #define NR_setresgid	     119
 #define NR_setfsuid	     122
