@@ -1,6 +1,7 @@
 /* The rest of a task's state: umask, resource limits, oom_score_adj,
  * subreaper and dumpable flags, and per thread the scheduling policy and
- * nice value (also of SCHED_IDLE and real-time threads), CPU affinity, parent-death signal and alternate signal stack.
+ * nice value (also of SCHED_IDLE and real-time threads), CPU affinity,
+ * parent-death signal and alternate signal stack.
  * Dump reads /proc and sched_getattr/sched_getaffinity from outside, and
  * the few prctl values only the task can read by running them inside it.
  * Also the states the engine refuses: a tracer inside the tree, vfork.
