@@ -158,10 +158,12 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	for (int w = 0; w < 3; w++) {
 		struct itimerval it;
 		long args[6] = { w }, res;
-		int64_t at = now_ns(CLOCK_MONOTONIC);
+		int64_t at;
 
 		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_getitimer, args, 1,
 					 &it, sizeof(it), &res);
+		/* taken after the reading: a timer may come late, never early */
+		at = now_ns(CLOCK_MONOTONIC);
 		if (ret)
 			return ret;
 		if (res) {
@@ -180,10 +182,11 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		struct cr_ptimer *pt = &p->ptimers[i];
 		struct itimerspec its;
 		long args[6] = { pt->id }, res;
-		int64_t at = now_ns(CLOCK_MONOTONIC);
+		int64_t at;
 
 		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_timer_gettime, args,
 					 1, &its, sizeof(its), &res);
+		at = now_ns(CLOCK_MONOTONIC);
 		if (ret)
 			return ret;
 		if (res) {
