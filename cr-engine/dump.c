@@ -150,6 +150,9 @@ static void free_proc(struct cr_proc *p)
 	for (int i = 0; i < p->nr_threads; i++) {
 		free(p->threads[i].xsave);
 		free(p->threads[i].pending);
+		if (p->threads[i].creds)
+			free(p->threads[i].creds->groups);
+		free(p->threads[i].creds);
 	}
 	free(p->shared_pending);
 	free(p->ptimers);

@@ -42,6 +42,7 @@ struct cr_thread {
 	uint32_t pdeathsig;
 	uint8_t (*pending)[128]; /* queued siginfo */
 	int nr_pending;
+	struct cr_creds *creds; /* creds.c: its own, NULL if the process's */
 };
 
 struct cr_ptimer {

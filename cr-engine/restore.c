@@ -700,6 +700,34 @@ static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
 }
 
 /* Everything a process needs before it jumps: fds, cwd, the blob. */
+/* Credentials into the restorer's form; the groups go at *off in a. */
+static void plan_creds(const Creds *cr, struct rst_creds *rc, uint32_t dumpable, void *a,
+		       size_t *off)
+{
+	rc->present = 1;
+	rc->uid[0] = cr->uid;
+	rc->uid[1] = cr->euid;
+	rc->uid[2] = cr->suid;
+	rc->uid[3] = cr->fsuid;
+	rc->gid[0] = cr->gid;
+	rc->gid[1] = cr->egid;
+	rc->gid[2] = cr->sgid;
+	rc->gid[3] = cr->fsgid;
+	rc->cap_inh = cr->cap_inh;
+	rc->cap_prm = cr->cap_prm;
+	rc->cap_eff = cr->cap_eff;
+	rc->cap_bnd = cr->cap_bnd;
+	rc->cap_amb = cr->cap_amb;
+	rc->securebits = cr->securebits;
+	rc->nnp = cr->no_new_privs;
+	rc->dumpable = dumpable;
+	rc->nr_groups = cr->n_groups;
+	rc->groups_off = *off;
+	if (cr->n_groups)
+		memcpy((char *)a + *off, cr->groups, cr->n_groups * 4);
+	*off += (cr->n_groups * 4 + 7) & ~7UL;
+}
+
 static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
 		   uint64_t *stack_p)
 {
@@ -820,7 +848,9 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
 		   vdso_args_len(&rp->mm) + seccomp_args_len(core->task->seccomp) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
-		args_len += 128 * core->threads[i]->n_pending;
+		args_len +=
+			128 * core->threads[i]->n_pending +
+			(core->threads[i]->creds ? core->threads[i]->creds->n_groups * 4 + 8 : 0);
 	args_len = PAGE_ALIGN(args_len);
 	stacks_len = b.nr_threads * RST_STACK_SIZE;
 	total = code_len + args_len + PAGE_ALIGN(park_len) + stacks_len;
@@ -940,32 +970,14 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		b.args.rlimits[i][0] = core->task->rlimits[i]->cur;
 		b.args.rlimits[i][1] = core->task->rlimits[i]->max;
 	}
-	if (core->task->creds) {
-		const Creds *cr = core->task->creds;
-		struct rst_creds *rc = &b.args.creds;
+	if (core->task->creds)
+		plan_creds(core->task->creds, &b.args.creds,
+			   core->task->has_dumpable ? core->task->dumpable : 1, a, &off);
+	for (size_t i = 0; i < b.nr_threads; i++) {
+		struct rst_thread *t = (struct rst_thread *)((char *)a + b.args.threads_off) + i;
 
-		rc->present = 1;
-		rc->uid[0] = cr->uid;
-		rc->uid[1] = cr->euid;
-		rc->uid[2] = cr->suid;
-		rc->uid[3] = cr->fsuid;
-		rc->gid[0] = cr->gid;
-		rc->gid[1] = cr->egid;
-		rc->gid[2] = cr->sgid;
-		rc->gid[3] = cr->fsgid;
-		rc->cap_inh = cr->cap_inh;
-		rc->cap_prm = cr->cap_prm;
-		rc->cap_eff = cr->cap_eff;
-		rc->cap_bnd = cr->cap_bnd;
-		rc->cap_amb = cr->cap_amb;
-		rc->securebits = cr->securebits;
-		rc->nnp = cr->no_new_privs;
-		rc->dumpable = core->task->has_dumpable ? core->task->dumpable : 1;
-		rc->nr_groups = cr->n_groups;
-		rc->groups_off = off;
-		if (cr->n_groups)
-			memcpy((char *)a + off, cr->groups, cr->n_groups * 4);
-		off += (cr->n_groups * 4 + 7) & ~7UL;
+		if (i && core->threads[i]->creds)
+			plan_creds(core->threads[i]->creds, &t->creds, 1, a, &off);
 	}
 	seccomp_plan(core->task->seccomp, &b.args, (uint8_t *)a, &off);
 	b.args.sigacts_off = off;

@@ -100,7 +100,8 @@ static void capset(struct rst_args *a, long idx, uint64_t eff, uint64_t prm, uin
 
 static void set_creds(struct rst_args *a, long idx)
 {
-	struct rst_creds *c = &a->creds;
+	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+	struct rst_creds *c = t->creds.present ? &t->creds : &a->creds;
 	uint64_t setpcap = 1ULL << R_CAP_SETPCAP, all;
 	struct {
 		uint32_t version;

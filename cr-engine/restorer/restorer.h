@@ -57,6 +57,14 @@ struct rst_run {
 	uint32_t pad;
 };
 
+struct rst_creds {
+	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
+	uint32_t nr_groups, groups_off;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+	uint32_t securebits, nnp;
+	uint32_t present, dumpable;
+};
+
 struct rst_thread {
 	int32_t tid;
 	int32_t has_rseq;
@@ -74,19 +82,12 @@ struct rst_thread {
 	uint8_t affinity[128];
 	uint32_t pdeathsig;
 	uint32_t nr_pending, pending_off; /* 128-byte siginfos */
+	struct rst_creds creds;		  /* its own, if present; else the process's */
 };
 
 struct rst_timer {
 	int32_t id, clock, notify, signo, tid, pad;
 	uint64_t sival, value_ns, interval_ns;
-};
-
-struct rst_creds {
-	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
-	uint32_t nr_groups, groups_off;
-	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
-	uint32_t securebits, nnp;
-	uint32_t present, dumpable;
 };
 
 /* seccomp (seccomp.c): mode, and the filters oldest first */

@@ -7,7 +7,11 @@
  * it up.  Compared with what /proc/self/status and prctl said before, and
  * by behaviour: the effective CAP_NET_BIND_SERVICE binds a low port, a
  * root-only file stays closed, the dropped bounding capability cannot come
- * back.  "root": a root process with its full sets, for the plain case. */
+ * back.  "root": a root process with its full sets, for the plain case.
+ * "threads": threads with credentials of their own (raw setresuid/
+ * setresgid/setgroups/capset change only the calling thread), each checked
+ * by the thread itself. */
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +39,11 @@ static const char *const keys[] = { "\nUid:",	 "\nGid:",    "\nGroups:",
 
 static void snapshot(char out[NKEYS][160], int *secbits, int *keepcaps)
 {
-	char *s = crt_read_file("/proc/self/status", NULL);
+	char path[64], *s;
+
+	/* this thread's */
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", (long)syscall(SYS_gettid));
+	s = crt_read_file(path, NULL);
 
 	for (size_t i = 0; i < NKEYS; i++) {
 		const char *p = s ? strstr(s, keys[i]) : NULL;
@@ -79,6 +87,79 @@ static int bind_low(void)
 	return r ? -errno : 0;
 }
 
+struct thr {
+	pthread_t t;
+	int idx;
+	char before[NKEYS][160], after[NKEYS][160];
+	int sb_b, sb_a, kc_b, kc_a;
+	volatile int state;
+	char err[200];
+};
+static volatile int thr_go;
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+
+	if (t->idx == 0) {
+		if (syscall(SYS_setresgid, 2000, 2001, 2002) ||
+		    syscall(SYS_setresuid, 3000, 3001, 3002))
+			snprintf(t->err, sizeof(t->err), "raw setres[ug]id: %s", strerror(errno));
+	} else {
+		gid_t g[] = { 44, 55 };
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+
+		if (syscall(SYS_setgroups, 2, g) || syscall(SYS_capget, &h, d))
+			snprintf(t->err, sizeof(t->err), "raw setgroups/capget: %s",
+				 strerror(errno));
+		d[0].effective &= ~(1U << CAP_KILL);
+		d[0].inheritable |= 1U << CAP_KILL;
+		if (syscall(SYS_capset, &h, d))
+			snprintf(t->err, sizeof(t->err), "raw capset: %s", strerror(errno));
+	}
+	snapshot(t->before, &t->sb_b, &t->kc_b);
+	t->state = 1;
+	while (!thr_go)
+		usleep(1000);
+	snapshot(t->after, &t->sb_a, &t->kc_a);
+	t->state = 2;
+	return NULL;
+}
+
+static int threads_mode(void)
+{
+	static struct thr t[2];
+	char before[NKEYS][160], after[NKEYS][160];
+	int sb_b, sb_a, kc_b, kc_a;
+
+	for (int i = 0; i < 2; i++) {
+		t[i].idx = i;
+		if (pthread_create(&t[i].t, NULL, thread_main, &t[i]))
+			crt_fail("pthread_create");
+		while (!t[i].state)
+			usleep(1000);
+		crt_check(!t[i].err[0], "thread %d: %s", i, t[i].err);
+	}
+	snapshot(before, &sb_b, &kc_b);
+	crt_check(strcmp(before[0], t[0].before[0]) && strcmp(before[3], t[1].before[3]),
+		  "the threads' credentials are not their own");
+	crt_ready();
+	crt_wait_term();
+	thr_go = 1;
+	snapshot(after, &sb_a, &kc_a);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i].t, NULL);
+		for (size_t k = 0; k < NKEYS; k++)
+			crt_check(!strcmp(t[i].before[k], t[i].after[k]),
+				  "thread %d: '%s' became '%s'", i, t[i].before[k], t[i].after[k]);
+	}
+	for (size_t k = 0; k < NKEYS; k++)
+		crt_check(!strcmp(before[k], after[k]), "main thread: '%s' became '%s'", before[k],
+			  after[k]);
+	crt_pass();
+}
+
 int main(int argc, char **argv)
 {
 	bool root = argc > 1 && !strcmp(argv[1], "root");
@@ -91,6 +172,8 @@ int main(int argc, char **argv)
 	int fd;
 
 	crt_init();
+	if (argc > 1 && !strcmp(argv[1], "threads"))
+		return threads_mode();
 	/* a file only root may read */
 	secret = strdup(crt_path("secret"));
 	fd = open(secret, O_WRONLY | O_CREAT | O_TRUNC, 0600);
