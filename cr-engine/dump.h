@@ -47,6 +47,7 @@ struct cr_thread {
 
 struct cr_ptimer {
 	int id, clock, notify, signo, tid, overrun;
+	bool sig_pending; /* its signal is queued (taken out of the pending lists) */
 	uint64_t sival, value_ns, interval_ns;
 };
 

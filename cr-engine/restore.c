@@ -951,6 +951,8 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		tm->sival = pt->sival;
 		tm->value_ns = pt->value_ns;
 		tm->interval_ns = pt->interval_ns;
+		tm->overrun = pt->has_overrun ? pt->overrun : 0;
+		tm->sig_pending = pt->sig_pending;
 	}
 	if (rp->timers.core->has_read_mono_ns)
 		b.args.timers_mono = rp->timers.core->read_mono_ns;

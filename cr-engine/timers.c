@@ -16,7 +16,12 @@
  * back relative: on CLOCK_REALTIME it no longer follows clock_settime().
  *
  * Restore: restorer.c creates the timers again with the same ids (creating
- * and deleting stand-ins to reach each id) and arms them. */
+ * and deleting stand-ins to reach each id) and arms them.  A timer whose
+ * signal was still queued queues its own again (armed to have expired a
+ * period ago); one whose last delivered signal counted overruns gets that
+ * count back (armed to have expired that many periods ago, its signal
+ * taken at once by the restorer): timer_settime clears the count, only a
+ * delivery sets it. */
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -142,6 +147,34 @@ static int parse_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+/* A timer's signal still queued is the timer's own (preallocated): taken
+ * by the program, it re-arms the timer and counts the overruns.  A copy
+ * queued at restore would not, and the restored timer would queue another:
+ * so it is taken out of the pending lists, and the restorer has the timer
+ * queue its own again (restorer.c). */
+static void take_timer_signals(struct cr_proc *p, uint8_t (*q)[128], int *nr)
+{
+	int k = 0;
+
+	for (int i = 0; i < *nr; i++) {
+		int32_t signo, code, tid;
+		bool mine = false;
+
+		memcpy(&signo, q[i], 4);
+		memcpy(&code, q[i] + 8, 4);
+		memcpy(&tid, q[i] + 16, 4); /* si_timerid */
+		for (int t = 0; code == SI_TIMER && t < p->nr_ptimers && !mine; t++)
+			if (p->ptimers[t].id == tid && p->ptimers[t].signo == signo &&
+			    !p->ptimers[t].sig_pending) {
+				p->ptimers[t].sig_pending = true;
+				mine = true;
+			}
+		if (!mine)
+			memmove(q[k++], q[i], 128);
+	}
+	*nr = k;
+}
+
 int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct cr_thread *t = &p->threads[0];
@@ -205,6 +238,10 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return ret;
 		pt->overrun = res > 0 ? res : 0;
 	}
+	/* dump_pending ran before */
+	take_timer_signals(p, p->shared_pending, &p->nr_shared_pending);
+	for (int i = 0; i < p->nr_threads; i++)
+		take_timer_signals(p, p->threads[i].pending, &p->threads[i].nr_pending);
 	return 0;
 }
 
@@ -248,6 +285,8 @@ int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		e.interval_ns = pt->interval_ns;
 		e.has_overrun = 1;
 		e.overrun = pt->overrun;
+		e.has_sig_pending = 1;
+		e.sig_pending = pt->sig_pending;
 		img_write(&w, &e.base);
 	}
 	return img_writer_close(&w);

@@ -175,6 +175,60 @@ static uint64_t time_left(struct rst_args *a, uint64_t left_ns)
 	return (uint64_t)ran < left_ns ? left_ns - (uint64_t)ran : 1;
 }
 
+/* A timer whose signal was pending at the dump queues its own again.
+ * A periodic timer whose last delivered signal counted overruns: the
+ * count (timer_getoverrun) is only ever set by a delivery, and any
+ * timer_settime clears it.  So the timer is armed to have expired
+ * overrun + 1 periods ago, in phase with its next expiry, and the signal
+ * this queues at once is taken here; taking it forwards the timer by those
+ * periods, which become the count, and leaves it due in left ns.  Only for
+ * signals the main thread can take (to the process, or to itself).
+ * Returns 0 when done, 1 when the timer is to be armed the plain way. */
+static int restore_overrun(struct rst_args *a, struct rst_timer *tm, int32_t id, uint64_t left,
+			   int main_tid)
+{
+	int64_t ts[2], when, its[4];
+	uint64_t set = 1ULL << (tm->signo - 1);
+	struct {
+		int32_t signo, err, code, pad0, timerid, overrun;
+		int32_t pad[26];
+	} info;
+	int64_t zero[2] = { 0, 0 };
+	int take = !tm->sig_pending;
+	long r;
+
+	/* a signal still pending: the timer expired one period before its
+	 * next expiry (or, one-shot, just now) and queues its own signal,
+	 * left for the program to take */
+	if ((tm->notify & ~R_SIGEV_THREAD_ID) != 0 /* SIGEV_SIGNAL */ || tm->signo < 1 ||
+	    tm->signo > 64 || (tm->interval_ns && left > tm->interval_ns))
+		return 1;
+	if (take && (tm->overrun <= 0 || !tm->interval_ns || tm->clock < 0 ||
+		     ((tm->notify & R_SIGEV_THREAD_ID) && tm->tid != main_tid)))
+		return 1;
+	if (rsys2(NR_clock_gettime, tm->clock, ts))
+		return 1;
+	when = ts[0] * 1000000000LL + ts[1] + (int64_t)left -
+	       ((int64_t)(take ? tm->overrun : 0) + 1) * (int64_t)tm->interval_ns;
+	if (!tm->interval_ns)
+		when = ts[0] * 1000000000LL + ts[1] - 1;
+	if (when <= 0)
+		return 1;
+	its[0] = (int64_t)(tm->interval_ns / 1000000000ULL);
+	its[1] = (int64_t)(tm->interval_ns % 1000000000ULL);
+	its[2] = when / 1000000000LL;
+	its[3] = when % 1000000000LL;
+	r = rsys4(NR_timer_settime, id, 1 /* TIMER_ABSTIME */, its, 0);
+	if (r)
+		fail(a, RST_STEP_TIMER, r, tm->id, 1);
+	if (!take)
+		return 0;
+	r = rsys4(NR_rt_sigtimedwait, &set, &info, zero, 8);
+	if (r != tm->signo || info.code != -2 /* SI_TIMER */ || info.timerid != id)
+		fail(a, RST_STEP_TIMER, r < 0 ? r : -R_EAGAIN, tm->id, 2);
+	return 0;
+}
+
 /* Seccomp, the very last: strict mode in each thread; the filters, oldest
  * first, by the main thread for all (TSYNC: the threads share the chain as
  * they did).  kupdate traces the process with PTRACE_O_SUSPEND_SECCOMP, so
@@ -555,6 +609,8 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 						   (int64_t)(left / 1000000000ULL),
 						   (int64_t)(left % 1000000000ULL) };
 
+				if (!restore_overrun(a, &tm[i], id, left, th[0].tid))
+					continue;
 				r = rsys4(NR_timer_settime, id, 0, its, 0);
 				if (r)
 					fail(a, RST_STEP_TIMER, r, tm[i].id, i);

@@ -86,7 +86,9 @@ struct rst_thread {
 };
 
 struct rst_timer {
-	int32_t id, clock, notify, signo, tid, pad;
+	int32_t id, clock, notify, signo, tid;
+	int32_t overrun;	  /* timer_getoverrun(): of the last signal delivered */
+	int32_t sig_pending, pad; /* its signal was queued: queue it again */
 	uint64_t sival, value_ns, interval_ns;
 };
 

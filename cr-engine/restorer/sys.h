@@ -57,6 +57,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_setfsgid	     123
 #define NR_capget	     125
 #define NR_capset	     126
+#define NR_rt_sigtimedwait   128
 #define NR_rt_sigqueueinfo   129
 #define NR_sched_setaffinity 203
 #define NR_timer_create	     222

@@ -15,7 +15,8 @@
  *    CLOCK_PROCESS_CPUTIME_ID: remaining CPU time kept; the process one
  *    fires after what it had left;
  *  - a periodic timer whose signal is blocked and pending at the dump: the
- *    signal is delivered once after the restore, with its si_overrun.
+ *    signal is delivered once after the restore, with its si_overrun;
+ *  - timer_getoverrun() of a timer whose last signal counted 5 overruns.
  * "threadclock": a single-threaded process with a CLOCK_THREAD_CPUTIME_ID
  * timer (restored on its main thread); "threadclock-mt": the same with a
  * second thread is refused (which thread's clock it is cannot be read). */
@@ -58,9 +59,10 @@ static struct itimerspec its(int64_t value, int64_t interval)
 #define SIG_BOOT (SIGRTMIN + 2)
 #define SIG_CPU	 (SIGRTMIN + 3)
 #define SIG_PEND (SIGRTMIN + 4)
+#define SIG_OVR	 (SIGRTMIN + 5)
 
-static timer_t t_mono, t_gap, t_real, t_boot, t_thr, t_wcpu, t_pcpu, t_pend;
-static volatile int nr_mono, nr_cpu, thr_fired;
+static timer_t t_mono, t_gap, t_real, t_boot, t_thr, t_wcpu, t_pcpu, t_pend, t_ovr;
+static volatile int nr_mono, nr_cpu, thr_fired, nr_ovr;
 static int64_t mono_at[4], cpu_at, boot_at, thr_at;
 static siginfo_t mono_si;
 static pid_t worker_tid, boot_tid;
@@ -75,6 +77,8 @@ static void on_sig(int sig, siginfo_t *si, void *uc)
 		if (!nr_mono)
 			mono_si = *si;
 		nr_mono++;
+	} else if (sig == SIG_OVR) {
+		nr_ovr++;
 	} else if (sig == SIG_CPU) {
 		cpu_at = now(CLOCK_PROCESS_CPUTIME_ID);
 		nr_cpu++;
@@ -171,7 +175,7 @@ int main(int argc, char **argv)
 	sigset_t blk;
 	pthread_t w;
 	clockid_t wclock;
-	int nr_timers;
+	int nr_timers, ovr_b;
 
 	crt_init();
 	if (argc > 1 && !strcmp(argv[1], "threadclock"))
@@ -185,6 +189,7 @@ int main(int argc, char **argv)
 	sigaction(SIG_MONO, &sa, NULL);
 	sigaction(SIG_CPU, &sa, NULL);
 	sigaction(SIG_PEND, &sa, NULL);
+	sigaction(SIG_OVR, &sa, NULL);
 	/* SIG_BOOT is for the worker; SIG_PEND stays blocked until checked */
 	sigemptyset(&blk);
 	sigaddset(&blk, SIG_BOOT);
@@ -212,6 +217,20 @@ int main(int argc, char **argv)
 	make_timer(wclock, SIGEV_NONE, 0, 0, 0, &t_wcpu);
 	make_timer(CLOCK_PROCESS_CPUTIME_ID, SIGEV_SIGNAL, SIG_CPU, 5, 0, &t_pcpu);
 	make_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIG_PEND, 99, 0, &t_pend);
+	make_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIG_OVR, 5, 0, &t_ovr);
+	/* every 10 s, the first expiry 55 s ago: delivered at once with 5
+	 * overruns, due again in 5 s */
+	{
+		int64_t n = now(CLOCK_MONOTONIC) - 55000 * MS;
+
+		v = its(n, 10000 * MS);
+		timer_settime(t_ovr, TIMER_ABSTIME, &v, NULL);
+		while (!nr_ovr)
+			usleep(1000);
+		ovr_b = timer_getoverrun(t_ovr);
+		if (ovr_b != 5)
+			crt_fail("timer_getoverrun gives %d before the dump, not 5", ovr_b);
+	}
 
 	timer_settime(t_real, 0, &(struct itimerspec){ { 7, 0 }, { 100, 0 } }, NULL);
 	timer_settime(t_wcpu, 0, &(struct itimerspec){ { 0, 0 }, { 10, 0 } }, NULL);
@@ -285,6 +304,9 @@ int main(int argc, char **argv)
 
 		sigemptyset(&s);
 		sigaddset(&s, SIG_PEND);
+		/* meanwhile the timer went on: still one signal, not the copy and
+		 * the timer's own */
+		usleep(50000);
 		crt_check(sigtimedwait(&s, &si, &zero) == SIG_PEND,
 			  "the pending timer signal is lost");
 		crt_msg("pending timer signal: overrun %d", si.si_overrun);
@@ -292,7 +314,22 @@ int main(int argc, char **argv)
 				  si.si_timerid == (int)(intptr_t)t_pend && si.si_overrun > 0,
 			  "pending timer signal: code %d value %d timerid %d overrun %d",
 			  si.si_code, si.si_value.sival_int, si.si_timerid, si.si_overrun);
+		crt_check(sigtimedwait(&s, &si, &zero) < 0, "the pending timer signal came twice");
 		timer_delete(t_pend);
+	}
+	/* the overrun count of the last delivered signal */
+	{
+		struct itimerspec o;
+
+		timer_gettime(t_ovr, &o);
+		crt_check(timer_getoverrun(t_ovr) == ovr_b && nr_ovr == 1,
+			  "timer_getoverrun gives %d (was %d), %d deliveries",
+			  timer_getoverrun(t_ovr), ovr_b, nr_ovr);
+		crt_check(ts_ns(o.it_interval) == 10000 * MS && ts_ns(o.it_value) < 5000 * MS &&
+				  ts_ns(o.it_value) > 3000 * MS,
+			  "the overrun timer: %.3f s left, interval %.3f s",
+			  ts_ns(o.it_value) / 1e9, ts_ns(o.it_interval) / 1e9);
+		timer_delete(t_ovr);
 	}
 
 	/* wall-clock timers fire when they should */
