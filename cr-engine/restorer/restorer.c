@@ -206,12 +206,19 @@ static int restore_overrun(struct rst_args *a, struct rst_timer *tm, int32_t id,
 	if (take && (tm->overrun <= 0 || !tm->interval_ns || tm->clock < 0 ||
 		     ((tm->notify & R_SIGEV_THREAD_ID) && tm->tid != main_tid)))
 		return 1;
-	if (rsys2(NR_clock_gettime, tm->clock, ts))
+	r = rsys2(NR_clock_gettime, tm->clock, ts);
+	if (r && !take)
+		fail(a, RST_STEP_TIMER, r, tm->id, 3);
+	if (r)
 		return 1;
 	when = ts[0] * 1000000000LL + ts[1] + (int64_t)left -
 	       ((int64_t)(take ? tm->overrun : 0) + 1) * (int64_t)tm->interval_ns;
 	if (!tm->interval_ns)
 		when = ts[0] * 1000000000LL + ts[1] - 1;
+	/* a pending signal must come back: a CPU clock just restarted from
+	 * zero has no period behind it, any moment in the past will do */
+	if (when <= 0 && !take)
+		when = 1;
 	if (when <= 0)
 		return 1;
 	its[0] = (int64_t)(tm->interval_ns / 1000000000ULL);
