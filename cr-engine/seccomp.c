@@ -1,7 +1,7 @@
 /* Seccomp: strict mode, or the chain of classic BPF filters of a process.
  *
  * Dump: PTRACE_SECCOMP_GET_FILTER reads each filter of the chain (index 0
- * is the newest), PTRACE_SECCOMP_GET_METADATA its flags; they are stored
+ * is the oldest), PTRACE_SECCOMP_GET_METADATA its flags; they are stored
  * oldest first, the order to install them in.  Every thread must have the
  * same chain (threads with filters of their own are refused); a filter that
  * hands syscalls to a user-space supervisor (SECCOMP_RET_USER_NOTIF) is
@@ -73,7 +73,8 @@ static void free_chain(struct cr_seccomp_filter *f, int n)
 	free(f);
 }
 
-/* Read the chain of thread tid, oldest first. */
+/* Read the chain of thread tid, oldest first: PTRACE_SECCOMP_GET_FILTER's
+ * index 0 is the first filter installed. */
 static int read_chain(pid_t pid, pid_t tid, struct cr_seccomp_filter **out, int *nr)
 {
 	struct cr_seccomp_filter *f = NULL;
@@ -140,13 +141,8 @@ static int read_chain(pid_t pid, pid_t tid, struct cr_seccomp_filter **out, int 
 			f[n - 1].flags = md.flags;
 		}
 	}
-	/* index 0 is the newest: reverse */
-	for (int i = 0; i < n / 2; i++) {
-		struct cr_seccomp_filter x = f[i];
-
-		f[i] = f[n - 1 - i];
-		f[n - 1 - i] = x;
-	}
+	/* index 0 is the oldest (kernel/seccomp.c get_nth_filter counts back
+	 * from the newest), the order to install them in */
 	*out = f;
 	*nr = n;
 	return 0;
