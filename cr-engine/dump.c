@@ -17,6 +17,7 @@
 #include "log.h"
 #include "memory.h"
 #include "remote.h"
+#include "seccomp.h"
 #include "pipes.h"
 #include "shmem.h"
 #include "sysvshm.h"
@@ -150,10 +151,14 @@ static void free_proc(struct cr_proc *p)
 	for (int i = 0; i < p->nr_threads; i++) {
 		free(p->threads[i].xsave);
 		free(p->threads[i].pending);
+		if (p->threads[i].creds)
+			free(p->threads[i].creds->groups);
+		free(p->threads[i].creds);
 	}
 	free(p->shared_pending);
 	free(p->ptimers);
 	free(p->creds.groups);
+	seccomp_free_dump(&p->seccomp);
 	free(p->threads);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);

@@ -42,10 +42,12 @@ struct cr_thread {
 	uint32_t pdeathsig;
 	uint8_t (*pending)[128]; /* queued siginfo */
 	int nr_pending;
+	struct cr_creds *creds; /* creds.c: its own, NULL if the process's */
 };
 
 struct cr_ptimer {
 	int id, clock, notify, signo, tid, overrun;
+	bool sig_pending; /* its signal is queued (taken out of the pending lists) */
 	uint64_t sival, value_ns, interval_ns;
 };
 
@@ -144,6 +146,18 @@ struct cr_file {
 	size_t nr_locks;
 };
 
+/* seccomp.c: one filter, and the process's mode and chain (oldest first) */
+struct cr_seccomp_filter {
+	uint8_t *prog; /* struct sock_filter[len] */
+	uint32_t len, flags;
+};
+
+struct cr_seccomp {
+	uint32_t mode; /* 0 none, 1 strict, 2 filter */
+	struct cr_seccomp_filter *filters;
+	int nr_filters;
+};
+
 struct cr_sigaction {
 	uint32_t sig;
 	uint64_t handler, flags, restorer, mask;
@@ -207,6 +221,7 @@ struct cr_proc {
 		uint32_t securebits;
 		bool nnp;
 	} creds;
+	struct cr_seccomp seccomp;
 	/* signals.c: pending for the whole process */
 	uint8_t (*shared_pending)[128];
 	int nr_shared_pending;
@@ -214,6 +229,7 @@ struct cr_proc {
 	uint64_t itimer[3][2]; /* value, interval in us: REAL, VIRTUAL, PROF */
 	struct cr_ptimer *ptimers;
 	int nr_ptimers;
+	int64_t timers_mono; /* its CLOCK_MONOTONIC when they were read */
 };
 
 struct cr_dump_ctx {

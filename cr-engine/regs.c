@@ -15,6 +15,7 @@
 #include "log.h"
 #include "remote.h"
 #include "restore.h"
+#include "seccomp.h"
 #include "util.h"
 
 #define ERESTARTSYS	      512
@@ -228,6 +229,31 @@ static void fill_gp(GpRegs *g, const struct user_regs_struct *r)
 	g->gs = r->gs;
 }
 
+static void fill_creds(Creds *cr, struct cr_creds *c)
+{
+	creds__init(cr);
+	cr->uid = c->uid[0];
+	cr->euid = c->uid[1];
+	cr->suid = c->uid[2];
+	cr->fsuid = c->uid[3];
+	cr->gid = c->gid[0];
+	cr->egid = c->gid[1];
+	cr->sgid = c->gid[2];
+	cr->fsgid = c->gid[3];
+	cr->n_groups = c->nr_groups;
+	cr->groups = c->groups;
+	cr->cap_inh = c->cap_inh;
+	cr->cap_prm = c->cap_prm;
+	cr->cap_eff = c->cap_eff;
+	cr->cap_bnd = c->cap_bnd;
+	cr->has_cap_amb = 1;
+	cr->cap_amb = c->cap_amb;
+	cr->has_securebits = 1;
+	cr->securebits = c->securebits;
+	cr->has_no_new_privs = 1;
+	cr->no_new_privs = c->nnp;
+}
+
 int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct img_writer w;
@@ -267,35 +293,30 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	}
 	tc.n_rlimits = p->nr_rlim;
 	tc.rlimits = rlp;
-	Creds cr = CREDS__INIT;
-	cr.uid = p->creds.uid[0];
-	cr.euid = p->creds.uid[1];
-	cr.suid = p->creds.uid[2];
-	cr.fsuid = p->creds.uid[3];
-	cr.gid = p->creds.gid[0];
-	cr.egid = p->creds.gid[1];
-	cr.sgid = p->creds.gid[2];
-	cr.fsgid = p->creds.gid[3];
-	cr.n_groups = p->creds.nr_groups;
-	cr.groups = p->creds.groups;
-	cr.cap_inh = p->creds.cap_inh;
-	cr.cap_prm = p->creds.cap_prm;
-	cr.cap_eff = p->creds.cap_eff;
-	cr.cap_bnd = p->creds.cap_bnd;
-	cr.has_cap_amb = 1;
-	cr.cap_amb = p->creds.cap_amb;
-	cr.has_securebits = 1;
-	cr.securebits = p->creds.securebits;
-	cr.has_no_new_privs = 1;
-	cr.no_new_privs = p->creds.nnp;
+	Creds cr;
+	fill_creds(&cr, &p->creds);
 	tc.creds = &cr;
+	Seccomp sc;
+	SeccompFilter *scf = NULL, **scfp = NULL;
+	ret = seccomp_image(&p->seccomp, &sc, &scf, &scfp);
+	if (ret < 0) {
+		free(scf);
+		free(scfp);
+		img_writer_abort(&w);
+		return ret;
+	}
+	if (ret)
+		tc.seccomp = &sc;
 	img_write(&w, &tc.base);
+	free(scf);
+	free(scfp);
 
 	for (int i = 0; i < p->nr_threads; i++) {
 		struct cr_thread *t = &p->threads[i];
 		ThreadCore th = THREAD_CORE__INIT;
 		GpRegs g = GP_REGS__INIT;
 		RseqConfig rs = RSEQ_CONFIG__INIT;
+		Creds tcr;
 
 		th.tid = t->tid;
 		fill_gp(&g, &t->regs);
@@ -316,6 +337,10 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			th.rseq = &rs;
 		}
 		th.comm = t->comm;
+		if (t->creds) {
+			fill_creds(&tcr, t->creds);
+			th.creds = &tcr;
+		}
 		th.has_syscall_restart = 1;
 		th.syscall_restart = t->restart_nr;
 		if (t->has_altstack) {
@@ -386,6 +411,9 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = seccomp_check_image(name, c->task->seccomp);
+	if (ret)
+		goto out;
 	if (c->task->pid != pe->pid) {
 		pr_err("image %s is damaged: it describes pid %d", name, c->task->pid);
 		ret = -EINVAL;
@@ -428,6 +456,12 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 		    (t->has_affinity && t->affinity.len > 128)) {
 			pr_err("image %s is damaged: thread %d has invalid scheduling data", name,
 			       t->tid);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (t->creds && t->creds->n_groups > 65536) {
+			pr_err("image %s is damaged: thread %d has %zu groups", name, t->tid,
+			       t->creds->n_groups);
 			ret = -EINVAL;
 			goto out;
 		}

@@ -44,6 +44,7 @@
 #include "remote.h"
 #include "restore.h"
 #include "sysvshm.h"
+#include "seccomp.h"
 #include "tcp.h"
 #include "timens.h"
 #include "util.h"
@@ -700,6 +701,34 @@ static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
 }
 
 /* Everything a process needs before it jumps: fds, cwd, the blob. */
+/* Credentials into the restorer's form; the groups go at *off in a. */
+static void plan_creds(const Creds *cr, struct rst_creds *rc, uint32_t dumpable, void *a,
+		       size_t *off)
+{
+	rc->present = 1;
+	rc->uid[0] = cr->uid;
+	rc->uid[1] = cr->euid;
+	rc->uid[2] = cr->suid;
+	rc->uid[3] = cr->fsuid;
+	rc->gid[0] = cr->gid;
+	rc->gid[1] = cr->egid;
+	rc->gid[2] = cr->sgid;
+	rc->gid[3] = cr->fsgid;
+	rc->cap_inh = cr->cap_inh;
+	rc->cap_prm = cr->cap_prm;
+	rc->cap_eff = cr->cap_eff;
+	rc->cap_bnd = cr->cap_bnd;
+	rc->cap_amb = cr->cap_amb;
+	rc->securebits = cr->securebits;
+	rc->nnp = cr->no_new_privs;
+	rc->dumpable = dumpable;
+	rc->nr_groups = cr->n_groups;
+	rc->groups_off = *off;
+	if (cr->n_groups)
+		memcpy((char *)a + *off, cr->groups, cr->n_groups * 4);
+	*off += (cr->n_groups * 4 + 7) & ~7UL;
+}
+
 static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
 		   uint64_t *stack_p)
 {
@@ -822,9 +851,11 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) +
 		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
 		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
-		   vdso_args_len(&rp->mm) + 64;
+		   vdso_args_len(&rp->mm) + seccomp_args_len(core->task->seccomp) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
-		args_len += 128 * core->threads[i]->n_pending;
+		args_len +=
+			128 * core->threads[i]->n_pending +
+			(core->threads[i]->creds ? core->threads[i]->creds->n_groups * 4 + 8 : 0);
 	args_len = PAGE_ALIGN(args_len);
 	stacks_len = b.nr_threads * RST_STACK_SIZE;
 	total = code_len + args_len + PAGE_ALIGN(park_len) + stacks_len;
@@ -925,7 +956,11 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		tm->sival = pt->sival;
 		tm->value_ns = pt->value_ns;
 		tm->interval_ns = pt->interval_ns;
+		tm->overrun = pt->has_overrun ? pt->overrun : 0;
+		tm->sig_pending = pt->sig_pending;
 	}
+	if (rp->timers.core->has_read_mono_ns)
+		b.args.timers_mono = rp->timers.core->read_mono_ns;
 	{
 		const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
 					rp->timers.core->prof };
@@ -942,33 +977,16 @@ static int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, u
 		b.args.rlimits[i][0] = core->task->rlimits[i]->cur;
 		b.args.rlimits[i][1] = core->task->rlimits[i]->max;
 	}
-	if (core->task->creds) {
-		const Creds *cr = core->task->creds;
-		struct rst_creds *rc = &b.args.creds;
+	if (core->task->creds)
+		plan_creds(core->task->creds, &b.args.creds,
+			   core->task->has_dumpable ? core->task->dumpable : 1, a, &off);
+	for (size_t i = 0; i < b.nr_threads; i++) {
+		struct rst_thread *t = (struct rst_thread *)((char *)a + b.args.threads_off) + i;
 
-		rc->present = 1;
-		rc->uid[0] = cr->uid;
-		rc->uid[1] = cr->euid;
-		rc->uid[2] = cr->suid;
-		rc->uid[3] = cr->fsuid;
-		rc->gid[0] = cr->gid;
-		rc->gid[1] = cr->egid;
-		rc->gid[2] = cr->sgid;
-		rc->gid[3] = cr->fsgid;
-		rc->cap_inh = cr->cap_inh;
-		rc->cap_prm = cr->cap_prm;
-		rc->cap_eff = cr->cap_eff;
-		rc->cap_bnd = cr->cap_bnd;
-		rc->cap_amb = cr->cap_amb;
-		rc->securebits = cr->securebits;
-		rc->nnp = cr->no_new_privs;
-		rc->dumpable = core->task->has_dumpable ? core->task->dumpable : 1;
-		rc->nr_groups = cr->n_groups;
-		rc->groups_off = off;
-		if (cr->n_groups)
-			memcpy((char *)a + off, cr->groups, cr->n_groups * 4);
-		off += (cr->n_groups * 4 + 7) & ~7UL;
+		if (i && core->threads[i]->creds)
+			plan_creds(core->threads[i]->creds, &t->creds, 1, a, &off);
 	}
+	seccomp_plan(core->task->seccomp, &b.args, (uint8_t *)a, &off);
 	b.args.sigacts_off = off;
 	b.args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + off));
 	off += b.args.nr_sigacts * sizeof(struct rst_sigaction);
@@ -1234,6 +1252,7 @@ static const char *step_name(uint32_t step)
 		[RST_STEP_SCHED] = "setting the scheduling policy or affinity",
 		[RST_STEP_ALTSTACK] = "setting the alternate signal stack",
 		[RST_STEP_CREDS] = "setting credentials",
+		[RST_STEP_SECCOMP] = "installing seccomp (index: the filter, oldest first)",
 	};
 	return step < RST_STEP_MAX && n[step] ? n[step] : "?";
 }
@@ -1288,9 +1307,20 @@ static int seize_all(struct rctx *c)
 
 		if (rp->zombie)
 			continue;
+		/* its seccomp filters go in inside the restorer; they must not
+		 * apply to what kupdate does in it until it is let go */
+		if (rp->core.task->seccomp)
+			opts |= PTRACE_O_SUSPEND_SECCOMP;
 		if (ptrace(PTRACE_SEIZE, rp->pid, 0, opts)) {
 			int ret = -errno;
-			pr_perror("pid %d: cannot trace it to finish its restore", rp->pid);
+			if (rp->core.task->seccomp)
+				pr_perror("pid %d: cannot trace it with its seccomp filters "
+					  "suspended "
+					  "(PTRACE_O_SUSPEND_SECCOMP needs CAP_SYS_ADMIN and "
+					  "CONFIG_CHECKPOINT_RESTORE)",
+					  rp->pid);
+			else
+				pr_perror("pid %d: cannot trace it to finish its restore", rp->pid);
 			return ret;
 		}
 		rp->seized = true;

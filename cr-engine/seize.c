@@ -1,12 +1,15 @@
 /* Seizing a process tree with PTRACE_SEIZE/PTRACE_INTERRUPT, and letting
  * it go again. */
 #include <signal.h>
+#include <linux/kcmp.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "dump.h"
 #include "images/pstree.pb-c.h"
 #include "log.h"
+#include "seccomp.h"
 #include "remote.h"
 #include "util.h"
 
@@ -25,17 +28,47 @@ static bool is_stop_signal(int sig)
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
+static long tracer_of(pid_t tid)
+{
+	_cleanup_free_ char *st = NULL;
+	const char *p;
+
+	if (read_proc(&st, NULL, "/proc/%d/status", tid) || !(p = strstr(st, "\nTracerPid:")))
+		return -1;
+	return strtol(p + 11, NULL, 10);
+}
+
 /* Seize one thread and wait until it sits in a ptrace stop.  Returns 1 if
  * the thread vanished meanwhile, 0 when stopped, -errno on failure. */
 static int seize_thread(pid_t pid, struct cr_thread *t, int *group_stop_sig)
 {
 	int st, ret;
+	long opts = PTRACE_O_TRACESYSGOOD;
 
-	if (ptrace(PTRACE_SEIZE, t->tid, 0, PTRACE_O_TRACESYSGOOD)) {
+	/* what kupdate runs inside the thread must not meet its seccomp
+	 * filters (seccomp.c) */
+	if (seccomp_thread_active(t->tid))
+		opts |= PTRACE_O_SUSPEND_SECCOMP;
+	if (ptrace(PTRACE_SEIZE, t->tid, 0, opts)) {
+		if ((errno == EPERM || errno == EINVAL) && (opts & PTRACE_O_SUSPEND_SECCOMP)) {
+			ret = -errno;
+			pr_err("pid %d: thread %d runs under seccomp and cannot be seized with its "
+			       "filters suspended (PTRACE_O_SUSPEND_SECCOMP needs CAP_SYS_ADMIN "
+			       "and "
+			       "CONFIG_CHECKPOINT_RESTORE, kupdate not under seccomp itself, and "
+			       "no other tracer): %s",
+			       pid, t->tid, strerror(-ret));
+			return ret;
+		}
 		if (errno == ESRCH)
 			return 1;
 		ret = -errno;
-		if (errno == EPERM)
+		if (errno == EPERM && tracer_of(t->tid) > 0)
+			pr_err("pid %d: thread %d is being traced (ptrace) by pid %ld; a traced "
+			       "process cannot be dumped (a debugger, strace, or a tracer inside "
+			       "the tree)",
+			       pid, t->tid, tracer_of(t->tid));
+		else if (errno == EPERM)
 			pr_err("pid %d: cannot seize thread %d: it is traced by another process or "
 			       "not ours to trace (see TracerPid in /proc/%d/status)",
 			       pid, t->tid, t->tid);
@@ -109,6 +142,43 @@ static bool has_thread(struct cr_proc *p, pid_t tid)
 	return false;
 }
 
+/* A process sharing its memory with its parent or a child (vfork in
+ * progress, or CLONE_VM) cannot be dumped; a vfork parent would not even
+ * stop (it waits for the child unaware of PTRACE_INTERRUPT), so this is
+ * looked at before seizing anything. */
+static int check_shared_vm(struct cr_proc *p)
+{
+	_cleanup_free_ pid_t *tids = NULL;
+	int nt = list_tasks(p->pid, &tids);
+
+	if (p->stat.ppid > 1 && syscall(SYS_kcmp, p->pid, p->stat.ppid, KCMP_VM, 0, 0) == 0) {
+		pr_err("pid %d shares its memory with its parent %d (vfork in progress, or "
+		       "CLONE_VM); it cannot be dumped now",
+		       p->pid, p->stat.ppid);
+		return -EAGAIN;
+	}
+	for (int i = 0; i < nt; i++) {
+		_cleanup_free_ char *kids = NULL;
+		char *s, *e;
+
+		if (read_proc(&kids, NULL, "/proc/%d/task/%d/children", p->pid, tids[i]))
+			continue;
+		for (s = kids;; s = e) {
+			long c = strtol(s, &e, 10);
+
+			if (e == s)
+				break;
+			if (syscall(SYS_kcmp, p->pid, (pid_t)c, KCMP_VM, 0, 0) == 0) {
+				pr_err("pid %ld shares its memory with its parent %d (vfork in "
+				       "progress, or CLONE_VM); it cannot be dumped now",
+				       c, p->pid);
+				return -EAGAIN;
+			}
+		}
+	}
+	return 0;
+}
+
 /* Seize every thread of p, re-reading the thread list until no new thread
  * shows up (a thread can clone while we are seizing its siblings). */
 static int seize_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -140,6 +210,9 @@ static int seize_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		return add_thread(p, p->pid);
 	}
 
+	ret = check_shared_vm(p);
+	if (ret)
+		return ret;
 	while (changed) {
 		_cleanup_free_ pid_t *tids = NULL;
 		int nt = list_tasks(p->pid, &tids);

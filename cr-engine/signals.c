@@ -1,8 +1,9 @@
 /* Signals: dispositions (handler, flags, mask, restorer) of a process.
  *
- * Dump: /proc/PID/status says which signals are caught or ignored; the
- * caught ones (and SIGCHLD, whose SA_NOCLDWAIT matters even at SIG_DFL)
- * are read with rt_sigaction run inside the task.  Restore: the restorer
+ * Dump: /proc/PID/status says which signals are caught or ignored; those
+ * (with their flags, mask and restorer, which an ignored signal keeps too)
+ * and SIGCHLD (whose SA_NOCLDSTOP/SA_NOCLDWAIT matter even at SIG_DFL) are
+ * read with rt_sigaction run inside the task.  Restore: the restorer
  * installs them just before the threads park (restorer.c). */
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -50,7 +51,7 @@ int dump_sigactions(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
-		if ((caught & bit) || sig == SIGCHLD) {
+		if ((caught & bit) || (ignored & bit) || sig == SIGCHLD) {
 			struct ksigaction k;
 			long args[6] = { sig, 0, 0, 8 }, res;
 
@@ -69,9 +70,6 @@ int dump_sigactions(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			sa->flags = k.flags;
 			sa->restorer = k.restorer;
 			sa->mask = k.mask;
-		} else if (ignored & bit) {
-			memset(sa, 0, sizeof(*sa));
-			sa->handler = (uintptr_t)SIG_IGN;
 		} else {
 			continue;
 		}

@@ -1,11 +1,13 @@
 /* The rest of a task's state: umask, resource limits, oom_score_adj,
  * subreaper and dumpable flags, and per thread the scheduling policy and
- * nice value, CPU affinity, parent-death signal and alternate signal stack.
+ * nice value (also of SCHED_IDLE and real-time threads), CPU affinity,
+ * parent-death signal and alternate signal stack.
  * Dump reads /proc and sched_getattr/sched_getaffinity from outside, and
  * the few prctl values only the task can read by running them inside it.
  * Also the states the engine refuses: a tracer inside the tree, vfork.
  * Restore: restore.c (before the restorer) and restorer.c. */
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/kcmp.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,6 +38,39 @@ static uint64_t limit_value(const char *s)
 	return strtoull(s, NULL, 10);
 }
 
+/* The restored process starts with kupdate's limits and can only lower a
+ * hard limit unless it holds CAP_SYS_RESOURCE (root here does not): a hard
+ * limit above kupdate's own cannot be restored, so the dump refuses it now
+ * rather than the restore failing later.  (The restore runs with the
+ * limits of its own start; a service manager should give it at least the
+ * dump's.) */
+static int check_limits(struct cr_proc *p)
+{
+	_cleanup_free_ char *st = NULL;
+	const char *eff;
+
+	if (!read_proc(&st, NULL, "/proc/self/status") && (eff = strstr(st, "\nCapEff:")) &&
+	    (strtoull(eff + 8, NULL, 16) >> CAP_SYS_RESOURCE & 1))
+		return 0;
+	for (int i = 0; i < p->nr_rlim; i++) {
+		struct rlimit own;
+
+		if (getrlimit(i, &own))
+			continue;
+		if (p->rlim[i][1] > (uint64_t)own.rlim_max) {
+			pr_err("pid %d: its hard limit '%s' (%llu) is above kupdate's own (%llu), "
+			       "and "
+			       "kupdate lacks CAP_SYS_RESOURCE to raise it: the restore could not "
+			       "set "
+			       "it",
+			       p->pid, rlimit_names[i], (unsigned long long)p->rlim[i][1],
+			       (unsigned long long)own.rlim_max);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 /* /proc/PID/limits: readable for any uid, unlike prlimit() without
  * CAP_SYS_RESOURCE */
 static int read_limits(struct cr_proc *p)
@@ -61,7 +96,7 @@ static int read_limits(struct cr_proc *p)
 		p->rlim[i][1] = limit_value(l + 26 + 21);
 		p->nr_rlim++;
 	}
-	return 0;
+	return check_limits(p);
 }
 
 static long status_field(const char *status, const char *key, int base)
@@ -188,6 +223,18 @@ int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_threa
 	t->sched_attr_len = *(uint32_t *)t->sched_attr;
 	if (t->sched_attr_len > sizeof(t->sched_attr))
 		t->sched_attr_len = sizeof(t->sched_attr);
+	/* a real-time thread keeps a nice value too (for when it goes back to
+	 * SCHED_OTHER), which sched_getattr does not report: its field
+	 * carries it (the restorer sets it first, with setpriority) */
+	errno = 0;
+	n = getpriority(PRIO_PROCESS, t->tid);
+	if (errno) {
+		ret = -errno;
+		pr_perror("pid %d: thread %d: getpriority", p->pid, t->tid);
+		return ret;
+	}
+	if (t->sched_attr_len >= 20)
+		memcpy(t->sched_attr + 16, &n, sizeof(n));
 	n = syscall(SYS_sched_getaffinity, t->tid, sizeof(t->affinity), t->affinity);
 	if (n < 0) {
 		ret = -errno;

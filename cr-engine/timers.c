@@ -5,10 +5,23 @@
  *
  * The rule for time: a timer resumes with the time it had left when it was
  * dumped; the time the process spent checkpointed does not count (it was,
- * as far as its timers are concerned, stopped).
+ * as far as its timers are concerned, stopped).  Timers on wall clocks
+ * (REALTIME, MONOTONIC, BOOTTIME, TAI and the ITIMER_REAL) keep step with
+ * the tree's CLOCK_MONOTONIC, which goes on from where it was (timens.c):
+ * the restorer takes off what that clock ran between the reading of the
+ * timers and their arming (the end of the dump, the restore).  CPU-time
+ * timers (ITIMER_VIRTUAL/PROF, CPU clocks) keep what they had left; the
+ * CPU clocks themselves start again from zero in the restored process (no
+ * kernel interface sets them).  A timer armed with TIMER_ABSTIME comes
+ * back relative: on CLOCK_REALTIME it no longer follows clock_settime().
  *
  * Restore: restorer.c creates the timers again with the same ids (creating
- * and deleting stand-ins to reach each id) and arms them. */
+ * and deleting stand-ins to reach each id) and arms them.  A timer whose
+ * signal was still queued queues its own again (armed to have expired a
+ * period ago); one whose last delivered signal counted overruns gets that
+ * count back (armed to have expired that many periods ago, its signal
+ * taken at once by the restorer): timer_settime clears the count, only a
+ * delivery sets it. */
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -19,6 +32,7 @@
 #include "images/timers.pb-c.h"
 #include "log.h"
 #include "remote.h"
+#include "timens.h"
 #include "timers.h"
 #include "util.h"
 
@@ -32,7 +46,56 @@ static uint64_t ts_ns(struct timespec ts)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-static int parse_timers(struct cr_proc *p)
+/* CPU-time clocks (negative ids, see clock_getcpuclockid(3)): the pid or
+ * tid is encoded in the id; 0 means the creator (CLOCK_PROCESS_CPUTIME_ID,
+ * CLOCK_THREAD_CPUTIME_ID as glibc passes them). */
+#define CPUCLOCK_PID(c)	      ((pid_t) ~((c) >> 3))
+#define CPUCLOCK_PERTHREAD(c) (((c)&4) != 0)
+#define CPUCLOCK_WHICH(c)     ((c)&3)
+#define CLOCKFD		      3
+
+static int check_cpu_clock(struct cr_dump_ctx *ctx, struct cr_proc *p, int id, int clock)
+{
+	pid_t who = CPUCLOCK_PID(clock);
+
+	if (clock >= 0)
+		return 0;
+	if (CPUCLOCK_WHICH(clock) == CLOCKFD) {
+		pr_err("pid %d: POSIX timer %d runs on a dynamic clock (a PTP device, clock id "
+		       "%d), which this kupdate cannot restore",
+		       p->pid, id, clock);
+		return -EOPNOTSUPP;
+	}
+	if (CPUCLOCK_PERTHREAD(clock)) {
+		if (who == 0 && p->nr_threads > 1) {
+			pr_err("pid %d: POSIX timer %d runs on the CPU clock of the thread that "
+			       "created it (CLOCK_THREAD_CPUTIME_ID), and which thread that was "
+			       "cannot be read in a process of %d threads; use "
+			       "pthread_getcpuclockid() for such timers",
+			       p->pid, id, p->nr_threads);
+			return -EOPNOTSUPP;
+		}
+		for (int i = 0; who && i < p->nr_threads; i++)
+			if (p->threads[i].tid == who)
+				return 0;
+		if (who) {
+			pr_err("pid %d: POSIX timer %d runs on the CPU clock of thread %d, not one "
+			       "of its threads",
+			       p->pid, id, who);
+			return -EOPNOTSUPP;
+		}
+		return 0;
+	}
+	if (who && who != p->pid && !dump_find_proc(ctx, who)) {
+		pr_err("pid %d: POSIX timer %d runs on the CPU clock of pid %d, which is outside "
+		       "the dumped tree",
+		       p->pid, id, who);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int parse_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	_cleanup_free_ char *buf = NULL;
 	char *l;
@@ -66,6 +129,9 @@ static int parse_timers(struct cr_proc *p)
 		t->signo = signo;
 		t->sival = sival;
 		t->clock = clock;
+		ret = check_cpu_clock(ctx, p, id, clock);
+		if (ret)
+			return ret;
 		t->notify = !strcmp(how, "none") ? SIGEV_NONE : SIGEV_SIGNAL;
 		if (!strcmp(how, "thread")) {
 			pr_err("pid %d: POSIX timer %d uses SIGEV_THREAD notification, which this "
@@ -81,18 +147,56 @@ static int parse_timers(struct cr_proc *p)
 	return 0;
 }
 
+/* A timer's signal still queued is the timer's own (preallocated): taken
+ * by the program, it re-arms the timer and counts the overruns.  A copy
+ * queued at restore would not, and the restored timer would queue another:
+ * so it is taken out of the pending lists, and the restorer has the timer
+ * queue its own again (restorer.c). */
+static void take_timer_signals(struct cr_proc *p, uint8_t (*q)[128], int *nr)
+{
+	int k = 0;
+
+	for (int i = 0; i < *nr; i++) {
+		int32_t signo, code, tid;
+		bool mine = false;
+
+		memcpy(&signo, q[i], 4);
+		memcpy(&code, q[i] + 8, 4);
+		memcpy(&tid, q[i] + 16, 4); /* si_timerid */
+		for (int t = 0; code == SI_TIMER && t < p->nr_ptimers && !mine; t++)
+			if (p->ptimers[t].id == tid && p->ptimers[t].signo == signo &&
+			    !p->ptimers[t].sig_pending) {
+				p->ptimers[t].sig_pending = true;
+				mine = true;
+			}
+		if (!mine)
+			memmove(q[k++], q[i], 128);
+	}
+	*nr = k;
+}
+
 int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct cr_thread *t = &p->threads[0];
+	int64_t boot, ref;
 	int ret;
 
-	(void)ctx;
+	/* the times are brought back to one moment, ref (kupdate's clock),
+	 * which is p->timers_mono on the process's clock */
+	ref = now_ns(CLOCK_MONOTONIC);
+	ret = timens_clocks(p->pid, &p->timers_mono, &boot);
+	if (ret)
+		return ret;
+	p->timers_mono -= now_ns(CLOCK_MONOTONIC) - ref;
 	for (int w = 0; w < 3; w++) {
 		struct itimerval it;
 		long args[6] = { w }, res;
+		int64_t at;
 
 		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_getitimer, args, 1,
 					 &it, sizeof(it), &res);
+		/* taken after the reading: a timer may come late, never early */
+		at = now_ns(CLOCK_MONOTONIC);
 		if (ret)
 			return ret;
 		if (res) {
@@ -101,17 +205,21 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		}
 		p->itimer[w][0] = tv_us(it.it_value);
 		p->itimer[w][1] = tv_us(it.it_interval);
+		if (w == ITIMER_REAL && p->itimer[w][0])
+			p->itimer[w][0] += (at - ref) / 1000;
 	}
-	ret = parse_timers(p);
+	ret = parse_timers(ctx, p);
 	if (ret)
 		return ret;
 	for (int i = 0; i < p->nr_ptimers; i++) {
 		struct cr_ptimer *pt = &p->ptimers[i];
 		struct itimerspec its;
 		long args[6] = { pt->id }, res;
+		int64_t at;
 
 		ret = remote_syscall_out(t->tid, p->syscall_ip, &t->regs, SYS_timer_gettime, args,
 					 1, &its, sizeof(its), &res);
+		at = now_ns(CLOCK_MONOTONIC);
 		if (ret)
 			return ret;
 		if (res) {
@@ -120,6 +228,8 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return (int)res;
 		}
 		pt->value_ns = ts_ns(its.it_value);
+		if (pt->clock >= 0 && pt->value_ns)
+			pt->value_ns += at - ref;
 		pt->interval_ns = ts_ns(its.it_interval);
 		args[0] = pt->id;
 		ret = remote_syscall(t->tid, p->syscall_ip, &t->regs, SYS_timer_getoverrun, args,
@@ -128,6 +238,10 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return ret;
 		pt->overrun = res > 0 ? res : 0;
 	}
+	/* dump_pending ran before */
+	take_timer_signals(p, p->shared_pending, &p->nr_shared_pending);
+	for (int i = 0; i < p->nr_threads; i++)
+		take_timer_signals(p, p->threads[i].pending, &p->threads[i].nr_pending);
 	return 0;
 }
 
@@ -151,6 +265,8 @@ int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		it[i].interval_us = p->itimer[i][1];
 		*slot[i] = &it[i];
 	}
+	tc.has_read_mono_ns = 1;
+	tc.read_mono_ns = p->timers_mono;
 	img_write(&w, &tc.base);
 	for (int i = 0; i < p->nr_ptimers; i++) {
 		struct cr_ptimer *pt = &p->ptimers[i];
@@ -169,6 +285,8 @@ int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		e.interval_ns = pt->interval_ns;
 		e.has_overrun = 1;
 		e.overrun = pt->overrun;
+		e.has_sig_pending = 1;
+		e.sig_pending = pt->sig_pending;
 		img_write(&w, &e.base);
 	}
 	return img_writer_close(&w);
@@ -220,12 +338,19 @@ int timers_load(int dirfd, const PstreeEntry *pe, struct rtimers *t)
 	while ((ret = img_read(&r, &posix_timer__descriptor, &m)) > 0) {
 		PosixTimer *pt = (PosixTimer *)m;
 		bool tid_ok = !(pt->notify & SIGEV_THREAD_ID);
+		/* a CPU clock: of this process or one of its threads (0: the
+		 * creator, the main thread at restore), or another process */
+		bool clock_ok = pt->clock >= 0 ? pt->clock <= 11
+					       : CPUCLOCK_WHICH(pt->clock) != CLOCKFD &&
+							 (!CPUCLOCK_PERTHREAD(pt->clock) ||
+							  CPUCLOCK_PID(pt->clock) == 0);
 
 		t->timers[t->nr++] = pt;
 		for (size_t k = 0; k < pe->n_tids && !tid_ok; k++)
 			tid_ok = pe->tids[k] == pt->tid;
-		if (pt->id < 0 || pt->clock < 0 || pt->clock > 11 || pt->signo < 0 ||
-		    pt->signo > 64 ||
+		for (size_t k = 0; k < pe->n_tids && !clock_ok; k++)
+			clock_ok = pe->tids[k] == CPUCLOCK_PID(pt->clock);
+		if (pt->id < 0 || !clock_ok || pt->signo < 0 || pt->signo > 64 ||
 		    ((pt->notify & ~SIGEV_THREAD_ID) != SIGEV_SIGNAL &&
 		     (pt->notify & ~SIGEV_THREAD_ID) != SIGEV_NONE) ||
 		    !tid_ok) {

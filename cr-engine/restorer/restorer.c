@@ -76,19 +76,38 @@ static __attribute__((noreturn)) void fail(struct rst_args *a, int step, long er
 }
 
 /* Each thread sets its own credentials (they are per thread in Linux),
- * last, because they take away what the restore needed. */
-static void set_creds(struct rst_args *a, long idx)
+ * last, because they take away what the restore needed.  The order
+ * matters: ids while still privileged (KEEP_CAPS keeps the permitted set
+ * across the change of uid, and the effective set is raised again for the
+ * fs ids); then the capability sets with CAP_SETPCAP kept a moment longer,
+ * for the ambient set (before SECBIT_NO_CAP_AMBIENT_RAISE can forbid it)
+ * and the securebits themselves; then the final sets. */
+static void capset(struct rst_args *a, long idx, uint64_t eff, uint64_t prm, uint64_t inh, int what)
 {
-	struct rst_creds *c = &a->creds;
 	struct {
 		uint32_t version;
 		int pid;
 	} hdr = { 0x20080522, 0 };
 	struct {
 		uint32_t eff, prm, inh;
-	} data[2] = { { (uint32_t)c->cap_eff, (uint32_t)c->cap_prm, (uint32_t)c->cap_inh },
-		      { (uint32_t)(c->cap_eff >> 32), (uint32_t)(c->cap_prm >> 32),
-			(uint32_t)(c->cap_inh >> 32) } };
+	} data[2] = { { (uint32_t)eff, (uint32_t)prm, (uint32_t)inh },
+		      { (uint32_t)(eff >> 32), (uint32_t)(prm >> 32), (uint32_t)(inh >> 32) } };
+	long r = rsys2(NR_capset, &hdr, data);
+
+	if (r)
+		fail(a, RST_STEP_CREDS, r, what, idx);
+}
+
+static void set_creds(struct rst_args *a, long idx)
+{
+	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+	struct rst_creds *c = t->creds.present ? &t->creds : &a->creds;
+	uint64_t setpcap = 1ULL << R_CAP_SETPCAP, all;
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = { 0x20080522, 0 };
+	uint32_t cur[6];
 	long r;
 
 	if (!c->present)
@@ -100,23 +119,30 @@ static void set_creds(struct rst_args *a, long idx)
 				fail(a, RST_STEP_CREDS, r, cap, idx);
 		}
 	/* keep the permitted set across the change of uid */
-	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, c->securebits | R_SECBIT_KEEP_CAPS);
+	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, R_SECBIT_KEEP_CAPS);
 	if (r)
-		fail(a, RST_STEP_CREDS, r, c->securebits, idx);
+		fail(a, RST_STEP_CREDS, r, R_SECBIT_KEEP_CAPS, idx);
 	r = rsys2(NR_setgroups, c->nr_groups, AT(a, c->groups_off));
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 1, idx);
 	r = rsys3(NR_setresgid, c->gid[0], c->gid[1], c->gid[2]);
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 2, idx);
-	rsys1(NR_setfsgid, c->gid[3]);
 	r = rsys3(NR_setresuid, c->uid[0], c->uid[1], c->uid[2]);
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 3, idx);
-	rsys1(NR_setfsuid, c->uid[3]);
-	r = rsys2(NR_capset, &hdr, data);
+	/* a uid other than 0 took the effective set: back, for the fs ids */
+	r = rsys2(NR_capget, &hdr, cur);
 	if (r)
-		fail(a, RST_STEP_CREDS, r, 4, idx);
+		fail(a, RST_STEP_CREDS, r, 7, idx);
+	all = cur[1] | (uint64_t)cur[4] << 32;
+	capset(a, idx, all, all, 0, 8);
+	rsys1(NR_setfsgid, c->gid[3]);
+	rsys1(NR_setfsuid, c->uid[3]);
+	if ((uint32_t)rsys1(NR_setfsuid, -1) != c->uid[3] ||
+	    (uint32_t)rsys1(NR_setfsgid, -1) != c->gid[3])
+		fail(a, RST_STEP_CREDS, -R_EPERM, 9, idx);
+	capset(a, idx, c->cap_eff | setpcap, c->cap_prm | setpcap, c->cap_inh, 4);
 	r = rsys5(NR_prctl, R_PR_CAP_AMBIENT, R_PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	for (int cap = 0; cap < 64; cap++)
 		if (c->cap_amb & (1ULL << cap)) {
@@ -124,12 +150,121 @@ static void set_creds(struct rst_args *a, long idx)
 			if (r)
 				fail(a, RST_STEP_CREDS, r, 5, idx);
 		}
-	if (!(c->securebits & R_SECBIT_KEEP_CAPS))
-		rsys2(NR_prctl, R_PR_SET_KEEPCAPS, 0);
+	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, c->securebits);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, c->securebits, idx);
+	capset(a, idx, c->cap_eff, c->cap_prm, c->cap_inh, 10);
 	if (c->nnp) {
 		r = rsys5(NR_prctl, R_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 		if (r)
 			fail(a, RST_STEP_CREDS, r, 6, idx);
+	}
+}
+
+/* What is left of a timer on a wall clock once the tree's monotonic clock
+ * has run since the times were read (timers.c); 1 ns if nothing. */
+static uint64_t time_left(struct rst_args *a, uint64_t left_ns)
+{
+	int64_t ts[2], ran;
+
+	if (!a->timers_mono || rsys2(NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, ts))
+		return left_ns;
+	ran = ts[0] * 1000000000LL + ts[1] - a->timers_mono;
+	if (ran <= 0)
+		return left_ns;
+	return (uint64_t)ran < left_ns ? left_ns - (uint64_t)ran : 1;
+}
+
+/* A timer whose signal was pending at the dump queues its own again.
+ * A periodic timer whose last delivered signal counted overruns: the
+ * count (timer_getoverrun) is only ever set by a delivery, and any
+ * timer_settime clears it.  So the timer is armed to have expired
+ * overrun + 1 periods ago, in phase with its next expiry, and the signal
+ * this queues at once is taken here; taking it forwards the timer by those
+ * periods, which become the count, and leaves it due in left ns.  Only for
+ * signals the main thread can take (to the process, or to itself).
+ * Returns 0 when done, 1 when the timer is to be armed the plain way. */
+static int restore_overrun(struct rst_args *a, struct rst_timer *tm, int32_t id, uint64_t left,
+			   int main_tid)
+{
+	int64_t ts[2], when, its[4];
+	uint64_t set = 1ULL << (tm->signo - 1);
+	struct {
+		int32_t signo, err, code, pad0, timerid, overrun;
+		int32_t pad[26];
+	} info;
+	int64_t zero[2] = { 0, 0 };
+	int take = !tm->sig_pending;
+	long r;
+
+	/* a signal still pending: the timer expired one period before its
+	 * next expiry (or, one-shot, just now) and queues its own signal,
+	 * left for the program to take */
+	if ((tm->notify & ~R_SIGEV_THREAD_ID) != 0 /* SIGEV_SIGNAL */ || tm->signo < 1 ||
+	    tm->signo > 64 || (tm->interval_ns && left > tm->interval_ns))
+		return 1;
+	if (take && (tm->overrun <= 0 || !tm->interval_ns || tm->clock < 0 ||
+		     ((tm->notify & R_SIGEV_THREAD_ID) && tm->tid != main_tid)))
+		return 1;
+	r = rsys2(NR_clock_gettime, tm->clock, ts);
+	if (r && !take)
+		fail(a, RST_STEP_TIMER, r, tm->id, 3);
+	if (r)
+		return 1;
+	when = ts[0] * 1000000000LL + ts[1] + (int64_t)left -
+	       ((int64_t)(take ? tm->overrun : 0) + 1) * (int64_t)tm->interval_ns;
+	if (!tm->interval_ns)
+		when = ts[0] * 1000000000LL + ts[1] - 1;
+	/* a pending signal must come back: a CPU clock just restarted from
+	 * zero has no period behind it, any moment in the past will do */
+	if (when <= 0 && !take)
+		when = 1;
+	if (when <= 0)
+		return 1;
+	its[0] = (int64_t)(tm->interval_ns / 1000000000ULL);
+	its[1] = (int64_t)(tm->interval_ns % 1000000000ULL);
+	its[2] = when / 1000000000LL;
+	its[3] = when % 1000000000LL;
+	r = rsys4(NR_timer_settime, id, 1 /* TIMER_ABSTIME */, its, 0);
+	if (r)
+		fail(a, RST_STEP_TIMER, r, tm->id, 1);
+	if (!take)
+		return 0;
+	r = rsys4(NR_rt_sigtimedwait, &set, &info, zero, 8);
+	if (r != tm->signo || info.code != -2 /* SI_TIMER */ || info.timerid != id)
+		fail(a, RST_STEP_TIMER, r < 0 ? r : -R_EAGAIN, tm->id, 2);
+	return 0;
+}
+
+/* Seccomp, the very last: strict mode in each thread; the filters, oldest
+ * first, by the main thread for all (TSYNC: the threads share the chain as
+ * they did).  kupdate traces the process with PTRACE_O_SUSPEND_SECCOMP, so
+ * nothing is enforced until it lets the process go. */
+static void set_seccomp(struct rst_args *a, long idx)
+{
+	struct rst_seccomp *s = &a->seccomp;
+	struct rst_seccomp_filter *f = AT(a, s->off);
+	long r;
+
+	if (s->mode == 1) {
+		r = rsys3(NR_seccomp, R_SECCOMP_MODE_STRICT, 0, 0);
+		if (r)
+			fail(a, RST_STEP_SECCOMP, r, 0, idx);
+		return;
+	}
+	if (s->mode != 2 || idx)
+		return;
+	for (uint32_t i = 0; i < s->nr; i++) {
+		struct {
+			uint16_t len;
+			uint16_t pad[3];
+			uint64_t filter;
+		} prog = { (uint16_t)f[i].len, { 0, 0, 0 }, (uint64_t)AT(a, f[i].off) };
+
+		r = rsys3(NR_seccomp, R_SECCOMP_MODE_FILTER,
+			  f[i].flags | (a->nr_threads > 1 ? R_SECCOMP_FLAG_TSYNC : 0), &prog);
+		if (r)
+			fail(a, RST_STEP_SECCOMP, r > 0 ? -R_EAGAIN : r, r > 0 ? r : 0, i);
 	}
 }
 
@@ -150,6 +285,7 @@ static void queue_signals(struct rst_args *a, long idx, uint32_t off, uint32_t n
 static void thread_setup(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
+	int late;
 	long r;
 
 	rsys1(NR_set_tid_address, t->clear_child_tid);
@@ -177,6 +313,11 @@ static void thread_setup(struct rst_args *a, long idx)
 			fail(a, RST_STEP_ALTSTACK, r, t->altstack_sp, idx);
 	}
 	if (t->sched_attr_len) {
+		/* the nice value first: sched_setattr leaves it alone for
+		 * SCHED_IDLE and the real-time policies, which keep it */
+		if (t->sched_attr_len >= 20)
+			rsys3(NR_setpriority, 0 /* PRIO_PROCESS: this thread */, 0,
+			      *(int32_t *)(t->sched_attr + 16));
 		r = rsys3(NR_sched_setattr, 0, t->sched_attr, 0);
 		if (r)
 			fail(a, RST_STEP_SCHED, r, 0, idx);
@@ -187,10 +328,18 @@ static void thread_setup(struct rst_args *a, long idx)
 			fail(a, RST_STEP_SCHED, r, 1, idx);
 	}
 	queue_signals(a, idx, t->pending_off, t->nr_pending, t->tid);
+	/* installing a filter needs no_new_privs or CAP_SYS_ADMIN: when the
+	 * restored credentials have neither (they were dropped after the
+	 * filters went in), before them */
+	late = !a->creds.present || a->creds.nnp || (a->creds.cap_eff >> R_CAP_SYS_ADMIN & 1);
+	if (!late)
+		set_seccomp(a, idx);
 	set_creds(a, idx);
 	/* a change of credentials clears the parent-death signal */
 	if (t->pdeathsig)
 		rsys2(NR_prctl, R_PR_SET_PDEATHSIG, t->pdeathsig);
+	if (late)
+		set_seccomp(a, idx);
 }
 
 static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
@@ -394,11 +543,13 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 			fail(a, RST_STEP_RLIMIT, r, a->rlimits[i][1], i);
 	}
 	for (uint32_t w = 0; w < 3; w++) {
+		/* ITIMER_REAL keeps step with the monotonic clock */
+		uint64_t left =
+			w ? a->itimers[w][0] : (time_left(a, a->itimers[w][0] * 1000) + 999) / 1000;
 		/* struct itimerval: interval first */
 		int64_t it[4] = { (int64_t)(a->itimers[w][1] / 1000000),
-				  (int64_t)(a->itimers[w][1] % 1000000),
-				  (int64_t)(a->itimers[w][0] / 1000000),
-				  (int64_t)(a->itimers[w][0] % 1000000) };
+				  (int64_t)(a->itimers[w][1] % 1000000), (int64_t)(left / 1000000),
+				  (int64_t)(left % 1000000) };
 
 		if (!a->itimers[w][0])
 			continue;
@@ -465,12 +616,19 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 					fail(a, RST_STEP_TIMER, -R_EINVAL, tm[i].id, i);
 			}
 			{
+				/* wall clocks keep step with the monotonic one; CPU
+				 * clocks (negative ids) keep what they had left */
+				uint64_t left = tm[i].clock >= 0 && tm[i].value_ns
+							? time_left(a, tm[i].value_ns)
+							: tm[i].value_ns;
 				/* struct itimerspec: interval first */
 				int64_t its[4] = { (int64_t)(tm[i].interval_ns / 1000000000ULL),
 						   (int64_t)(tm[i].interval_ns % 1000000000ULL),
-						   (int64_t)(tm[i].value_ns / 1000000000ULL),
-						   (int64_t)(tm[i].value_ns % 1000000000ULL) };
+						   (int64_t)(left / 1000000000ULL),
+						   (int64_t)(left % 1000000000ULL) };
 
+				if (!restore_overrun(a, &tm[i], id, left, th[0].tid))
+					continue;
 				r = rsys4(NR_timer_settime, id, 0, its, 0);
 				if (r)
 					fail(a, RST_STEP_TIMER, r, tm[i].id, i);

@@ -62,6 +62,14 @@ struct rst_run {
 	uint32_t pad;
 };
 
+struct rst_creds {
+	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
+	uint32_t nr_groups, groups_off;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+	uint32_t securebits, nnp;
+	uint32_t present, dumpable;
+};
+
 struct rst_thread {
 	int32_t tid;
 	int32_t has_rseq;
@@ -79,19 +87,28 @@ struct rst_thread {
 	uint8_t affinity[128];
 	uint32_t pdeathsig;
 	uint32_t nr_pending, pending_off; /* 128-byte siginfos */
+	struct rst_creds creds;		  /* its own, if present; else the process's */
 };
 
 struct rst_timer {
-	int32_t id, clock, notify, signo, tid, pad;
+	int32_t id, clock, notify, signo, tid;
+	int32_t overrun;	  /* timer_getoverrun(): of the last signal delivered */
+	int32_t sig_pending, pad; /* its signal was queued: queue it again */
 	uint64_t sival, value_ns, interval_ns;
 };
 
-struct rst_creds {
-	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
-	uint32_t nr_groups, groups_off;
-	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
-	uint32_t securebits, nnp;
-	uint32_t present, dumpable;
+/* seccomp (seccomp.c): mode, and the filters oldest first */
+struct rst_seccomp_filter {
+	uint32_t len;	/* instructions (struct sock_filter, 8 bytes) */
+	uint32_t flags; /* SECCOMP_FILTER_FLAG_* */
+	uint32_t off;	/* the instructions */
+	uint32_t pad;
+};
+
+struct rst_seccomp {
+	uint32_t mode;	  /* 0 none, 1 strict, 2 filter */
+	uint32_t nr, off; /* struct rst_seccomp_filter[nr] */
+	uint32_t pad;
 };
 
 struct rst_sigaction {
@@ -128,6 +145,7 @@ enum rst_step {
 	RST_STEP_SCHED,
 	RST_STEP_ALTSTACK,
 	RST_STEP_CREDS,
+	RST_STEP_SECCOMP,
 	RST_STEP_MAX,
 };
 
@@ -152,7 +170,9 @@ struct rst_args {
 	uint64_t rlimits[16][2];
 	uint64_t itimers[3][2]; /* value, interval in us */
 	uint32_t timers_off, nr_shared_pending, shared_pending_off, pad1;
+	int64_t timers_mono; /* CLOCK_MONOTONIC when the times were read, 0: unknown */
 	struct rst_creds creds;
+	struct rst_seccomp seccomp;
 	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
 

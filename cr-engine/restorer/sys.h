@@ -51,19 +51,24 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_sigaltstack	     131
 #define NR_setitimer	     38
 #define NR_setgroups	     116
+#define NR_setpriority	     141
 #define NR_setresuid	     117
 #define NR_setresgid	     119
 #define NR_setfsuid	     122
 #define NR_setfsgid	     123
+#define NR_capget	     125
 #define NR_capset	     126
+#define NR_rt_sigtimedwait   128
 #define NR_rt_sigqueueinfo   129
 #define NR_sched_setaffinity 203
 #define NR_timer_create	     222
 #define NR_timer_settime     223
 #define NR_timer_delete	     226
+#define NR_clock_gettime     228
 #define NR_rt_tgsigqueueinfo 297
 #define NR_prlimit64	     302
 #define NR_sched_setattr     314
+#define NR_seccomp	     317
 
 /* constants, spelled out: the restorer includes no system headers */
 #define R_PROT_READ		   0x1
@@ -104,6 +109,12 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_PR_CAP_AMBIENT_CLEAR_ALL 4
 #define R_SECBIT_KEEP_CAPS	   0x10
 #define R_SIGEV_THREAD_ID	   4
+#define R_SECCOMP_MODE_STRICT	   0
+#define R_SECCOMP_MODE_FILTER	   1
+#define R_SECCOMP_FLAG_TSYNC	   1
+#define R_CAP_SYS_ADMIN		   21
+#define R_CAP_SETPCAP		   8
+#define R_EPERM			   1
 #define R_EINTR			   4
 #define R_EINVAL		   22
 #define R_EAGAIN		   11

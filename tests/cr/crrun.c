@@ -30,6 +30,7 @@
 #include <sys/ipc.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -62,6 +63,7 @@ struct opts {
 	 * removed, as a kexec would (--drop-sysvshm), and their ids given to
 	 * segments of ours (--squat-sysvshm) */
 	bool drop_sysvshm, squat_sysvshm;
+	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
 static char workdir[256];
@@ -105,6 +107,11 @@ static int run(char *const argv[], const char *out_path, double *secs)
 		/* like a service manager would: nothing but 0, 1 and 2 */
 		for (int i = 3; i < 1024; i++)
 			close(i);
+		if (o.kupdate_nofile > 0) {
+			struct rlimit rl = { o.kupdate_nofile, o.kupdate_nofile };
+
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -1042,6 +1049,7 @@ int main(int argc, char **argv)
 		{ "keep", no_argument, NULL, 'K' },
 		{ "corrupt", required_argument, NULL, 'X' },
 		{ "kupdate-env", required_argument, NULL, 'E' },
+		{ "kupdate-nofile", required_argument, NULL, 'n' },
 		{ "netns", no_argument, NULL, 'N' },
 		{ "peer", required_argument, NULL, 'P' },
 		{ "peer-arg", required_argument, NULL, 'A' },
@@ -1127,6 +1135,10 @@ int main(int argc, char **argv)
 		case 'E':
 			/* for the kupdate commands (the test sees it too) */
 			putenv(optarg);
+			break;
+		case 'n':
+			/* kupdate runs with a lower RLIMIT_NOFILE than the test */
+			o.kupdate_nofile = atol(optarg);
 			break;
 		default:
 			return 2;

@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -144,6 +146,45 @@ int main(int argc, char **argv)
 		/* a private mount namespace, as a sandboxed unit has */
 		if (unshare(CLONE_NEWNS))
 			crt_fail("unshare: %s", strerror(errno));
+	} else if (!strcmp(what, "ptrace")) {
+		/* a child traced by this process: a tracer inside the tree */
+		int st;
+
+		child = fork();
+		if (child < 0)
+			crt_fail("fork: %s", strerror(errno));
+		if (child == 0) {
+			crt_wait_term();
+			_exit(0);
+		}
+		crt_own_child(child);
+		if (ptrace(PTRACE_SEIZE, child, 0, 0))
+			crt_fail("PTRACE_SEIZE: %s", strerror(errno));
+		(void)st;
+	} else if (!strcmp(what, "vfork")) {
+		/* a child between vfork() and exec: it runs on our memory while we
+		 * wait; it gets us ready and goes after 4 s */
+		pid_t c = vfork();
+
+		if (c == 0) {
+			struct timespec ts = { 4, 0 };
+
+			crt_ready();
+			syscall(SYS_nanosleep, &ts, NULL);
+			_exit(42);
+		}
+		if (c < 0)
+			crt_fail("vfork: %s", strerror(errno));
+		{
+			int st;
+
+			crt_check(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 42,
+				  "the vfork child ended with %#x", st);
+		}
+		crt_wait_term();
+		crt_pass();
+	} else if (!strcmp(what, "none")) {
+		/* the state comes from the runner (e.g. kupdate's own limits) */
 	} else {
 		crt_fail("unknown state %s", what);
 	}
