@@ -4,7 +4,11 @@
 # kernel/config/qemu-guest.config (+ qemu-guest-<version>.config) onto
 # tinyconfig, check that every option stuck, build bzImage with ccache.
 #
-# usage: kernel/build.sh [--config-only] [--print-dir] VERSION    (6.1 | 6.12)
+# usage: kernel/build.sh [--config-only] [--print-dir] VERSION    (6.1 | 6.12 | 6.1+fix1)
+#
+# A VERSION of the form BASE+VARIANT (6.1+fix1: kernel A' of the cycle test)
+# is BASE's tarball, fragments and series, then kernel/patches/BASE+VARIANT/series
+# on top: the same kernel version with a patch more.
 #
 # The result is cached in $KUPDATE_CACHE/kernels/<key>/ (bzImage, config,
 # System.map, release), <key> being a hash of the tarball's package version,
@@ -31,24 +35,28 @@ while [ $# -gt 1 ]; do
 	shift
 done
 ver=${1:?usage: kernel/build.sh [--config-only] [--print-dir] VERSION}
-tarball=/usr/src/linux-source-$ver.tar.xz
+base=${ver%%+*}
+tarball=/usr/src/linux-source-$base.tar.xz
 frags=("$here/config/qemu-guest.config")
-[ -f "$here/config/qemu-guest-$ver.config" ] && frags+=("$here/config/qemu-guest-$ver.config")
-pdir=$here/patches/$ver
+[ -f "$here/config/qemu-guest-$base.config" ] && frags+=("$here/config/qemu-guest-$base.config")
+pdirs=("$here/patches/$base")
+[ "$ver" != "$base" ] && pdirs+=("$here/patches/$ver")
+[ -f "${pdirs[-1]}/series" ] || { echo "build.sh: no patch series ${pdirs[-1]}/series" >&2; exit 2; }
 
 log() { printf '[kernel %s] %s\n' "$ver" "$*" >&2; }
 
 # ---- cache key -------------------------------------------------------------
 key_input() {
-	echo "tarball $(dpkg-query -W -f='${Version}' "linux-source-$ver" 2>/dev/null || true) $(stat -c %s "$tarball")"
+	echo "tarball $(dpkg-query -W -f='${Version}' "linux-source-$base" 2>/dev/null || true) $(stat -c %s "$tarball")"
 	echo "gcc $(gcc -dumpfullversion)"
 	sha256sum "${frags[@]}" "$here/build.sh" | sed "s| $top/| |"
-	if [ -f "$pdir/series" ]; then
-		sha256sum "$pdir/series"| sed "s| $top/| |"
+	for pdir in "${pdirs[@]}"; do
+		[ -f "$pdir/series" ] || continue
+		sha256sum "$pdir/series" | sed "s| $top/| |"
 		sed '/^\s*#/d' "$pdir/series" | while read -r p _; do
 			[ -n "$p" ] && sha256sum "$pdir/$p" | sed "s| $top/| |"
 		done
-	fi
+	done
 }
 [ -f "$tarball" ] || { log "missing $tarball (tools/deps.sh kernel installs linux-source-$ver)"; exit 1; }
 key=$(key_input | sha256sum | cut -c1-16)
@@ -88,13 +96,14 @@ if [ "$(cat "$src/.kupdate-key" 2>/dev/null)" != "$key" ]; then
 	rm -rf "$src"
 	mkdir -p "$src"
 	tar -xJf "$tarball" -C "$src" --strip-components=1
-	if [ -f "$pdir/series" ]; then
+	for pdir in "${pdirs[@]}"; do
+		[ -f "$pdir/series" ] || continue
 		sed '/^\s*#/d' "$pdir/series" | while read -r p _; do
 			[ -n "$p" ] || continue
 			log "applying $p"
 			patch -d "$src" -p1 --forward --quiet <"$pdir/$p"
 		done
-	fi
+	done
 	echo "$key" >"$src/.kupdate-key"
 fi
 

@@ -1,7 +1,8 @@
 # kernel/: the two guest kernels (A = 6.1, B = 6.12) and the selftests of the
 # kernel interfaces kupdate relies on.  Included by the top-level Makefile.
 #
-#   make kernels            build (or take from $(KUPDATE_CACHE)/kernels) both bzImages
+#   make kernels            build (or take from $(KUPDATE_CACHE)/kernels) the bzImages
+#                           of A, B and A' (A plus one patch)
 #   make kernel-selftests   build the static selftest binaries into $(BUILD)/kselftest
 #   make kernel-selftest    run them in QEMU (busybox initramfs) on kernel A and B
 #
@@ -9,8 +10,11 @@
 
 KERNEL_A_VER := 6.1
 KERNEL_B_VER := 6.12
+# A': kernel A's version and series plus one patch (kernel/patches/6.1+fix1)
+KERNEL_A2_VER := 6.1+fix1
 KERNEL_A     := $(BUILD)/kernel/$(KERNEL_A_VER)/bzImage
 KERNEL_B     := $(BUILD)/kernel/$(KERNEL_B_VER)/bzImage
+KERNEL_A2    := $(BUILD)/kernel/$(KERNEL_A2_VER)/bzImage
 
 KSELFTEST_DIR  := $(BUILD)/kselftest
 KSELFTEST_SRCS := $(wildcard kernel/selftests/*.c)
@@ -25,6 +29,7 @@ kernel-deps:
 kernels: kernel-deps
 	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) kernel/build.sh $(KERNEL_A_VER)
 	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) kernel/build.sh $(KERNEL_B_VER)
+	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) kernel/build.sh $(KERNEL_A2_VER)
 
 kernel-selftests: $(KSELFTESTS)
 
