@@ -435,6 +435,12 @@ int cmd_restore_unit(int argc, char **argv)
 	st.has_boot_at_ns = st.has_restore_start_ns = 1;
 	st.restore_start_ns = boot0;
 	st.boot_at_ns = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_BOOTTIME);
+	{
+		int64_t us = sd_userspace_start_ns();
+
+		st.has_userspace_ns = us >= 0;
+		st.userspace_ns = us;
+	}
 	if (ret) {
 		snprintf(why, sizeof(why), "restore failed: %s",
 			 cr_log_first_error() ?: strerror(-ret));

@@ -2,6 +2,7 @@
 #define KUPDATE_SD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define JOURNAL_STDOUT "/run/systemd/journal/stdout"
@@ -29,6 +30,9 @@ int sd_thaw(struct sd *s, const char *unit);
 int sd_kill(struct sd *s, const char *unit, int sig);
 int sd_mask_runtime(struct sd *s, const char *unit, bool mask);
 int sd_reload(struct sd *s);
+/* CLOCK_MONOTONIC when systemd started in this boot (the kernel's own boot
+ * ends there), ns; -1 if unknown */
+int64_t sd_userspace_start_ns(void);
 int sd_start(struct sd *s, const char *unit, const char *mode);
 int sd_reset_failed(struct sd *s, const char *unit);
 /* wait until the unit settles (active, failed or inactive, no job): 0 if

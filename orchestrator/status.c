@@ -55,7 +55,7 @@ static void ms(char *buf, size_t len, bool has, uint64_t ns)
 
 static const char *fmt_s(int64_t ns, int slot)
 {
-	static char b[6][24];
+	static char b[8][24];
 
 	if (ns < 0)
 		return "-";
@@ -79,16 +79,26 @@ static void jstr(const char *key, const char *v, bool comma)
 static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st, bool json)
 {
 	_cleanup_free_ char *kp = cycle_path(id, "kexec-at"), *kt = NULL;
-	int64_t dump = 0, kexec_at = 0, boot_at = 0, to_restore = -1, restore_max = 0;
-	const char *names[] = { "preflight",	      "freeze_and_dump", "commit_and_stop",
-				"shutdown_and_kexec", "boot_to_restore", "restore" };
-	int64_t v[6];
+	int64_t frozen = 0, dump = 0, kexec_at = 0, boot_at = 0, to_restore = -1, restore_max = 0;
+	int64_t userspace = -1;
+	const char *names[] = { "preflight",
+				"freeze",
+				"dump",
+				"commit_and_stop",
+				"shutdown_and_kexec",
+				"kernel_boot",
+				"systemd_to_restore",
+				"restore" };
+	int64_t v[8];
 
 	for (size_t i = 0; i < m->n_units; i++) {
-		dump += m->units[i]->frozen_ns;
+		frozen += m->units[i]->frozen_ns;
+		dump += m->units[i]->dump_ns;
 		if (!st[i] || !st[i]->has_restore_start_ns)
 			continue;
 		boot_at = st[i]->boot_at_ns;
+		if (st[i]->has_userspace_ns)
+			userspace = st[i]->userspace_ns;
 		if (to_restore < 0 || (int64_t)st[i]->restore_start_ns < to_restore)
 			to_restore = st[i]->restore_start_ns;
 		if ((int64_t)st[i]->restore_ns > restore_max)
@@ -97,22 +107,27 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 	if (kp && !read_file_at(AT_FDCWD, kp, &kt, NULL))
 		kexec_at = atoll(kt);
 	v[0] = m->has_preflight_ns ? (int64_t)m->preflight_ns : -1;
-	v[1] = dump;
-	v[2] = kexec_at && m->has_started_ns ? kexec_at - (int64_t)m->started_ns - v[0] - dump : -1;
-	v[3] = kexec_at && boot_at ? boot_at - kexec_at : -1;
-	v[4] = to_restore;
-	v[5] = to_restore >= 0 ? restore_max : -1;
+	v[1] = frozen - dump; /* freezing the units (the dumps run frozen) */
+	v[2] = dump;
+	v[3] = kexec_at && m->has_started_ns ? kexec_at - (int64_t)m->started_ns - v[0] - frozen
+					     : -1;
+	v[4] = kexec_at && boot_at ? boot_at - kexec_at : -1;
+	/* the new kernel's boot up to systemd, then systemd up to the first
+	 * restore (CLOCK_MONOTONIC and CLOCK_BOOTTIME agree: no suspend) */
+	v[5] = to_restore >= 0 ? userspace : -1;
+	v[6] = to_restore >= 0 && userspace >= 0 ? to_restore - userspace : -1;
+	v[7] = to_restore >= 0 ? restore_max : -1;
 	if (json) {
 		printf("\"phases_ns\": {");
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 8; i++)
 			printf("%s\"%s\": %lld", i ? ", " : "", names[i], (long long)v[i]);
 		printf("}}\n");
 		return;
 	}
-	printf("phases: preflight %s, freeze+dump %s, commit+stop %s, shutdown+kexec %s, "
-	       "kernel start to restore %s, restore %s\n",
+	printf("phases: preflight %s, freeze %s, dump %s, commit+stop %s, shutdown+kexec %s, "
+	       "kernel boot %s, systemd to restore %s, restore (network unlock included) %s\n",
 	       fmt_s(v[0], 0), fmt_s(v[1], 1), fmt_s(v[2], 2), fmt_s(v[3], 3), fmt_s(v[4], 4),
-	       fmt_s(v[5], 5));
+	       fmt_s(v[5], 5), fmt_s(v[6], 6), fmt_s(v[7], 7));
 }
 
 int cmd_status(int argc, char **argv)
