@@ -77,7 +77,7 @@ $(TBIN)/cycle/redis-client: tests/cycle/redis-client.c
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
 tests: $(CYCLE_BINS)
 
-.PHONY: cycle-payload cycle check-cycle
+.PHONY: cycle-payload cycle cycle-test check-cycle
 cycle-payload: $(KUPDATE) $(CYCLE_BINS)
 	$(Q)rm -rf $(CYCLE_PAYLOAD)
 	$(Q)mkdir -p $(CYCLE_PAYLOAD)/root/usr/local/bin $(CYCLE_PAYLOAD)/root/etc/systemd/system \
@@ -90,6 +90,14 @@ cycle-payload: $(KUPDATE) $(CYCLE_BINS)
 
 cycle: kernels guest-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) tests/cycle/cycle.sh
+
+# The three directions (A -> B, B -> A, A -> A') with the demo units and the
+# real services: one verdict line per check, then "N passed, N failed".
+cycle-test:
+	$(Q)tools/deps.sh build test kernel guest
+	$(Q)rm -rf $(BUILD)/results-cycle
+	$(Q)tools/run-suite $(BUILD)/results-cycle cycle $(MAKE) --no-print-directory -s cycle
+	$(Q)tools/summary $(BUILD)/results-cycle cycle
 
 CHECK_SUITES += cycle
 check-cycle:

@@ -23,6 +23,10 @@
 #     nothing comes back, the images are removed, status says abandoned
 #   5 for comparison: a plain `systemctl kexec`, the time until the counter
 #     answers again (cold)
+#   6 A -> A' (kernel A plus one patch, the same version): every unit
+#     restored with its processes, the host's clients see a pause only
+#   After each restore (2 and 6) the counter calls every entry of its vDSO
+#   on the new kernel and the time it reads is checked against the host's.
 #
 # usage: tests/cycle/cycle.sh [--demo]   (--demo: only 2, narrated)
 set -uo pipefail
@@ -88,6 +92,21 @@ unit_pids() { # every pid of a unit's cgroup, sorted
 }
 active() { [ "$(run "systemctl is-active $1")" = active ]; }
 query() { run "kupdate-demo query /run/$1.sock $2"; }
+# vdso_check LABEL: the counter reads the time through each vDSO entry it
+# was given; CLOCK_REALTIME and gettimeofday must agree with the host's clock
+# (the guest's comes from the RTC at boot: allow 3 s), time() too
+vdso_check() {
+	local h1 h2 t
+	h1=$(date +%s%3N)
+	t=$(query demo-counter time)
+	h2=$(date +%s%3N)
+	say "$1: vDSO answer '$t', host between $h1 and $h2 ms"
+	check "$1: every vDSO entry answers on the new kernel, its time agrees with the host's" \
+		awk -v t="$t" -v a="$h1" -v b="$h2" 'BEGIN { n = split(t, f);
+			exit !(n == 6 && f[1] == "vdso" && f[2] >= a - 3000 && f[2] <= b + 3000 &&
+				f[3] - f[2] < 1000 && f[3] - f[2] > -1000 &&
+				f[4] * 1000 >= a - 4000 && f[4] * 1000 <= b + 3000 && f[6] > 0) }'
+}
 
 # ---- boot A, install, start the services ----------------------------------------
 t0=$(now)
@@ -184,6 +203,7 @@ new_boot "$boot1" || bail "A->B: kernel B did not come up"
 say "A->B: apply to multi-user in B: $(since "$t0") s"
 rel=$(run 'uname -r')
 check "A->B: running kernel B ($rel)" grep -q '^6\.12\.' <<<"$rel"
+vdso_check "A->B"
 for u in $units; do
 	check "A->B: $u.service is active" active $u.service
 	now_pids=$(unit_pids $u.service)
@@ -209,6 +229,7 @@ logl=$(run "journalctl -b -u demo-log.service -o cat | grep '^tick' | tail -1")
 check "A->B: the journal shows demo-log's new lines from pid ${pids[demo-log]% } ($logl)" \
 	grep -q "^tick [0-9]* pid ${pids[demo-log]% }\$" <<<"$logl"
 status=$(run 'kupdate status')
+report_ab=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \
@@ -224,7 +245,10 @@ touch "$work/stop"
 wait "$client_pid"
 client_pid=
 wait "$stream_pid" "$redis_pid"
+stream_pid= redis_pid=
 sed 's/^/# client: /' "$work/client"
+client_ab=$(grep '^PASS\|^FAIL' "$work/client") stream_ab=$(grep '^PASS\|^FAIL' "$work/stream")
+redis_ab=$(grep '^PASS\|^FAIL' "$work/redis")
 check "A->B: the host's TCP client saw a pause, never a reset" grep -q '^PASS' "$work/client"
 sed 's/^/# stream: /' "$work/stream"
 check "A->B: the record stream through demo-echo: nothing lost, duplicated or reordered, no reset" \
@@ -235,6 +259,7 @@ check "A->B: redis: the held connection went on (INCR by one each), the 1000 key
 say "waiting for the nginx download to finish"
 wait "$curl_pid"
 curl_rc=$?
+curl_pid=
 got_sum=$(sha256sum "$work/big.bin" 2>/dev/null | cut -d' ' -f1)
 check "A->B: nginx: the 24 MiB download across the cycle completed (curl $curl_rc) with the right checksum" \
 	test "$curl_rc" = 0 -a "$got_sum" = "$big_sum"
@@ -267,6 +292,7 @@ sed 's/^/# apply: /' "$work/apply"
 check "B->A: kupdate apply kexecs" test "$rc" = 252 -o "$rc" = 0
 new_boot "$boot2" || bail "B->A: kernel A did not come up"
 status=$(run 'kupdate status')
+report_ba=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
 check "B->A: demo-pipe was started the ordinary way, with the reason" \
 	grep -q '^demo-pipe.service *cold-started.*restore failed:.*damaged' <<<"$status"
@@ -313,4 +339,68 @@ for i in $(seq 600); do answer && break; sleep 0.5; done
 cold=$(since "$t0")
 say "plain systemctl kexec: the counter answers again (cold, from zero) after $cold s"
 check "cold: a plain systemctl kexec brings the counter back (a new boot)" test "$(boot_id)" != "$boot4"
+
+# ---- 6. A -> A': the same version with one patch more ----------------------------
+if ! wait_payload || ! run 'test -e /payload/boot/bzImage-A2'; then
+	notok "A->A': no kernel A' in the payload (make kernels builds build/kernel/6.1+fix1)"
+	finish
+fi
+sleep 3
+for u in $units; do pids[$u]=$(unit_pids $u.service); done
+rm -f "$work/stop"
+"$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
+client_pid=$!
+"$BUILD/tests/cycle/stream-client" 127.0.0.1 "$port_echo" "$work/stop" >"$work/stream" 2>&1 &
+stream_pid=$!
+"$BUILD/tests/cycle/redis-client" 127.0.0.1 "$port_redis" "$work/stop" >"$work/redis" 2>&1 &
+redis_pid=$!
+sleep 5
+before=$(query demo-counter check)
+rel_a=$(run 'uname -r')
+boot5=$(boot_id)
+"$vm" run "$name" -t 600 -- 'kupdate apply /payload/boot/bzImage-A2' >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "A->A': kupdate apply kexecs" test "$rc" = 252 -o "$rc" = 0
+new_boot "$boot5" || bail "A->A': kernel A' did not come up"
+rel=$(run 'uname -r')
+check "A->A': running kernel A' ($rel_a -> $rel), the patched one" \
+	run "test '$rel' != '$rel_a' && test '${rel%%-*}' = '${rel_a%%-*}' && dmesg | grep -q 'kupdate test fix 1 applied'"
+vdso_check "A->A'"
+for u in $units; do
+	check "A->A': $u.service restored with its processes" \
+		test "$(active $u.service && unit_pids $u.service)" = "${pids[$u]}"
+done
+after=$(query demo-counter check)
+check "A->A': counter memory intact, the count went on ($before -> $after)" \
+	awk -v a="$before" -v b="$after" 'BEGIN { split(a, x); split(b, y);
+		exit !(y[1] == "ok" && y[3] == x[3] && y[2] >= x[2]) }'
+status=$(run 'kupdate status')
+report_aa=$(grep "^phases" <<<"$status")
+echo "$status" | sed 's/^/# status: /'
+check "A->A': kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
+sleep 2
+touch "$work/stop"
+wait "$client_pid" "$stream_pid" "$redis_pid"
+client_pid= stream_pid= redis_pid=
+sed 's/^/# client: /' "$work/client" | tail -1
+check "A->A': the host's TCP client saw a pause, never a reset" grep -q '^PASS' "$work/client"
+sed 's/^/# stream: /' "$work/stream" | tail -1
+check "A->A': the record stream: nothing lost, duplicated or reordered" grep -q '^PASS' "$work/stream"
+sed 's/^/# redis: /' "$work/redis" | tail -1
+check "A->A': redis: the held connection went on, the keys are intact" grep -q '^PASS' "$work/redis"
+
+# ---- report: the phases of each direction (measured in the guest), what the
+# host's clients saw, and a plain kexec's cold start for comparison
+echo "# report (QEMU TCG, 2 vCPUs; times in the guest):"
+echo "#   A->B   ${report_ab:-no phases}"
+echo "#          counter client: ${client_ab:-?}"
+echo "#          record stream:  ${stream_ab:-?}"
+echo "#          redis client:   ${redis_ab:-?}"
+echo "#   B->A   ${report_ba:-no phases} (no pid_reserve=, one unit cold-started on purpose)"
+echo "#   A->A'  ${report_aa:-no phases}"
+echo "#          counter client: $(grep '^PASS\|^FAIL' "$work/client")"
+echo "#          record stream:  $(grep '^PASS\|^FAIL' "$work/stream")"
+echo "#          redis client:   $(grep '^PASS\|^FAIL' "$work/redis")"
+echo "#   plain systemctl kexec B->A, services started cold (state lost): the counter answers after ${cold:-?} s"
 finish

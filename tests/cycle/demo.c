@@ -6,7 +6,11 @@
  *       and 8 MiB of memory filled from a seed.  On the unix socket and on
  *       TCP PORT it answers each line: "get" -> "N PID", "check" -> "ok N PID"
  *       when the memory still holds its pattern, "bad ..." otherwise,
- *       "clock" -> its CLOCK_MONOTONIC in ms.
+ *       "clock" -> its CLOCK_MONOTONIC in ms, "time" -> every entry of the
+ *       vDSO the process was given (found through AT_SYSINFO_EHDR and called
+ *       directly): "vdso RT_MS GTOD_MS TIME_S CPU RES_NS" in the
+ *       CLOCK_REALTIME milliseconds of clock_gettime and gettimeofday, time's
+ *       seconds, getcpu's cpu and clock_getres's resolution, or "novdso WHY".
  *       Connections stay open as long as the client keeps them.
  *   kupdate-demo pipe UNIXPATH
  *       Two processes: the parent writes a sequence into a pipe every 50 ms,
@@ -21,6 +25,7 @@
  *       stream of the cycle tests checks them on the other side).
  *   kupdate-demo query UNIXPATH LINE
  *       Sends LINE to a demo's unix socket and prints the answer. */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -199,6 +205,71 @@ static void counter_tick(void)
 	counter++;
 }
 
+/* A symbol of the vDSO mapped at AT_SYSINFO_EHDR, by its dynamic symbol
+ * table (after a restore on another kernel: whatever the engine put
+ * there must answer). */
+static void *vdso_sym(const char *name)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Phdr *ph;
+	const Elf64_Dyn *dyn = NULL;
+	const Elf64_Sym *sym = NULL;
+	const char *str = NULL;
+	const uint32_t *hash = NULL;
+	uintptr_t base = 0;
+
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return NULL;
+	ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++) {
+		if (ph[i].p_type == PT_LOAD && !base)
+			base = (uintptr_t)eh + ph[i].p_offset - ph[i].p_vaddr;
+		else if (ph[i].p_type == PT_DYNAMIC)
+			dyn = (const Elf64_Dyn *)((const char *)eh + ph[i].p_offset);
+	}
+	if (!dyn || !base)
+		return NULL;
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		if (dyn->d_tag == DT_SYMTAB)
+			sym = (const Elf64_Sym *)(base + dyn->d_un.d_ptr);
+		else if (dyn->d_tag == DT_STRTAB)
+			str = (const char *)(base + dyn->d_un.d_ptr);
+		else if (dyn->d_tag == DT_HASH)
+			hash = (const uint32_t *)(base + dyn->d_un.d_ptr);
+	}
+	if (!sym || !str || !hash)
+		return NULL;
+	for (uint32_t i = 0; i < hash[1]; i++) /* nchain: the number of symbols */
+		if (sym[i].st_shndx != SHN_UNDEF && !strcmp(str + sym[i].st_name, name))
+			return (void *)(base + sym[i].st_value);
+	return NULL;
+}
+
+static void vdso_answer(char *out, size_t len)
+{
+	int (*gettime)(clockid_t, struct timespec *) = vdso_sym("__vdso_clock_gettime");
+	int (*gtod)(struct timeval *, void *) = vdso_sym("__vdso_gettimeofday");
+	time_t (*vtime)(time_t *) = vdso_sym("__vdso_time");
+	long (*getcpu)(unsigned *, unsigned *, void *) = vdso_sym("__vdso_getcpu");
+	int (*getres)(clockid_t, struct timespec *) = vdso_sym("__vdso_clock_getres");
+	struct timespec ts, res;
+	struct timeval tv;
+	unsigned cpu = ~0u, node;
+
+	if (!gettime || !gtod || !vtime || !getcpu || !getres) {
+		snprintf(out, len, "novdso an entry is missing\n");
+		return;
+	}
+	if (gettime(CLOCK_REALTIME, &ts) || gtod(&tv, NULL) || getcpu(&cpu, &node, NULL) ||
+	    getres(CLOCK_MONOTONIC, &res)) {
+		snprintf(out, len, "novdso a call failed\n");
+		return;
+	}
+	snprintf(out, len, "vdso %lld %lld %lld %u %ld\n",
+		 ts.tv_sec * 1000LL + ts.tv_nsec / 1000000, tv.tv_sec * 1000LL + tv.tv_usec / 1000,
+		 (long long)vtime(NULL), cpu, res.tv_nsec);
+}
+
 static void counter_answer(const char *line, char *out, size_t len)
 {
 	if (!strcmp(line, "get")) {
@@ -215,8 +286,10 @@ static void counter_answer(const char *line, char *out, size_t len)
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		snprintf(out, len, "%lld\n", ts.tv_sec * 1000LL + ts.tv_nsec / 1000000);
+	} else if (!strcmp(line, "time")) {
+		vdso_answer(out, len);
 	} else {
-		snprintf(out, len, "? get, check or clock\n");
+		snprintf(out, len, "? get, check, clock or time\n");
 	}
 }
 
