@@ -216,7 +216,7 @@ static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint3
 		    len / PAGE != run->nr_pages)
 			fail(a, RST_STEP_FILL, -22, run->vaddr, vi);
 		while (done < len) {
-			long n = rsys4(NR_pread64, a->pages_fd, dst + done, len - done, off + done);
+			long n = rsys4(NR_pread64, run->fd, dst + done, len - done, off + done);
 
 			if (n == -R_EINTR)
 				continue;
@@ -224,7 +224,7 @@ static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint3
 				fail(a, RST_STEP_FILL, n ? n : -5, run->vaddr + done, vi);
 			done += n;
 		}
-		if (a->verify_crc &&
+		if (a->verify_crc && !(run->flags & RST_RUN_NOCRC) &&
 		    ~(a->verify_crc == 1 ? crc32c_hw_update(~0U, dst, len, k)
 					 : crc32c_sw_update(~0U, dst, len)) != run->crc)
 			fail(a, RST_STEP_CRC, -74 /* EBADMSG */, run->vaddr, vi);

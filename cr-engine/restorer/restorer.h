@@ -54,8 +54,11 @@ struct rst_vma {
 struct rst_run {
 	uint64_t vaddr, nr_pages, file_off;
 	uint32_t crc;
+	int32_t fd;	/* the page image holding the data (layers: memory.c) */
+	uint32_t flags; /* RST_RUN_* */
 	uint32_t pad;
 };
+#define RST_RUN_NOCRC 1 /* part of a run of an older layer: its crc covers more */
 
 struct rst_thread {
 	int32_t tid;
