@@ -242,6 +242,7 @@ struct cr_dump_ctx {
 	struct cr_file *files;
 	int nr_files;
 	unsigned next_file_id;
+	int *file_order; /* indices of files by (dev, ino, kcmp order) */
 	/* shared memory objects, see shmem.c */
 	struct cr_shm *shm;
 	int nr_shm;
@@ -256,6 +257,7 @@ struct cr_dump_ctx {
 	bool sk_collected;
 	struct cr_conn *locked;
 	int nr_locked;
+	struct netlock *netlock; /* the nftables context of the locking */
 	int *repair_fds;
 	int nr_repair;
 };
@@ -290,6 +292,9 @@ int prev_open(struct cr_dump_ctx *ctx);
 int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p);
 /* start tracking writes in p (seized, its mappings read) */
 int track_arm(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* fd of p is a userfaultfd: if it is the one a pre-dump leaves (not
+ * followed by a dump with --prev), close it and return 1; 0: not ours */
+int track_leftover(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd);
 /* undo track_arm (a failed pre-dump) */
 void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 

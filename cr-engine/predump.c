@@ -60,6 +60,7 @@ struct pm_scan_arg {
 };
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #endif
+#define TRACK_UFFD_FEATURES   (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)
 #define PM_SCAN_WP_MATCHING   (1 << 0)
 #define PM_SCAN_CHECK_WPASYNC (1 << 1)
 #define PAGE_IS_WRITTEN	      (1 << 1)
@@ -92,8 +93,7 @@ static bool have_soft_dirty(void)
 
 static int have_uffd_wp_async(void)
 {
-	struct uffdio_api api = { .api = UFFD_API,
-				  .features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED };
+	struct uffdio_api api = { .api = UFFD_API, .features = TRACK_UFFD_FEATURES };
 	_cleanup_close_ int fd = syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
 
 	if (fd < 0)
@@ -519,8 +519,7 @@ out:
 static int arm_uffd(struct cr_proc *p)
 {
 	struct cr_thread *t = &p->threads[0];
-	struct uffdio_api api = { .api = UFFD_API,
-				  .features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED };
+	struct uffdio_api api = { .api = UFFD_API, .features = TRACK_UFFD_FEATURES };
 	long args[6] = { O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY }, res;
 	_cleanup_close_ int pm_fd = -1;
 	char path[64];
@@ -641,4 +640,29 @@ void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		remote_close(p, p->uffd_fd);
 		p->uffd_fd = -1;
 	}
+}
+
+int track_leftover(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
+{
+	_cleanup_free_ char *info = NULL;
+	unsigned long long api = 0, features = 0;
+	unsigned flags = 0;
+	const char *f, *a;
+
+	(void)ctx;
+	if (read_proc(&info, NULL, "/proc/%d/fdinfo/%d", p->pid, fd))
+		return 0;
+	f = strstr(info, "flags:");
+	a = strstr(info, "API:");
+	if (!f || !a || sscanf(f, "flags: %o", &flags) != 1 ||
+	    sscanf(a, "API: %llx:%llx", &api, &features) != 2)
+		return 0;
+	/* created by arm_uffd: exactly these flags and features (the kernel
+	 * adds its own "initialized" bit 31) */
+	if (api != UFFD_API || (features & 0x7fffffffULL) != TRACK_UFFD_FEATURES ||
+	    (flags & (O_CLOEXEC | O_NONBLOCK)) != (O_CLOEXEC | O_NONBLOCK))
+		return 0;
+	pr_info("pid %d: fd %d is the userfaultfd of a pre-dump no dump followed: closed", p->pid,
+		fd);
+	return remote_close(p, fd) ? -EIO : 1;
 }

@@ -11,7 +11,8 @@
  * --pre-dumps N: before each dump, N chained `kupdate dump --pre-dump`
  * while the tree runs; after each one the test gets SIGUSR2 and changes
  * its memory (it creates $CRT_DIR/stage-K when done); the dump then goes
- * with --prev on the last pre-dump.  --skip-if RE: a pre-dump failing with
+ * with --prev on the last pre-dump (not with --no-prev: a pre-dump no dump
+ * builds on, whose tracking the dump must remove).  --skip-if RE: a pre-dump failing with
  * a message matching RE (a kernel without the feature) skips the test.
  *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
@@ -63,6 +64,7 @@ struct opts {
 	int n_dump_extra;
 	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
 	int pre_dumps;
+	bool no_prev;
 	const char *skip_if;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
@@ -626,7 +628,7 @@ static int pre_dumps(pid_t root, int it, const char *log)
 		}
 		snprintf(prev, sizeof(prev), "%s", pre);
 	}
-	if (o.pre_dumps)
+	if (o.pre_dumps && !o.no_prev)
 		dump_prev = pre;
 	return 0;
 }
@@ -996,6 +998,7 @@ int main(int argc, char **argv)
 		{ "restore-opt", required_argument, NULL, 'r' },
 		{ "pre-dumps", required_argument, NULL, 'p' },
 		{ "skip-if", required_argument, NULL, 's' },
+		{ "no-prev", no_argument, NULL, 'n' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1059,6 +1062,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			o.skip_if = optarg;
+			break;
+		case 'n':
+			o.no_prev = true;
 			break;
 		case 'r':
 			if (o.n_restore_extra < 8)
