@@ -72,7 +72,9 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 	if (ctx->opts->no_net_lock)
 		return 0;
 	n[ctx->nr_locked] = *c;
-	if (netlock_add(c, 1))
+	if (!ctx->netlock && !(ctx->netlock = netlock_open()))
+		return -EIO;
+	if (netlock_add_one(ctx->netlock, c))
 		return -EIO;
 	ctx->nr_locked++;
 	return 0;
@@ -250,6 +252,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	free(ctx->procs);
 	free_files(ctx);
 	free(ctx->locked);
+	netlock_close(ctx->netlock);
 	free(ctx->repair_fds);
 	if (ctx->sk_collected)
 		sockdiag_free(&ctx->sk);
