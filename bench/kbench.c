@@ -61,6 +61,36 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Every workload started (its own session: the pid is its process group,
+ * which a restore keeps), to end them if kbench is stopped or dies. */
+static pid_t started[64];
+static volatile sig_atomic_t nr_started;
+
+static void end_workloads(void)
+{
+	for (int i = 0; i < nr_started; i++) {
+		kill(-started[i], SIGKILL);
+		kill(started[i], SIGKILL);
+	}
+	nr_started = 0;
+}
+
+static void on_stop(int sig)
+{
+	char *rm[] = { "/bin/rm", "-rf", o.store, NULL };
+	pid_t pid;
+
+	end_workloads();
+	if (o.store[0] && (pid = fork()) == 0) {
+		execv(rm[0], rm);
+		_exit(127);
+	}
+	if (o.store[0] && pid > 0)
+		waitpid(pid, NULL, 0);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -71,6 +101,7 @@ static void die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
+	end_workloads();
 	exit(1);
 }
 
@@ -257,7 +288,7 @@ struct instance {
 
 static pid_t spawn(const char *dir, const char *name, char *const argv[])
 {
-	char log[700], ready[700];
+	char log[800], ready[700];
 	pid_t pid;
 
 	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
@@ -281,12 +312,14 @@ static pid_t spawn(const char *dir, const char *name, char *const argv[])
 		execv(argv[0], argv);
 		_exit(127);
 	}
+	if (nr_started < (int)(sizeof(started) / sizeof(started[0])))
+		started[nr_started++] = pid;
 	return pid;
 }
 
 static bool wait_ready(const char *dir, const char *name, pid_t pid, double secs)
 {
-	char ready[700], log[700];
+	char ready[800], log[800];
 	double end = now() + secs;
 
 	snprintf(ready, sizeof(ready), "%s/%s.ready", dir, name);
@@ -321,7 +354,7 @@ static int count_lines(const char *path, const char *prefix, char *fail, size_t 
 /* Ask a workload to check its whole state; true when it says OK. */
 static bool check_now(struct instance *in, const char *name, pid_t pid, unsigned *count)
 {
-	char log[700], why[512] = "";
+	char log[800], why[512] = "";
 	double end = now() + 120;
 
 	snprintf(log, sizeof(log), "%s/%s.log", in->dir, name);
@@ -346,9 +379,9 @@ static bool check_now(struct instance *in, const char *name, pid_t pid, unsigned
 	}
 }
 
-static bool finish(struct instance *in, const char *name, pid_t pid)
+static __attribute__((noinline)) bool finish(struct instance *in, const char *name, pid_t pid)
 {
-	char log[700], why[512] = "";
+	char log[800], why[512] = "";
 	double end = now() + 120;
 
 	snprintf(log, sizeof(log), "%s/%s.log", in->dir, name);
@@ -423,7 +456,7 @@ static bool check_instance(struct instance *in)
 	if (!check_now(in, "work", in->root, &in->checks))
 		return false;
 	if (in->client) {
-		char log[700];
+		char log[800];
 
 		snprintf(log, sizeof(log), "%s/client.log", in->dir);
 		dummy = count_lines(log, "OK ", NULL, 0);
@@ -432,12 +465,25 @@ static bool check_instance(struct instance *in)
 	return true;
 }
 
-static bool end_instance(struct instance *in)
+static __attribute__((noinline)) bool end_instance(struct instance *in)
 {
-	bool ok = finish(in, "work", in->root);
+	bool ok = true;
 
-	if (in->client)
-		ok &= finish(in, "client", in->client);
+	/* the client's last check needs the server; once the server has
+	 * ended, the client has nothing left to check: it is killed */
+	if (in->client) {
+		char log[800];
+		unsigned n;
+
+		snprintf(log, sizeof(log), "%s/client.log", in->dir);
+		n = count_lines(log, "OK ", NULL, 0);
+		ok = check_now(in, "client", in->client, &n);
+	}
+	ok = finish(in, "work", in->root) && ok;
+	if (in->client) {
+		kill(in->client, SIGKILL);
+		wait_gone(&in->client, 1, 10);
+	}
 	return ok;
 }
 
@@ -677,6 +723,7 @@ static bool one_run(const struct bcase *c, struct instance *in, int tool, int ru
 	}
 
 	a = 0;
+	unlink(pidf);
 	if (criu) {
 		char log[800];
 
@@ -1069,6 +1116,9 @@ int main(int argc, char **argv)
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
 		die("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	signal(SIGHUP, on_stop);
 	enter_netns();
 	snprintf(o.store, sizeof(o.store), "%s/kbench.%d", store, getpid());
 	if (mkdir(o.store, 0700))
@@ -1091,6 +1141,7 @@ int main(int argc, char **argv)
 			failed++;
 	conditions("end");
 	printf("# %s in %.0f s\n", failed ? "FAILED" : "done", now() - t0);
+	end_workloads();
 	rm_rf(o.store);
 	return failed ? 1 : 0;
 }
