@@ -763,11 +763,13 @@ int files_load(int dirfd, struct rfiles *f)
 			if (ret)
 				return ret;
 		}
-		for (size_t k = 0; k < i; k++)
-			if (f->files[k]->id == e->id) {
-				pr_err("image files.img is damaged: file %u appears twice", e->id);
-				return -EINVAL;
-			}
+		/* the dump writes them in the order of their ids, which
+		 * file_index() relies on */
+		if (i && e->id <= f->files[i - 1]->id) {
+			pr_err("image files.img is damaged: file %u appears twice or out of order",
+			       e->id);
+			return -EINVAL;
+		}
 		if ((e->kind == FILE_KIND__FILE_UNIX && unix_validate(e)) ||
 		    (e->kind == FILE_KIND__FILE_INET && inet_validate(e)))
 			return -EINVAL;
@@ -820,11 +822,21 @@ PipeEntry *files_pipe(const struct rfiles *f, uint64_t id)
 	return NULL;
 }
 
+/* files.img is in the order of the ids (files_load checks it) */
 static size_t file_index(const struct rfiles *f, uint32_t id)
 {
-	for (size_t i = 0; i < f->nr_files; i++)
-		if (f->files[i]->id == id)
-			return i;
+	size_t lo = 0, hi = f->nr_files;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->files[mid]->id == id)
+			return mid;
+		if (f->files[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return (size_t)-1;
 }
 
