@@ -986,6 +986,7 @@ static bool run_case(struct bcase *c)
 	int tools[T_MAX], nt = 0;
 	struct instance in[T_MAX];
 	static struct sample s[T_MAX][MAX_RUNS];
+	bool failed[T_MAX] = { false };
 	uint64_t need, avail = mem_available_mib();
 	bool ok = true;
 
@@ -1021,37 +1022,54 @@ static bool run_case(struct bcase *c)
 			int shared =
 				(tools[t] == T_KUPDATE_PRE || tools[t] == T_CRIU_PRE) ? t - 1 : -1;
 			struct instance *ip = shared >= 0 ? &in[shared] : &in[t];
+			bool criu = tools[t] == T_CRIU || tools[t] == T_CRIU_PRE;
 
+			if (failed[t] || (shared >= 0 && failed[shared]))
+				continue;
 			ok = one_run(c, ip, tools[t], r, &s[t][r]);
+			if (!ok && criu) {
+				/* CRIU failing is a figure of its own, not the case's
+				 * failure: kupdate's figures stand */
+				printf("%-8s %-12s failed on run %d (its output above)\n", c->name,
+				       tool_names[tools[t]], r + 1);
+				failed[t] = true;
+				if (shared < 0) {
+					kill_tree(ip->root);
+					if (ip->client)
+						kill_tree(ip->client);
+				}
+				ok = true;
+			}
 		}
 	for (int t = 0; t < nt; t++)
-		if (tools[t] != T_KUPDATE_PRE && tools[t] != T_CRIU_PRE)
+		if (tools[t] != T_KUPDATE_PRE && tools[t] != T_CRIU_PRE && !failed[t])
 			ok &= end_instance(&in[t]);
 	if (!ok) {
 		printf("%-8s FAILED (see above)\n", c->name);
 		return false;
 	}
 	for (int t = 0; t < nt; t++)
-		print_row(c->name, tools[t], s[t], o.runs);
+		if (!failed[t])
+			print_row(c->name, tools[t], s[t], o.runs);
 	for (int t = 0; t < nt; t++) {
 		int base = tools[t] == T_KUPDATE ? T_CRIU : tools[t] == T_KUPDATE_PRE ? T_CRIU : -1;
 		int bi = -1;
 
 		for (int u = 0; u < nt; u++)
-			if (tools[u] == base)
+			if (tools[u] == base && !failed[u])
 				bi = u;
 		if (bi >= 0) {
 			char label[40];
 
 			snprintf(label, sizeof(label), "%s/criu",
-				 tools[t] == T_KUPDATE ? "ratio" : "pre/criu");
+				 tools[t] == T_KUPDATE ? "ratio" : "pre");
 			print_ratio(c->name, label, s[t], o.runs, s[bi], o.runs);
 		}
 	}
 	for (int t = 0; t < nt; t++)
 		if (tools[t] == T_KUPDATE_PRE) {
 			for (int u = 0; u < nt; u++)
-				if (tools[u] == T_CRIU_PRE)
+				if (tools[u] == T_CRIU_PRE && !failed[u])
 					print_ratio(c->name, "pre/criu+pre", s[t], o.runs, s[u],
 						    o.runs);
 		}
