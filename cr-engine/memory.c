@@ -437,7 +437,7 @@ static bool vma_readable(struct cr_proc *p, uint64_t addr)
 
 static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	enum { BUF = 4 << 20 };
+	enum { BUF = 512 << 10 };
 	struct pages_header h;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ unsigned char *buf = NULL;
@@ -648,7 +648,7 @@ static int push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_p
  * whatever is there then), and the runs are cut around it. */
 int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	enum { BUF = 4 << 20 };
+	enum { BUF = 512 << 10 };
 	struct pages_header h;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ unsigned char *buf = NULL;
@@ -1465,6 +1465,7 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	b->args.pages_fd = pages_fd;
 	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
 	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
+	b->args.populate = !getenv("KUPDATE_NO_POPULATE");
 
 	/* one more for a vDSO proxy (vdso.c) */
 	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));

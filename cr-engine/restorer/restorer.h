@@ -153,6 +153,8 @@ struct rst_args {
 	struct rst_creds creds;
 	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
+	uint32_t populate; /* populate a run's pages before reading them */
+	uint32_t pad_populate;
 
 	/* struct prctl_mm_map fields */
 	uint64_t start_code, end_code, start_data, end_data;
