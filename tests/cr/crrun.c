@@ -302,13 +302,22 @@ static int corrupt_images(const char *img)
 	const char *colon = strchr(o.corrupt, ':');
 	const char *prefix = colon ? colon + 1 : "";
 	bool flip = !strncmp(o.corrupt, "flip:", 5);
-	DIR *d = opendir(img);
+	const char *slash = strrchr(prefix, '/');
+	char dir[1024], path[1400] = "";
+	DIR *d;
 	struct dirent *de;
-	char path[1024] = "";
 
+	/* "parent/pages-": an image of the layer below (--pre-dumps) */
+	if (slash) {
+		snprintf(dir, sizeof(dir), "%s/%.*s", img, (int)(slash - prefix), prefix);
+		prefix = slash + 1;
+	} else {
+		snprintf(dir, sizeof(dir), "%s", img);
+	}
+	d = opendir(dir);
 	while (d && (de = readdir(d)))
 		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strstr(de->d_name, ".img")) {
-			snprintf(path, sizeof(path), "%s/%s", img, de->d_name);
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 			break;
 		}
 	if (d)
