@@ -263,6 +263,9 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	if (ctx->prev_dirfd >= 0)
 		close(ctx->prev_dirfd);
 	free(ctx->prev_uffd);
+	for (int i = 0; i < ctx->nr_held_uffd; i++)
+		close(ctx->held_uffd[i]);
+	free(ctx->held_uffd);
 }
 
 static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)

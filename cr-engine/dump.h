@@ -234,6 +234,8 @@ struct cr_dump_ctx {
 	int prev_dirfd;	       /* --prev: the parent image directory, or -1 */
 	uint64_t *prev_uffd;   /* inodes of the userfaultfds the parent dump left */
 	int nr_prev_uffd;
+	int *held_uffd; /* our copies of them, closed once the tree is released */
+	int nr_held_uffd;
 	bool check_only; /* cr_dump_opts.check_only: look, write nothing */
 	int64_t t_start, t_seized, t_released;
 	unsigned nr_threads;

@@ -41,6 +41,7 @@
 #include "images/pagemap.pb-c.h"
 #include "log.h"
 #include "remote.h"
+#include "sockets.h"
 #include "util.h"
 
 #ifndef UFFD_FEATURE_WP_UNPOPULATED
@@ -482,7 +483,25 @@ int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			break;
 		}
 		ret = uffd_clean(p, pm_fd, &clean, &nr_clean);
-		/* disarmed whatever happened: the process goes on without it */
+		/* disarmed whatever happened: the process goes on without it.
+		 * The last close of a userfaultfd undoes the registration and
+		 * the write-protection of every page (100 ms a GiB): a dump
+		 * keeps a copy so that this happens once the tree is released,
+		 * not while it is stopped.  A pre-dump arms a new one right
+		 * after, which the old registration would prevent. */
+		if (!ctx->opts->pre_dump) {
+			int held = sk_dup(p, h->uffd_fd);
+			int *n = held >= 0 ? xrealloc_array(ctx->held_uffd, ctx->nr_held_uffd + 1,
+							    sizeof(*n))
+					   : NULL;
+
+			if (n) {
+				ctx->held_uffd = n;
+				n[ctx->nr_held_uffd++] = held;
+			} else if (held >= 0) {
+				close(held);
+			}
+		}
 		if (remote_close(p, h->uffd_fd) && !ret)
 			ret = -EIO;
 		break;

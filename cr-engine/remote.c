@@ -42,7 +42,7 @@ int remote_find_syscall(pid_t pid, uint64_t *ip, uint64_t vdso[2])
 	size_t vlen = 0;
 	long off = own_vdso_syscall_offset(&vlen);
 
-	ret = parse_smaps(pid, &v, &nr);
+	ret = parse_maps(pid, &v, &nr);
 	if (ret)
 		return ret;
 	vdso[0] = vdso[1] = 0;
