@@ -61,7 +61,12 @@ struct pm_scan_arg {
 };
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #endif
-#define TRACK_UFFD_FEATURES   (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)
+/* UFFD_FEATURE_THREAD_ID changes nothing here (with asynchronous
+ * write-protection alone no message is ever read): it only makes the set
+ * of features one a process of its own would hardly ask for, so that a
+ * dump can tell a pre-dump's leftover userfaultfd (track_leftover) */
+#define TRACK_UFFD_FEATURES \
+	(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED | UFFD_FEATURE_THREAD_ID)
 #define PM_SCAN_WP_MATCHING   (1 << 0)
 #define PM_SCAN_CHECK_WPASYNC (1 << 1)
 #define PAGE_IS_WRITTEN	      (1 << 1)
