@@ -41,6 +41,11 @@ struct cr_dump_opts {
 	bool no_net_lock;     /* the caller locks the network itself */
 	bool check_only;      /* look at everything, write nothing, resume the tree */
 	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
+	/* pre_dump: save only memory, copied after the tree runs again, and
+	 * track what it writes from then on; prev_dir: an earlier pre-dump,
+	 * whose unchanged pages this dump refers to instead of copying them */
+	bool pre_dump;
+	const char *prev_dir;
 	cr_external_unix_fn external_unix;
 	/* called once every process is seized, before anything runs in them
 	 * (the orchestrator thaws the frozen cgroup there: code injected into

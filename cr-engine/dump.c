@@ -55,6 +55,8 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	if (ret)
 		return ret;
 	e.has_clock_monotonic_ns = e.has_clock_boottime_ns = 1;
+	if (ctx->opts->pre_dump)
+		e.has_pre_dump = e.pre_dump = 1;
 	ret = img_writer_open(&w, ctx->dirfd, "inventory.img", IMG_INVENTORY);
 	if (ret)
 		return ret;
@@ -72,7 +74,9 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 	if (ctx->opts->no_net_lock)
 		return 0;
 	n[ctx->nr_locked] = *c;
-	if (netlock_add(c, 1))
+	if (!ctx->netlock && !(ctx->netlock = netlock_open()))
+		return -EIO;
+	if (netlock_add_one(ctx->netlock, c))
 		return -EIO;
 	ctx->nr_locked++;
 	return 0;
@@ -120,7 +124,10 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		if (ret)
 			return ret;
 	}
-	ret = dump_mm(ctx, p);
+	/* before its fds are looked at: a pre-dump's userfaultfd goes */
+	ret = prev_collect(ctx, p);
+	if (!ret)
+		ret = dump_mm(ctx, p);
 	if (!ret)
 		ret = dump_task_misc(ctx, p);
 	if (!ret)
@@ -168,6 +175,7 @@ static void free_proc(struct cr_proc *p)
 	free(p->auxv);
 	free(p->vdso_image);
 	free(p->runs);
+	free(p->inpar);
 	free(p->fds);
 	free(p->children);
 	free(p->exe_path);
@@ -229,7 +237,7 @@ static void remove_images(int dirfd, const char *path, bool created)
 		size_t n = strlen(de->d_name);
 
 		if ((n > 4 && !strcmp(de->d_name + n - 4, ".img")) ||
-		    (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")))
+		    (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")) || !strcmp(de->d_name, "parent"))
 			unlinkat(dirfd, de->d_name, 0);
 	}
 	if (d)
@@ -250,6 +258,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	free(ctx->procs);
 	free_files(ctx);
 	free(ctx->locked);
+	netlock_close(ctx->netlock);
 	free(ctx->repair_fds);
 	if (ctx->sk_collected)
 		sockdiag_free(&ctx->sk);
@@ -257,6 +266,12 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	pipes_free_dump(ctx);
 	if (ctx->dirfd >= 0)
 		close(ctx->dirfd);
+	if (ctx->prev_dirfd >= 0)
+		close(ctx->prev_dirfd);
+	free(ctx->prev_uffd);
+	for (int i = 0; i < ctx->nr_held_uffd; i++)
+		close(ctx->held_uffd[i]);
+	free(ctx->held_uffd);
 }
 
 static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
@@ -287,6 +302,77 @@ static int write_images(struct cr_dump_ctx *ctx)
 	return ret;
 }
 
+/* Pre-dump, while the tree is stopped: what changed since --prev, and the
+ * tracking of the parent dump disarmed in every process (a userfaultfd
+ * goes away only with its last copy, in a child forked since, say) ... */
+static int predump_collect(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	int ret;
+
+	if (p->state == TASK_STATE__TASK_ZOMBIE)
+		return 0;
+	ret = remote_find_syscall(p->pid, &p->syscall_ip, p->vdso_range);
+	if (!ret)
+		ret = dump_thread(ctx, p, &p->threads[0]);
+	if (!ret)
+		ret = prev_collect(ctx, p);
+	return ret;
+}
+
+/* ... then the pages there are, and the tracking of writes armed again */
+static int predump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	int ret;
+
+	if (p->state == TASK_STATE__TASK_ZOMBIE)
+		return 0;
+	ret = dump_mm(ctx, p);
+	if (!ret)
+		ret = mem_scan_pages(ctx, p);
+	if (!ret)
+		ret = track_arm(ctx, p);
+	return ret;
+}
+
+/* The pages are copied once the tree runs again. */
+static int pre_dump(struct cr_dump_ctx *ctx, const struct cr_dump_opts *o, bool created)
+{
+	int ret = 0;
+
+	for (int i = 0; !ret && i < ctx->nr_procs; i++)
+		ret = predump_collect(ctx, ctx->procs[i]);
+	for (int i = 0; !ret && i < ctx->nr_procs; i++)
+		ret = predump_process(ctx, ctx->procs[i]);
+	if (ret) {
+		for (int i = 0; i < ctx->nr_procs; i++)
+			track_disarm(ctx, ctx->procs[i]);
+		release_tree(ctx, false);
+		remove_images(ctx->dirfd, o->imgdir, created);
+		return ret;
+	}
+	release_tree(ctx, false);
+	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
+		struct cr_proc *p = ctx->procs[i];
+
+		if (p->state == TASK_STATE__TASK_ZOMBIE)
+			continue;
+		ret = mem_write_predump(ctx, p);
+		if (!ret && o->progress) {
+			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
+						       ctx->total_pages * PAGE_SIZE };
+
+			o->progress(&pg, o->progress_arg);
+		}
+	}
+	if (!ret)
+		ret = write_inventory(ctx);
+	if (ret) {
+		pr_err("pre-dump of pid %d failed: %s", ctx->procs[0]->pid, strerror(-ret));
+		remove_images(ctx->dirfd, o->imgdir, created);
+	}
+	return ret;
+}
+
 int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		  struct cr_dump_session **out)
 {
@@ -304,6 +390,9 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	ctx->have_pagemap_scan = -1;
 	ctx->t_start = now_ns(CLOCK_MONOTONIC);
 	ctx->dirfd = -1;
+	ctx->prev_dirfd = -1;
+	if (o->pre_dump && o->check_only)
+		return -EINVAL;
 	if (!o->check_only) {
 		ctx->dirfd = open_imgdir(o->imgdir, &created);
 		if (ctx->dirfd < 0) {
@@ -313,10 +402,27 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		}
 	}
 	mem_find_zero_pfns(ctx);
+	ret = o->pre_dump ? track_method(&ctx->track) : 0;
+	if (!ret && o->prev_dir)
+		ret = prev_open(ctx);
+	if (ret) {
+		if (!o->check_only)
+			remove_images(ctx->dirfd, o->imgdir, created);
+		free_ctx(ctx);
+		free(s);
+		return ret;
+	}
 
 	ret = seize_tree(ctx);
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
+	if (!ret && o->pre_dump) {
+		ret = pre_dump(ctx, o, created);
+		fill_stats(ctx, st);
+		free_ctx(ctx);
+		free(s);
+		return ret;
+	}
 	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = dump_process(ctx, ctx->procs[i]);
 		if (!ret && o->progress && !o->check_only) {

@@ -97,6 +97,11 @@ struct cr_vma {
 struct cr_pagerun {
 	uint64_t vaddr, nr_pages;
 	uint32_t crc;
+	bool in_parent; /* unchanged since the --prev dump: no data here */
+};
+
+struct cr_range {
+	uint64_t start, end;
 };
 
 struct cr_fd {
@@ -186,7 +191,13 @@ struct cr_proc {
 
 	struct cr_pagerun *runs;
 	int nr_runs;
-	uint64_t nr_pages;
+	uint64_t nr_pages; /* pages whose data this dump writes (not in_parent) */
+	/* predump.c: pages present and unchanged since the --prev dump, which
+	 * the parent images hold (sorted) */
+	struct cr_range *inpar;
+	int nr_inpar;
+	int uffd_fd;	   /* the userfaultfd armed in the process, -1: none */
+	uint64_t uffd_ino; /* its inode */
 
 	int mem_fd;		/* /proc/PID/mem */
 	int pidfd;		/* for pidfd_getfd, -1 until needed */
@@ -240,7 +251,13 @@ struct cr_dump_ctx {
 	uint64_t zero_pfn; /* pfn of the zero page, 0 if unknown */
 	uint64_t huge_zero_pfn;
 	int have_pagemap_scan; /* -1 unknown, 0 no, 1 yes */
-	bool check_only;       /* cr_dump_opts.check_only: look, write nothing */
+	int track;	       /* DIRTY_TRACK__* used to arm the pre-dump, predump.c */
+	int prev_dirfd;	       /* --prev: the parent image directory, or -1 */
+	uint64_t *prev_uffd;   /* inodes of the userfaultfds the parent dump left */
+	int nr_prev_uffd;
+	int *held_uffd; /* our copies of them, closed once the tree is released */
+	int nr_held_uffd;
+	bool check_only; /* cr_dump_opts.check_only: look, write nothing */
 	int64_t t_start, t_seized, t_released;
 	unsigned nr_threads;
 	uint64_t total_pages;
@@ -248,6 +265,7 @@ struct cr_dump_ctx {
 	struct cr_file *files;
 	int nr_files;
 	unsigned next_file_id;
+	int *file_order; /* indices of files by (dev, ino, kcmp order) */
 	/* shared memory objects, see shmem.c */
 	struct cr_shm *shm;
 	int nr_shm;
@@ -262,6 +280,7 @@ struct cr_dump_ctx {
 	bool sk_collected;
 	struct cr_conn *locked;
 	int nr_locked;
+	struct netlock *netlock; /* the nftables context of the locking */
 	int *repair_fds;
 	int nr_repair;
 };
@@ -281,6 +300,26 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* the page runs of p (present, not zero), in_parent where p->inpar says */
+int mem_scan_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* pre-dump: copy the runs of a process that runs again, dropping the pages
+ * that went away meanwhile; then the pagemap */
+int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p);
+
+/* predump.c: dirty tracking between a pre-dump and the dump that follows */
+int track_method(int *track);
+int prev_open(struct cr_dump_ctx *ctx);
+/* what changed in p since the parent dump (sets p->inpar), and the
+ * tracking of the parent dump disarmed */
+int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* start tracking writes in p (seized, its mappings read) */
+int track_arm(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* fd of p is a userfaultfd: if it is the one a pre-dump leaves (not
+ * followed by a dump with --prev), close it and return 1; 0: not ours */
+int track_leftover(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd);
+/* undo track_arm (a failed pre-dump) */
+void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* files.c */
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);

@@ -335,6 +335,7 @@ static int add_run(struct cr_proc *p, const struct cr_vma *v, uint64_t vaddr, ui
 		n[p->nr_runs].vaddr = vaddr;
 		n[p->nr_runs].nr_pages = nr;
 		n[p->nr_runs].crc = 0;
+		n[p->nr_runs].in_parent = false;
 		p->nr_runs++;
 	}
 	p->nr_pages += nr;
@@ -443,7 +444,7 @@ static bool vma_readable(struct cr_proc *p, uint64_t addr)
 
 static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	enum { BUF = 4 << 20 };
+	enum { BUF = 512 << 10 };
 	struct pages_header h;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ unsigned char *buf = NULL;
@@ -481,6 +482,8 @@ static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
 		uint32_t c = 0;
 
+		if (r->in_parent)
+			continue;
 		while (left) {
 			uint64_t n = MIN(left, (uint64_t)BUF);
 
@@ -509,19 +512,73 @@ werr:
 	return ret;
 }
 
-int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
+/* Split the runs along p->inpar: the pages there are marked in_parent and
+ * their data is left to the parent images. */
+static int apply_inpar(struct cr_proc *p)
 {
-	_cleanup_close_ int pm_fd = -1;
+	struct cr_pagerun *out = NULL;
+	int n = 0, cap = 0, k = 0;
+
+	if (!p->nr_inpar)
+		return 0;
+	p->nr_pages = 0;
+	for (int i = 0; i < p->nr_runs; i++) {
+		uint64_t a = p->runs[i].vaddr, end = a + p->runs[i].nr_pages * PAGE_SIZE;
+
+		while (a < end) {
+			uint64_t b;
+			bool inp;
+
+			while (k < p->nr_inpar && p->inpar[k].end <= a)
+				k++;
+			if (k < p->nr_inpar && p->inpar[k].start <= a) {
+				inp = true;
+				b = MIN(end, p->inpar[k].end);
+			} else {
+				inp = false;
+				b = k < p->nr_inpar ? MIN(end, p->inpar[k].start) : end;
+			}
+			if (n == cap) {
+				struct cr_pagerun *nr;
+
+				cap = cap ? cap * 2 : 64;
+				nr = xrealloc_array(out, cap, sizeof(*nr));
+				if (!nr) {
+					free(out);
+					return -ENOMEM;
+				}
+				out = nr;
+			}
+			out[n].vaddr = a;
+			out[n].nr_pages = (b - a) / PAGE_SIZE;
+			out[n].crc = 0;
+			out[n].in_parent = inp;
+			if (!inp)
+				p->nr_pages += out[n].nr_pages;
+			n++;
+			a = b;
+		}
+	}
+	free(p->runs);
+	p->runs = out;
+	p->nr_runs = n;
+	return 0;
+}
+
+static int open_mem(struct cr_proc *p, int *pm_fd)
+{
 	char path[64];
 	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", p->pid);
-	pm_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pm_fd < 0) {
+	*pm_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*pm_fd < 0) {
 		ret = -errno;
 		pr_perror("pid %d: cannot open %s", p->pid, path);
 		return ret;
 	}
+	if (p->mem_fd >= 0)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
 	p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (p->mem_fd < 0) {
@@ -529,6 +586,17 @@ int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		pr_perror("pid %d: cannot open %s", p->pid, path);
 		return ret;
 	}
+	return 0;
+}
+
+int mem_scan_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	_cleanup_close_ int pm_fd = -1;
+	int ret;
+
+	ret = open_mem(p, &pm_fd);
+	if (ret)
+		return ret;
 	for (int i = 0; i < p->nr_vmas; i++) {
 		struct cr_vma *v = &p->vmas[i];
 
@@ -554,8 +622,147 @@ int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return ret;
 		}
 	}
+	return apply_inpar(p);
+}
+
+int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	int ret = mem_scan_pages(ctx, p);
+
+	if (ret)
+		return ret;
 	ctx->total_pages += p->nr_pages;
 	return write_page_data(ctx, p);
+}
+
+static int push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r)
+{
+	if (*n == *cap) {
+		int c = *cap ? *cap * 2 : 64;
+		struct cr_pagerun *nr = xrealloc_array(*out, c, sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		*out = nr;
+		*cap = c;
+	}
+	(*out)[(*n)++] = *r;
+	return 0;
+}
+
+/* Pre-dump: the process runs while its pages are copied.  A page it unmaps
+ * meanwhile cannot be read: it is left out (the dump that follows copies
+ * whatever is there then), and the runs are cut around it. */
+int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	enum { BUF = 512 << 10 };
+	struct pages_header h;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ unsigned char *buf = NULL;
+	_cleanup_free_ struct cr_pagerun *out = NULL;
+	unsigned char hdr[PAGES_DATA_OFFSET];
+	char name[64];
+	bool crc = !ctx->opts->no_page_crc;
+	int n = 0, cap = 0, ret;
+	uint64_t written = 0;
+
+	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
+	fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		pr_perror("cannot create image %s", name);
+		return ret;
+	}
+	buf = malloc(BUF);
+	if (!buf)
+		return -ENOMEM;
+	ret = pwrite(fd, "", 1, PAGES_DATA_OFFSET - 1) == 1 ? 0 : -errno;
+	if (ret)
+		goto werr;
+	if (lseek(fd, PAGES_DATA_OFFSET, SEEK_SET) < 0) {
+		ret = -errno;
+		goto werr;
+	}
+	for (int i = 0; i < p->nr_runs; i++) {
+		struct cr_pagerun *r = &p->runs[i];
+		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
+		bool open_run = false;
+
+		if (r->in_parent) {
+			ret = push_run(&out, &n, &cap, r);
+			if (ret)
+				return ret;
+			continue;
+		}
+		while (left) {
+			uint64_t chunk = MIN(left, (uint64_t)BUF), len = 0, step;
+			struct iovec l = { buf, chunk }, rv = { (void *)a, chunk };
+			ssize_t k = process_vm_readv(p->pid, &l, 1, &rv, 1, 0);
+
+			if (k > 0)
+				len = (uint64_t)k & ~(PAGE_SIZE - 1);
+			/* the rest page by page through /proc/PID/mem, which
+			 * reads unreadable mappings too, up to a page gone */
+			while (len < chunk &&
+			       pread(p->mem_fd, buf + len, PAGE_SIZE, a + len) == PAGE_SIZE)
+				len += PAGE_SIZE;
+			if (len) {
+				if (!open_run) {
+					struct cr_pagerun nr = { a, 0, 0, false };
+
+					ret = push_run(&out, &n, &cap, &nr);
+					if (ret)
+						return ret;
+					open_run = true;
+				}
+				if (crc)
+					out[n - 1].crc = crc32c(out[n - 1].crc, buf, len);
+				out[n - 1].nr_pages += len / PAGE_SIZE;
+				written += len / PAGE_SIZE;
+				ret = write_all(fd, buf, len);
+				if (ret)
+					goto werr;
+			}
+			step = len;
+			if (len < chunk) {
+				pr_debug("pid %d: page %lx went away during the pre-dump", p->pid,
+					 (unsigned long)(a + len));
+				step += PAGE_SIZE;
+				open_run = false;
+			}
+			a += step;
+			left -= step;
+		}
+	}
+	memset(hdr, 0, sizeof(hdr));
+	memset(&h, 0, sizeof(h));
+	h.h.magic = IMG_MAGIC;
+	h.h.kind = IMG_PAGES;
+	h.h.version = IMG_FORMAT_VERSION;
+	h.h.hdr_size = sizeof(h);
+	h.nr_pages = written;
+	h.pid = p->pid;
+	memcpy(hdr, &h, sizeof(h));
+	if (pwrite(fd, hdr, sizeof(hdr), 0) != sizeof(hdr)) {
+		ret = -errno;
+		goto werr;
+	}
+	if (close(fd)) {
+		fd = -1;
+		ret = -errno;
+		goto werr;
+	}
+	fd = -1;
+	free(p->runs);
+	p->runs = out;
+	out = NULL;
+	p->nr_runs = n;
+	p->nr_pages = written;
+	ctx->total_pages += written;
+	return write_pagemap(ctx, p);
+werr:
+	pr_err("cannot write image %s: %s", name, strerror(-ret));
+	return ret;
 }
 
 /* vDSO symbols: offsets of the functions, to redirect them on a kernel
@@ -700,24 +907,46 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (ret)
 		return ret;
 
+	return write_pagemap(ctx, p);
+}
+
+int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	PagemapHead h = PAGEMAP_HEAD__INIT;
+	struct img_writer w;
+	char name[64];
+	int ret;
+
 	snprintf(name, sizeof(name), "pagemap-%d.img", p->pid);
 	ret = img_writer_open(&w, ctx->dirfd, name, IMG_PAGEMAP);
 	if (ret)
 		return ret;
-	{
-		PagemapHead h = PAGEMAP_HEAD__INIT;
-
-		h.nr_pages = p->nr_pages;
-		h.crc_valid = !ctx->opts->no_page_crc;
-		img_write(&w, &h.base);
+	h.nr_pages = p->nr_pages;
+	h.crc_valid = !ctx->opts->no_page_crc;
+	h.has_start_time = 1;
+	h.start_time = p->stat.starttime;
+	if (ctx->opts->pre_dump) {
+		h.has_tracking = 1;
+		h.tracking = ctx->track;
+		if (p->uffd_fd >= 0) {
+			h.has_uffd_fd = h.has_uffd_ino = 1;
+			h.uffd_fd = p->uffd_fd;
+			h.uffd_ino = p->uffd_ino;
+		}
 	}
+	img_write(&w, &h.base);
 	for (int i = 0; i < p->nr_runs; i++) {
 		PagemapEntry e = PAGEMAP_ENTRY__INIT;
 
 		e.vaddr = p->runs[i].vaddr;
 		e.nr_pages = p->runs[i].nr_pages;
-		e.has_crc32c = 1;
-		e.crc32c = p->runs[i].crc;
+		if (p->runs[i].in_parent) {
+			e.has_in_parent = 1;
+			e.in_parent = 1;
+		} else {
+			e.has_crc32c = 1;
+			e.crc32c = p->runs[i].crc;
+		}
 		img_write(&w, &e.base);
 	}
 	return img_writer_close(&w);
@@ -826,7 +1055,8 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 			       pid, i, (unsigned long)r->vaddr, (unsigned long)r->nr_pages);
 			return -EINVAL;
 		}
-		total += r->nr_pages;
+		if (!r->in_parent)
+			total += r->nr_pages;
 	}
 	if (total != mm->head->nr_pages) {
 		pr_err("image pagemap-%d.img is damaged: runs hold %lu pages, header says %lu", pid,
@@ -1013,6 +1243,207 @@ static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int 
 	return fd;
 }
 
+/* Layered images: a dump made with --prev refers to its parent directory
+ * (the `parent` symlink) for the pages that did not change, and a parent
+ * may itself have one.  Each layer's pagemap is read once, its page image
+ * becomes one more helper fd of the restorer. */
+#define MAX_LAYERS 16
+
+struct layer {
+	int dirfd; /* -1: not loaded */
+	int pages_fd;
+	PagemapHead *head;
+	PagemapEntry **runs;
+	uint64_t *off; /* data offset of each run without in_parent */
+	size_t nr;
+};
+
+static void layers_free(struct layer **lp)
+{
+	struct layer *l = *lp;
+
+	if (!l)
+		return;
+	for (int i = 0; i < MAX_LAYERS; i++) {
+		if (l[i].dirfd >= 0)
+			close(l[i].dirfd);
+		if (l[i].head)
+			pagemap_head__free_unpacked(l[i].head, NULL);
+		for (size_t k = 0; k < l[i].nr; k++)
+			pagemap_entry__free_unpacked(l[i].runs[k], NULL);
+		free(l[i].runs);
+		free(l[i].off);
+	}
+	free(l);
+}
+
+static int grow_runs(struct rst_builder *b, size_t *cap)
+{
+	struct rst_run *n;
+
+	if (b->nr_runs < *cap)
+		return 0;
+	n = xrealloc_array(b->runs, *cap * 2, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	memset(n + *cap, 0, *cap * sizeof(*n));
+	b->runs = n;
+	*cap *= 2;
+	return 0;
+}
+
+/* layers[depth] is the parent of the directory child_fd */
+static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struct rst_builder *b)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	char name[64];
+	uint64_t off = PAGES_DATA_OFFSET, total = 0;
+	int ret, fd;
+
+	l->dirfd = openat(child_fd, "parent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->dirfd < 0) {
+		ret = -errno;
+		pr_perror("pid %d: its pagemap refers to a parent image directory, which cannot "
+			  "be opened (layer %d)",
+			  pid, depth + 1);
+		return ret;
+	}
+	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
+	ret = img_reader_open(&r, l->dirfd, name, IMG_PAGEMAP);
+	if (ret)
+		return ret;
+	ret = img_read(&r, &pagemap_head__descriptor, &m);
+	if (ret == 0) {
+		pr_err("parent image %s (layer %d) is damaged: it is empty", name, depth + 1);
+		ret = -EINVAL;
+	}
+	if (ret < 0)
+		goto out;
+	l->head = (PagemapHead *)m;
+	l->runs = calloc(r.nr ? r.nr : 1, sizeof(*l->runs));
+	l->off = calloc(r.nr ? r.nr : 1, sizeof(*l->off));
+	if (!l->runs || !l->off) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while ((ret = img_read(&r, &pagemap_entry__descriptor, &m)) > 0) {
+		PagemapEntry *e = (PagemapEntry *)m;
+		uint64_t end = e->vaddr + e->nr_pages * PAGE_SIZE;
+
+		l->runs[l->nr] = e;
+		if (!page_aligned(e->vaddr) || !e->nr_pages || e->nr_pages > (1ULL << 36) ||
+		    end <= e->vaddr || end > TASK_SIZE_MAX ||
+		    (l->nr && e->vaddr < l->runs[l->nr - 1]->vaddr +
+						 l->runs[l->nr - 1]->nr_pages * PAGE_SIZE)) {
+			pr_err("parent image %s (layer %d) is damaged: run %zu at %lx is out of "
+			       "order or invalid",
+			       name, depth + 1, l->nr, (unsigned long)e->vaddr);
+			l->nr++;
+			ret = -EINVAL;
+			goto out;
+		}
+		if (!e->in_parent) {
+			l->off[l->nr] = off;
+			off += e->nr_pages * PAGE_SIZE;
+			total += e->nr_pages;
+		}
+		l->nr++;
+	}
+	if (ret < 0)
+		goto out;
+	if (total != l->head->nr_pages) {
+		pr_err("parent image %s (layer %d) is damaged: runs hold %lu pages, header says "
+		       "%lu",
+		       name, depth + 1, (unsigned long)total, (unsigned long)l->head->nr_pages);
+		ret = -EINVAL;
+		goto out;
+	}
+	fd = open_pages(l->dirfd, pid, l->head->nr_pages);
+	if (fd < 0) {
+		ret = fd;
+		goto out;
+	}
+	fd = builder_place_fd(b, fd);
+	if (fd < 0) {
+		ret = fd;
+		goto out;
+	}
+	l->pages_fd = fd;
+	ret = 0;
+out:
+	img_reader_close(&r);
+	return ret;
+}
+
+/* Pages [vaddr, +nr) are in the parent of the layer whose directory is
+ * child_fd: add restorer runs reading them from where they are. */
+static int resolve_parent(int child_fd, pid_t pid, struct layer *layers, int depth, uint64_t vaddr,
+			  uint64_t nr, struct rst_builder *b, size_t *cap)
+{
+	struct layer *l = &layers[depth];
+	uint64_t a = vaddr, end = vaddr + nr * PAGE_SIZE;
+	size_t lo = 0, hi;
+	int ret;
+
+	if (depth >= MAX_LAYERS) {
+		pr_err("pid %d: more than %d layers of images (a loop of parent links?)", pid,
+		       MAX_LAYERS);
+		return -ELOOP;
+	}
+	if (l->dirfd < 0) {
+		ret = load_layer(child_fd, pid, l, depth, b);
+		if (ret)
+			return ret;
+	}
+	/* the first run ending after a */
+	hi = l->nr;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (l->runs[mid]->vaddr + l->runs[mid]->nr_pages * PAGE_SIZE <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; a < end; i++) {
+		const PagemapEntry *e = i < l->nr ? l->runs[i] : NULL;
+		uint64_t e_end, piece_end;
+
+		if (!e || e->vaddr > a) {
+			pr_err("pid %d: page %lx is said to be in the parent images (layer %d), "
+			       "which do not hold it",
+			       pid, (unsigned long)a, depth + 1);
+			return -EINVAL;
+		}
+		e_end = e->vaddr + e->nr_pages * PAGE_SIZE;
+		piece_end = MIN(end, e_end);
+		if (e->in_parent) {
+			ret = resolve_parent(l->dirfd, pid, layers, depth + 1, a,
+					     (piece_end - a) / PAGE_SIZE, b, cap);
+		} else {
+			struct rst_run *r;
+
+			ret = grow_runs(b, cap);
+			if (!ret) {
+				r = &b->runs[b->nr_runs++];
+				r->vaddr = a;
+				r->nr_pages = (piece_end - a) / PAGE_SIZE;
+				r->file_off = l->off[i] + (a - e->vaddr);
+				r->fd = l->pages_fd;
+				r->crc = e->crc32c;
+				/* the crc covers the parent's whole run */
+				if (a != e->vaddr || piece_end != e_end || !l->head->crc_valid)
+					r->flags |= RST_RUN_NOCRC;
+			}
+		}
+		if (ret)
+			return ret;
+		a = piece_end;
+	}
+	return 0;
+}
+
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	     struct rst_builder *b, bool verify)
 {
@@ -1022,10 +1453,18 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	uint64_t off = PAGES_DATA_OFFSET;
 	int pages_fd, ret;
 
+	__attribute__((cleanup(layers_free))) struct layer *layers = NULL;
+	size_t cap_runs = mm->nr_runs ? mm->nr_runs : 1;
+
 	if (!shm_cache)
 		return -ENOMEM;
 	for (size_t i = 0; i < shm->n; i++)
 		shm_cache[i] = -1;
+	layers = calloc(MAX_LAYERS, sizeof(*layers));
+	if (!layers)
+		return -ENOMEM;
+	for (int i = 0; i < MAX_LAYERS; i++)
+		layers[i].dirfd = -1;
 	pages_fd = open_pages(dirfd, pid, mm->head->nr_pages);
 	if (pages_fd < 0)
 		return pages_fd;
@@ -1035,6 +1474,7 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	b->args.pages_fd = pages_fd;
 	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
 	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
+	b->args.populate = !getenv("KUPDATE_NO_POPULATE");
 
 	/* one more for a vDSO proxy (vdso.c) */
 	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));
@@ -1090,12 +1530,25 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 		}
 		v->first_run = b->nr_runs;
 		for (; run < mm->nr_runs && mm->runs[run]->vaddr < e->end; run++) {
-			struct rst_run *r = &b->runs[b->nr_runs++];
+			const PagemapEntry *pe = mm->runs[run];
+			struct rst_run *r;
 
-			r->vaddr = mm->runs[run]->vaddr;
-			r->nr_pages = mm->runs[run]->nr_pages;
+			if (pe->in_parent) {
+				ret = resolve_parent(dirfd, pid, layers, 0, pe->vaddr, pe->nr_pages,
+						     b, &cap_runs);
+				if (ret)
+					return ret;
+				continue;
+			}
+			ret = grow_runs(b, &cap_runs);
+			if (ret)
+				return ret;
+			r = &b->runs[b->nr_runs++];
+			r->vaddr = pe->vaddr;
+			r->nr_pages = pe->nr_pages;
 			r->file_off = off;
-			r->crc = mm->runs[run]->crc32c;
+			r->crc = pe->crc32c;
+			r->fd = pages_fd;
 			off += r->nr_pages * PAGE_SIZE;
 		}
 		v->nr_runs = b->nr_runs - v->first_run;

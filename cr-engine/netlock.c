@@ -72,41 +72,33 @@ static struct nft_ctx *open_nft(void)
 	return nft;
 }
 
-int netlock_add(const struct cr_conn *c, size_t n)
+static const char *const setup =
+	"add table " TABLE "\n"
+	"add set " TABLE " conn4 { type ipv4_addr . inet_service . ipv4_addr . "
+	"inet_service ; }\n"
+	"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
+	"inet_service ; }\n"
+	"add chain " TABLE " in { type filter hook input priority -300 ; policy accept ; }\n"
+	"add chain " TABLE " out { type filter hook output priority -300 ; policy accept ; }\n"
+	"flush chain " TABLE " in\n"
+	"flush chain " TABLE " out\n"
+	"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
+	"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
+	"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
+	"add rule " TABLE " out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
+
+static int add(struct nft_ctx *nft, const struct cr_conn *c, size_t n, bool with_setup)
 {
-	static const char *const setup =
-		"add table " TABLE "\n"
-		"add set " TABLE " conn4 { type ipv4_addr . inet_service . ipv4_addr . "
-		"inet_service ; }\n"
-		"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
-		"inet_service ; }\n"
-		"add chain " TABLE
-		" in { type filter hook input priority -300 ; policy accept ; }\n"
-		"add chain " TABLE
-		" out { type filter hook output priority -300 ; policy accept ; }\n"
-		"flush chain " TABLE " in\n"
-		"flush chain " TABLE " out\n"
-		"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
-		"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
-		"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
-		"add rule " TABLE
-		" out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
-	struct nft_ctx *nft;
 	char *cmd;
-	size_t cap = strlen(setup) + n * 160 + 1, len;
+	size_t cap = strlen(setup) + n * 160 + 1, len = 0;
 	int ret;
 
-	if (!n)
-		return 0;
-	nft = open_nft();
-	if (!nft)
-		return -EIO;
 	cmd = malloc(cap);
-	if (!cmd) {
-		nft_ctx_free(nft);
+	if (!cmd)
 		return -ENOMEM;
-	}
-	len = snprintf(cmd, cap, "%s", setup);
+	cmd[0] = 0;
+	if (with_setup)
+		len = snprintf(cmd, cap, "%s", setup);
 	for (size_t i = 0; i < n; i++) {
 		char el[160];
 		const char *set;
@@ -117,8 +109,60 @@ int netlock_add(const struct cr_conn *c, size_t n)
 	/* one batch: all or nothing */
 	ret = run(nft, cmd, false);
 	free(cmd);
+	return ret;
+}
+
+int netlock_add(const struct cr_conn *c, size_t n)
+{
+	struct nft_ctx *nft;
+	int ret;
+
+	if (!n)
+		return 0;
+	nft = open_nft();
+	if (!nft)
+		return -EIO;
+	ret = add(nft, c, n, true);
 	nft_ctx_free(nft);
 	return ret;
+}
+
+/* A dump locks its connections one by one: the table is set up once and
+ * each connection costs one element, not a new context and ruleset. */
+struct netlock {
+	struct nft_ctx *nft;
+	bool set_up;
+};
+
+struct netlock *netlock_open(void)
+{
+	struct netlock *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->nft = open_nft();
+	if (!l->nft) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+int netlock_add_one(struct netlock *l, const struct cr_conn *c)
+{
+	int ret = add(l->nft, c, 1, !l->set_up);
+
+	if (!ret)
+		l->set_up = true;
+	return ret;
+}
+
+void netlock_close(struct netlock *l)
+{
+	if (!l)
+		return;
+	nft_ctx_free(l->nft);
+	free(l);
 }
 
 static bool set_empty(struct nft_ctx *nft, const char *set)

@@ -11,4 +11,10 @@ int netlock_add(const struct cr_conn *c, size_t n);
 int netlock_del(const struct cr_conn *c, size_t n);
 bool netlock_present(const struct cr_conn *c);
 
+/* one context for many additions (a dump) */
+struct netlock;
+struct netlock *netlock_open(void);
+int netlock_add_one(struct netlock *l, const struct cr_conn *c);
+void netlock_close(struct netlock *l);
+
 #endif

@@ -57,6 +57,7 @@ struct smaps_vma {
 /* Parse /proc/PID/smaps.  *out is a malloc'd array the caller frees (and
  * each path). */
 int parse_smaps(pid_t pid, struct smaps_vma **out, int *nr);
+int parse_maps(pid_t pid, struct smaps_vma **out, int *nr);
 void free_smaps(struct smaps_vma *v, int nr);
 
 /* List numeric entries of /proc/PID/task.  Returns count or -errno. */

@@ -42,7 +42,7 @@ int remote_find_syscall(pid_t pid, uint64_t *ip, uint64_t vdso[2])
 	size_t vlen = 0;
 	long off = own_vdso_syscall_offset(&vlen);
 
-	ret = parse_smaps(pid, &v, &nr);
+	ret = parse_maps(pid, &v, &nr);
 	if (ret)
 		return ret;
 	vdso[0] = vdso[1] = 0;
@@ -211,6 +211,39 @@ int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_st
 		if (process_vm_readv(tid, &lo, 1, &ro, 1, 0) != (ssize_t)out_len)
 			ret = -EFAULT;
 	}
+	if (process_vm_writev(tid, &l, 1, &r, 1, 0) != sizeof(saved)) {
+		pr_perror("tid %d: cannot put its stack back at %lx", tid, (unsigned long)addr);
+		return -EFAULT;
+	}
+	return ret;
+}
+
+int remote_syscall_buf(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs, long nr,
+		       long args[6], int buf_arg, void *buf, size_t len, long *res)
+{
+	unsigned char saved[512];
+	uint64_t addr = (regs->rsp - 128 - sizeof(saved)) & ~63ULL;
+	struct iovec l = { saved, sizeof(saved) }, r = { (void *)addr, sizeof(saved) };
+	struct iovec lb = { buf, len }, rb = { (void *)addr, len };
+	int ret;
+
+	if (len > sizeof(saved))
+		return -E2BIG;
+	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != sizeof(saved)) {
+		ret = -errno;
+		pr_perror("tid %d: its stack at %lx is not accessible", tid, (unsigned long)addr);
+		return ret;
+	}
+	if (process_vm_writev(tid, &lb, 1, &rb, 1, 0) != (ssize_t)len) {
+		ret = -errno;
+		pr_perror("tid %d: cannot write the arguments of syscall %ld at %lx", tid, nr,
+			  (unsigned long)addr);
+		return ret;
+	}
+	args[buf_arg] = addr;
+	ret = remote_syscall(tid, syscall_ip, regs, nr, args, res);
+	if (!ret && *res >= 0 && process_vm_readv(tid, &lb, 1, &rb, 1, 0) != (ssize_t)len)
+		ret = -EFAULT;
 	if (process_vm_writev(tid, &l, 1, &r, 1, 0) != sizeof(saved)) {
 		pr_perror("tid %d: cannot put its stack back at %lx", tid, (unsigned long)addr);
 		return -EFAULT;

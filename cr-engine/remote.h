@@ -24,6 +24,11 @@ int remote_syscall(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct
 int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs, long nr,
 		       long args[6], int out_arg, void *out, size_t out_len, long *res);
 
+/* The same for a call that reads and writes a buffer: len bytes of buf
+ * are copied in before, and back after. */
+int remote_syscall_buf(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct *regs, long nr,
+		       long args[6], int buf_arg, void *buf, size_t len, long *res);
+
 /* Wait for a ptrace stop of tid; returns the status, or -errno.  Signal
  * deliveries that arrive in between are handed back to the tracee. */
 int wait_stop(pid_t tid, int *status);

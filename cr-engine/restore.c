@@ -134,6 +134,12 @@ static int load_inventory(struct rctx *c)
 		       IMG_FORMAT_VERSION, PAGE_SIZE);
 		return -EPROTO;
 	}
+	if (c->inv->pre_dump) {
+		pr_err("%s holds a pre-dump (memory only): restore the dump made with --prev "
+		       "on top of it",
+		       c->opts->imgdir);
+		return -EINVAL;
+	}
 	c->xcr0 = cpu_xcr0();
 	if (c->inv->xfeatures & ~c->xcr0) {
 		pr_err("the images use CPU state components %#lx that this CPU does not enable "

@@ -277,6 +277,7 @@ static int add_proc(struct cr_dump_ctx *ctx, pid_t pid, struct cr_proc *parent)
 	p->parent = parent;
 	p->mem_fd = -1;
 	p->pidfd = -1;
+	p->uffd_fd = -1;
 	ctx->procs[ctx->nr_procs++] = p;
 	if (parent) {
 		struct cr_proc **nc =

@@ -73,6 +73,8 @@ int cmd_dump(int argc, char **argv)
 		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "check", no_argument, NULL, 'c' },
 		{ "external-unix", required_argument, NULL, 'x' },
+		{ "pre-dump", no_argument, NULL, 'P' },
+		{ "prev", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -112,6 +114,12 @@ int cmd_dump(int argc, char **argv)
 		case 'c':
 			o.check_only = true;
 			break;
+		case 'P':
+			o.pre_dump = true;
+			break;
+		case 'p':
+			o.prev_dir = optarg;
+			break;
 		case 'x':
 			if (el.n == 16) {
 				pr_err("dump: at most 16 --external-unix paths");
@@ -125,6 +133,11 @@ int cmd_dump(int argc, char **argv)
 		default:
 			return 2;
 		}
+	}
+	if (o.pre_dump && (o.check_only || o.leave_running)) {
+		pr_err("dump: --pre-dump leaves the tree running; it goes with neither --check "
+		       "nor --leave-running");
+		return 2;
 	}
 	if (!o.nr_roots || (!o.imgdir && !o.check_only) || optind != argc) {
 		pr_err("dump: needs -t PID and -D DIR (or --check) (see kupdate --help)");
@@ -144,9 +157,9 @@ int cmd_dump(int argc, char **argv)
 		       st.processes, st.threads);
 		return 0;
 	}
-	pr_info("dumped %u processes, %u threads, %llu pages; frozen %.3f s, total %.3f s",
-		st.processes, st.threads, (unsigned long long)st.pages, st.frozen_ns / 1e9,
-		st.total_ns / 1e9);
+	pr_info("%s %u processes, %u threads, %llu pages; frozen %.3f s, total %.3f s",
+		o.pre_dump ? "pre-dumped" : "dumped", st.processes, st.threads,
+		(unsigned long long)st.pages, st.frozen_ns / 1e9, st.total_ns / 1e9);
 	return 0;
 }
 

@@ -59,8 +59,11 @@ struct rst_vma {
 struct rst_run {
 	uint64_t vaddr, nr_pages, file_off;
 	uint32_t crc;
+	int32_t fd;	/* the page image holding the data (layers: memory.c) */
+	uint32_t flags; /* RST_RUN_* */
 	uint32_t pad;
 };
+#define RST_RUN_NOCRC 1 /* part of a run of an older layer: its crc covers more */
 
 struct rst_creds {
 	uint32_t uid[4], gid[4]; /* real, effective, saved, fs */
@@ -175,6 +178,8 @@ struct rst_args {
 	struct rst_seccomp seccomp;
 	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
+	uint32_t populate; /* populate a run's pages before reading them */
+	uint32_t pad_populate;
 
 	/* struct prctl_mm_map fields */
 	uint64_t start_code, end_code, start_data, end_data;

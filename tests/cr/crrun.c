@@ -8,6 +8,13 @@
  * is back with its pid and parent, sends SIGTERM and reads the verdict the
  * test prints as its last line.  Exit 0 = PASS, 1 = FAIL, 77 = SKIP.
  *
+ * --pre-dumps N: before each dump, N chained `kupdate dump --pre-dump`
+ * while the tree runs; after each one the test gets SIGUSR2 and changes
+ * its memory (it creates $CRT_DIR/stage-K when done); the dump then goes
+ * with --prev on the last pre-dump (not with --no-prev: a pre-dump no dump
+ * builds on, whose tracking the dump must remove).  --skip-if RE: a pre-dump failing with
+ * a message matching RE (a kernel without the feature) skips the test.
+ *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  */
@@ -64,6 +71,9 @@ struct opts {
 	 * segments of ours (--squat-sysvshm) */
 	bool drop_sysvshm, squat_sysvshm;
 	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
+	int pre_dumps;
+	bool no_prev;
+	const char *skip_if;
 } o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
 static char workdir[256];
@@ -335,13 +345,22 @@ static int corrupt_images(const char *img)
 	const char *colon = strchr(o.corrupt, ':');
 	const char *prefix = colon ? colon + 1 : "";
 	bool flip = !strncmp(o.corrupt, "flip:", 5);
-	DIR *d = opendir(img);
+	const char *slash = strrchr(prefix, '/');
+	char dir[1024], path[1400] = "";
+	DIR *d;
 	struct dirent *de;
-	char path[1024] = "";
 
+	/* "parent/pages-": an image of the layer below (--pre-dumps) */
+	if (slash) {
+		snprintf(dir, sizeof(dir), "%s/%.*s", img, (int)(slash - prefix), prefix);
+		prefix = slash + 1;
+	} else {
+		snprintf(dir, sizeof(dir), "%s", img);
+	}
+	d = opendir(dir);
 	while (d && (de = readdir(d)))
 		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strstr(de->d_name, ".img")) {
-			snprintf(path, sizeof(path), "%s/%s", img, de->d_name);
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 			break;
 		}
 	if (d)
@@ -487,6 +506,8 @@ static int check_no_tree_shm(void)
 	}
 	return 0;
 }
+static const char *dump_prev; /* --prev for the next dump */
+static bool dump_pre;	      /* the next dump is a --pre-dump */
 
 static int do_dump(pid_t root, const char *img, bool leave_running, const char *out, double *secs)
 {
@@ -512,7 +533,13 @@ static int do_dump(pid_t root, const char *img, bool leave_running, const char *
 	}
 	if (leave_running)
 		argv[a++] = "--leave-running";
-	for (int i = 0; i < o.n_dump_extra && a < 78; i++)
+	if (dump_pre)
+		argv[a++] = "--pre-dump";
+	if (dump_prev) {
+		argv[a++] = "--prev";
+		argv[a++] = (char *)dump_prev;
+	}
+	for (int i = 0; i < o.n_dump_extra && a < 74; i++)
 		argv[a++] = subst(o.dump_extra[i]);
 	argv[a] = NULL;
 	return run(argv, out, secs);
@@ -691,6 +718,65 @@ static int enter_netns(void)
 	return 0;
 }
 
+/* --pre-dumps: the chain of pre-dumps of iteration it, the test changing
+ * its memory after each; dump_prev names the last one */
+static int pre_dumps(pid_t root, int it, const char *log)
+{
+	static char pre[512];
+	char out[512], stage[512], prev[512] = "";
+	double secs;
+
+	for (int k = 0; k < o.pre_dumps; k++) {
+		int rc;
+		double t0;
+
+		snprintf(pre, sizeof(pre), "%s/pre-%d-%d", workdir, it, k);
+		snprintf(out, sizeof(out), "%s/pre-dump-%d-%d.out", workdir, it, k);
+		dump_pre = true;
+		dump_prev = prev[0] ? prev : NULL;
+		rc = do_dump(root, pre, false, out, &secs);
+		dump_pre = false;
+		dump_prev = NULL;
+		if (rc) {
+			char *text = slurp(out);
+			bool skip = o.skip_if && matches(text, o.skip_if);
+
+			free(text);
+			show_file("kupdate dump --pre-dump", out);
+			kill_tree(root);
+			if (skip) {
+				diag("skipped: the pre-dump is not possible here");
+				return 77;
+			}
+			diag("pre-dump %d failed (exit %d)", k, rc);
+			return 1;
+		}
+		if (!alive(root)) {
+			diag("the tree did not survive pre-dump %d", k);
+			show_file("test output", log);
+			return 1;
+		}
+		diag("pre-dump %d: %.3f s, %ld KiB", k, secs, dir_kb(pre));
+		/* the test changes its memory now */
+		snprintf(stage, sizeof(stage), "%s/stage-%d", workdir, it * o.pre_dumps + k + 1);
+		kill(root, SIGUSR2);
+		t0 = now();
+		while (access(stage, F_OK)) {
+			if (now() - t0 > o.timeout || !alive(root)) {
+				diag("the test did not change its memory after pre-dump %d", k);
+				show_file("test output", log);
+				kill_tree(root);
+				return 1;
+			}
+			usleep(2000);
+		}
+		snprintf(prev, sizeof(prev), "%s", pre);
+	}
+	if (o.pre_dumps && !o.no_prev)
+		dump_prev = pre;
+	return 0;
+}
+
 static int test_main(char **targv)
 {
 	char ready[512], log[512], img[512], out[512], pidfile[512];
@@ -784,6 +870,9 @@ static int test_main(char **targv)
 		double dsecs, rsecs;
 		int rc;
 
+		rc = pre_dumps(root, it, log);
+		if (rc)
+			return rc;
 		nbefore = collect_tree(root, before, 512);
 		for (int r = 0; r < nr_extra_roots; r++)
 			nbefore += collect_tree(extra_roots[r], before + nbefore, 512 - nbefore);
@@ -791,6 +880,7 @@ static int test_main(char **targv)
 		snprintf(img, sizeof(img), "%s/img-%d", workdir, it);
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
 		rc = do_dump(root, img, false, out, &dsecs);
+		dump_prev = NULL;
 		if (o.expect_dump_fail) {
 			char *text = slurp(out);
 			bool ok = rc != 0 && matches(text, o.expect_dump_fail);
@@ -985,6 +1075,13 @@ static int test_main(char **targv)
 		if (!o.keep) {
 			char *rm[] = { "/bin/rm", "-rf", img, NULL };
 			run(rm, "/dev/null", NULL);
+			for (int k = 0; k < o.pre_dumps; k++) {
+				char pre[512];
+
+				snprintf(pre, sizeof(pre), "%s/pre-%d-%d", workdir, it, k);
+				rm[2] = pre;
+				run(rm, "/dev/null", NULL);
+			}
 		}
 		usleep(20000);
 	}
@@ -1060,6 +1157,9 @@ int main(int argc, char **argv)
 		{ "restore-opt", required_argument, NULL, 'r' },
 		{ "drop-sysvshm", no_argument, NULL, 'S' },
 		{ "squat-sysvshm", no_argument, NULL, 'Q' },
+		{ "pre-dumps", required_argument, NULL, 'p' },
+		{ "skip-if", required_argument, NULL, 's' },
+		{ "no-prev", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1124,6 +1224,15 @@ int main(int argc, char **argv)
 		case 'Q':
 			o.drop_sysvshm = o.squat_sysvshm = true;
 			break;
+		case 'p':
+			o.pre_dumps = atoi(optarg);
+			break;
+		case 's':
+			o.skip_if = optarg;
+			break;
+		case 'V':
+			o.no_prev = true;
+			break;
 		case 'r':
 			if (o.n_restore_extra < 8)
 				o.restore_extra[o.n_restore_extra++] = optarg;
@@ -1186,10 +1295,10 @@ int main(int argc, char **argv)
 	}
 	reap_all();
 	kill_leftovers();
-	if (ret == 0 && !o.keep) {
+	if ((ret == 0 || ret == 77) && !o.keep) {
 		char *rm[] = { "/bin/rm", "-rf", workdir, NULL };
 		run(rm, "/dev/null", NULL);
-	} else if (ret) {
+	} else if (ret && ret != 77) {
 		diag("work directory kept: %s", workdir);
 	}
 	return ret;

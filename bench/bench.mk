@@ -1,0 +1,30 @@
+# bench: `make bench` checkpoints and restores the workloads of
+# bench/work.c with kupdate (and CRIU, given CRIU=/path/to/criu) and prints
+# per case the medians of dump, frozen and restore times, image size, the
+# tool's peak RSS and the kupdate/CRIU ratios.  Not part of `make check`.
+#
+#   make bench [CRIU=PATH] [BENCH_RUNS=3] [BENCH_CASES=mem256,wss1g,...]
+#              [BENCH_STORE=/dev/shm]
+# Cases: mem256 mem1g mem4g wss1g tree100 fds10k tcp1k.  Needs root.
+
+BENCH_BIN   := $(BUILD)/bench
+BENCH_RUNS  ?= 3
+BENCH_CASES ?=
+BENCH_STORE ?= /dev/shm
+CRIU        ?=
+BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
+
+$(BENCH_BIN)/kbench: bench/kbench.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BIN)/kbench-work: bench/work.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+all: $(BENCH_BIN)/kbench $(BENCH_BIN)/kbench-work
+
+bench: $(KUPDATE) $(BENCH_BIN)/kbench $(BENCH_BIN)/kbench-work
+	$(Q)$(BENCH_BIN)/kbench --kupdate $(KUPDATE) --work $(BENCH_BIN)/kbench-work \
+		--runs $(BENCH_RUNS) --store $(BENCH_STORE) \
+		$(if $(CRIU),--criu $(CRIU)) $(if $(BENCH_CASES),--cases $(BENCH_CASES))
