@@ -223,6 +223,18 @@ int prev_open(struct cr_dump_ctx *ctx)
 	ret = prev_uffds(ctx);
 	if (ret)
 		return ret;
+	/* beside the new directory (an update cycle keeps both in one
+	 * directory, renamed when it is published): a relative link */
+	{
+		char me[PATH_MAX], *slash_me, *slash_real;
+
+		if (realpath(ctx->opts->imgdir, me) && (slash_me = strrchr(me, '/')) &&
+		    (slash_real = strrchr(real, '/')) && slash_me - me == slash_real - real &&
+		    !strncmp(me, real, slash_me - me) && strlen(slash_real) + 3 < sizeof(real)) {
+			memmove(real + 2, slash_real, strlen(slash_real) + 1);
+			real[0] = real[1] = '.';
+		}
+	}
 	if (!ctx->opts->check_only && symlinkat(real, ctx->dirfd, "parent")) {
 		ret = -errno;
 		pr_perror("cannot link %s/parent to %s", ctx->opts->imgdir, real);

@@ -47,6 +47,8 @@ struct aunit {
 	bool frozen;
 	char *rel; /* units/NAME, in the cycle directory */
 	int64_t frozen_at_rt, t_freeze, t_dumped;
+	char *pre;	    /* the pre-dump's directory (--pre-dump), or NULL */
+	int64_t predump_ns; /* its time, while the unit ran */
 	pid_t *ids;
 	size_t nr_ids;
 	size_t nr_conns;
@@ -55,13 +57,14 @@ struct aunit {
 
 struct apply_opts {
 	const char *kernel, *initrd, *append;
-	bool dry_run, fast, no_kexec, no_reserve;
+	bool dry_run, fast, no_kexec, no_reserve, pre_dump;
 };
 
 static void usage_apply(FILE *f)
 {
 	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
+	      "                     [--pre-dump]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
@@ -73,6 +76,8 @@ static void usage_apply(FILE *f)
 	      "                    the system through systemd\n"
 	      "  --no-pid-reserve  no pid_reserve= for a new kernel without kupdate's patch:\n"
 	      "                    its boot moves the pid allocator above the saved pids\n"
+	      "  --pre-dump        copy the units' memory while they run first; frozen,\n"
+	      "                    only the pages written since are copied\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -168,6 +173,42 @@ static uint64_t dir_bytes(const char *dir)
 	return total;
 }
 
+/* --pre-dump: the unit's memory copied while it runs (a moment seized to
+ * start tracking its writes); the dump then copies only what was written
+ * since.  Its directory sits beside the dump's, which links to it. */
+static int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
+{
+	struct cr_dump_opts o = { 0 };
+	struct cr_dump_stats st = { 0 };
+	pid_t *members = NULL;
+	int nr = 0, ret;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	u->pre = xasprintf("%s/units/%s.pre", cycdir, u->name);
+	if (!u->pre)
+		return -ENOMEM;
+	ret = unit_members(u->name, &u->ui, &members, &nr);
+	if (ret)
+		return ret;
+	o.members = members;
+	o.nr_members = nr;
+	o.root = members[0];
+	o.imgdir = u->pre;
+	o.cycle_id = cycle_id;
+	o.pre_dump = true;
+	o.external_unix = journal_replaceable;
+	cr_log_mark();
+	ret = cr_dump(&o, &st);
+	free(members);
+	u->predump_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	if (!ret) {
+		printf("kupdate: %s: pre-dumped %.1f MiB while it ran, in %.3f s\n", u->name,
+		       dir_bytes(u->pre) / 1048576.0, u->predump_ns / 1e9);
+		fflush(stdout);
+	}
+	return ret;
+}
+
 static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 {
 	_cleanup_free_ char *imgdir = NULL;
@@ -196,6 +237,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	o.root = u->members[0];
 	o.imgdir = imgdir;
 	o.cycle_id = cycle_id;
+	o.prev_dir = u->pre;
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
@@ -208,7 +250,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	if (!ret)
 		ret = cr_images_connections(imgdir, &conns, &u->nr_conns);
 	free(conns);
-	u->bytes = dir_bytes(imgdir);
+	u->bytes = dir_bytes(imgdir) + (u->pre ? dir_bytes(u->pre) : 0);
 	printf("kupdate: %s: dumped %u processes, %u threads, %.1f MiB, %zu connections in "
 	       "%.3f s\n",
 	       u->name, u->st.processes, u->st.threads, u->bytes / 1048576.0, u->nr_conns,
@@ -354,6 +396,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "fast", no_argument, NULL, 'f' },
 		{ "no-kexec", no_argument, NULL, 'K' },
 		{ "no-pid-reserve", no_argument, NULL, 'P' },
+		{ "pre-dump", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -387,6 +430,9 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'K':
 			ao->no_kexec = true;
+			break;
+		case 'M':
+			ao->pre_dump = true;
 			break;
 		case 'P':
 			ao->no_reserve = true;
@@ -543,6 +589,18 @@ int cmd_apply(int argc, char **argv)
 		}
 	}
 	journal_note(id, NULL, 6, "cycle %s: checkpointing %d units for %s", id, n, ao.kernel);
+	/* every unit's memory first, while they all run */
+	for (int i = 0; ao.pre_dump && i < n; i++) {
+		ret = predump_unit(&u[i], id, tmp);
+		if (ret) {
+			const char *why = cr_log_first_error();
+
+			pr_err("unit %s cannot be pre-dumped%s%s; every unit keeps running, "
+			       "nothing was kexec'd",
+			       u[i].name, why ? ": " : "", why ? why : "");
+			goto abort;
+		}
+	}
 	for (int i = 0; i < n; i++) {
 		ret = dump_unit(&u[i], id, tmp);
 		if (ret) {
@@ -642,6 +700,7 @@ out:
 			free(u[i].members);
 			free(u[i].ids);
 			free(u[i].rel);
+			free(u[i].pre);
 		}
 		free(u);
 	}
