@@ -23,8 +23,10 @@
 #     nothing comes back, the images are removed, status says abandoned
 #   5 for comparison: a plain `systemctl kexec`, the time until the counter
 #     answers again (cold)
-#   6 A -> A' (kernel A plus one patch, the same version): every unit
-#     restored with its processes, the host's clients see a pause only
+#   6 A -> A' (kernel A plus one patch, the same version) with --pre-dump
+#     (memory copied while the units run, only what they wrote since copied
+#     frozen): every unit restored with its processes, the clients see a
+#     pause only
 #   After each restore (2 and 6) the counter calls every entry of its vDSO
 #   on the new kernel and the time it reads is checked against the host's.
 #
@@ -358,10 +360,12 @@ sleep 5
 before=$(query demo-counter check)
 rel_a=$(run 'uname -r')
 boot5=$(boot_id)
-"$vm" run "$name" -t 600 -- 'kupdate apply /payload/boot/bzImage-A2' >"$work/apply" 2>&1
+"$vm" run "$name" -t 600 -- 'kupdate apply --pre-dump /payload/boot/bzImage-A2' >"$work/apply" 2>&1
 rc=$?
 sed 's/^/# apply: /' "$work/apply"
-check "A->A': kupdate apply kexecs" test "$rc" = 252 -o "$rc" = 0
+check "A->A': kupdate apply --pre-dump kexecs" test "$rc" = 252 -o "$rc" = 0
+check "A->A': every unit was pre-dumped while it ran (soft-dirty on this kernel)" \
+	test "$(grep -c 'pre-dumped .* while it ran' "$work/apply")" = $nunits
 new_boot "$boot5" || bail "A->A': kernel A' did not come up"
 rel=$(run 'uname -r')
 check "A->A': running kernel A' ($rel_a -> $rel), the patched one" \
