@@ -100,6 +100,17 @@ cycle-test:
 	$(Q)tools/summary $(BUILD)/results-cycle cycle
 
 CHECK_SUITES += cycle
+
+# The kernel-dependent checkpoint/restore tests inside the guest, on kernel A
+# and on kernel B (tests/cr/guest.sh).
+.PHONY: cr-guest check-cr-guest
+cr-guest: kernels guest-image $(KQ_HOST) $(KUPDATE) $(CR_BINS)
+	$(Q)BUILD=$(BUILD) tests/cr/guest.sh
+
+CHECK_SUITES += cr-guest
+check-cr-guest:
+	$(Q)tools/deps.sh kernel guest
+	$(Q)tools/run-suite $(BUILD)/results cr-guest $(MAKE) --no-print-directory -s cr-guest
 check-cycle:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle

@@ -1,12 +1,13 @@
 #!/bin/bash
-# usage: tests/cr/run-tests.sh KUPDATE BINDIR [EXCLUDE-NAME-REGEX]
-# Runs the checkpoint/restore tests of tests/cr/tests.list with the given
-# kupdate binary; prints TAP.
+# usage: tests/cr/run-tests.sh KUPDATE BINDIR [EXCLUDE-NAME-REGEX [ONLY-NAME-REGEX]]
+# Runs the checkpoint/restore tests of tests/cr/tests.list (or $CR_TESTS_LIST)
+# with the given kupdate binary; prints TAP.
 set -u
-kupdate=$1 bindir=$2 exclude=${3:-}
-list=$(dirname "$0")/tests.list
+kupdate=$1 bindir=$2 exclude=${3:-} only=${4:-}
+list=${CR_TESTS_LIST:-$(dirname "$0")/tests.list}
 mapfile -t lines < <(grep -v '^\s*#' "$list" | grep -v '^\s*$' |
-	if [ -n "$exclude" ]; then grep -Ev "^($exclude)"; else cat; fi)
+	if [ -n "$exclude" ]; then grep -Ev "^($exclude)"; else cat; fi |
+	if [ -n "$only" ]; then grep -E "^($only)"; else cat; fi)
 echo "1..${#lines[@]}"
 n=0
 for line in "${lines[@]}"; do
