@@ -193,7 +193,9 @@ static int restore_overrun(struct rst_args *a, struct rst_timer *tm, int32_t id,
 		int32_t signo, err, code, pad0, timerid, overrun;
 		int32_t pad[26];
 	} info;
-	int64_t zero[2] = { 0, 0 };
+	/* an expiry in the past is signalled from the timer interrupt, not
+	 * by timer_settime itself: wait for it (a slow machine, an emulator) */
+	int64_t wait[2] = { 2, 0 };
 	int take = !tm->sig_pending;
 	long r;
 
@@ -230,7 +232,7 @@ static int restore_overrun(struct rst_args *a, struct rst_timer *tm, int32_t id,
 		fail(a, RST_STEP_TIMER, r, tm->id, 1);
 	if (!take)
 		return 0;
-	r = rsys4(NR_rt_sigtimedwait, &set, &info, zero, 8);
+	r = rsys4(NR_rt_sigtimedwait, &set, &info, wait, 8);
 	if (r != tm->signo || info.code != -2 /* SI_TIMER */ || info.timerid != id)
 		fail(a, RST_STEP_TIMER, r < 0 ? r : -R_EAGAIN, tm->id, 2);
 	return 0;
