@@ -420,6 +420,7 @@ int cmd_restore_unit(int argc, char **argv)
 		goto fail_nostatus;
 	unlink(pidfile);
 	o.imgdir = dir;
+	o.cycle_id = id;
 	o.detach = true;
 	o.pidfile = pidfile;
 	o.open_external = journal_stream;
