@@ -95,3 +95,4 @@ CHECK_SUITES += cycle
 check-cycle:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle
+include tests/fuzz/fuzz.mk
