@@ -12,6 +12,7 @@
 
 #include "cr.h"
 #include "dump.h"
+#include "fault.h"
 #include "image.h"
 #include "images/inventory.pb-c.h"
 #include "log.h"
@@ -149,6 +150,13 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 	ctx->locked = n;
 	if (ctx->opts->no_net_lock)
 		return 0;
+	if (cr_fault("netlock")) {
+		pr_err("network lock: cannot hold the connection to port %u (netlock fault "
+		       "injected "
+		       "by KUPDATE_FAULT)",
+		       c->rport);
+		return -EIO;
+	}
 	n[ctx->nr_locked] = *c;
 	if (netlock_add(c, 1))
 		return -EIO;

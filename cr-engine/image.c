@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "crc32c.h"
+#include "fault.h"
 #include "image.h"
 #include "log.h"
 #include "util.h"
@@ -100,6 +101,12 @@ int img_writer_close(struct img_writer *w)
 	if (w->error) {
 		img_writer_abort(w);
 		return w->error;
+	}
+	if (cr_fault("image-write")) {
+		pr_err("cannot write image %s: %s (image-write fault injected by KUPDATE_FAULT)",
+		       w->name, strerror(EIO));
+		img_writer_abort(w);
+		return -EIO;
 	}
 	if (wbuf_reserve(w, sizeof(t))) {
 		img_writer_abort(w);

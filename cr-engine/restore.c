@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "cr.h"
+#include "fault.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -1574,10 +1575,15 @@ static void kill_all(struct rctx *c)
 	for (size_t i = 0; i < c->nr; i++) {
 		for (int tries = 0; tries < 5000; tries++) {
 			struct proc_stat st;
+			int ws;
+			pid_t w;
 
-			/* our tracees report their death to us first */
-			while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
-				;
+			/* our tracees report their death to us first; one that
+			 * reached its exit stop after the detach above waits
+			 * there for us to let it go */
+			while ((w = waitpid(-1, &ws, __WALL | WNOHANG)) > 0)
+				if (WIFSTOPPED(ws))
+					ptrace(PTRACE_DETACH, w, 0, 0);
 			if (parse_stat(c->procs[i].pid, 0, &st) || st.state == 'Z' ||
 			    st.state == 'X')
 				break;
@@ -1698,6 +1704,12 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	if (ret)
 		goto fail;
 	ret = seize_all(&c);
+	if (!ret && cr_fault("restore")) {
+		pr_err("restore: fault injected by KUPDATE_FAULT after the %zu processes were "
+		       "created",
+		       c.nr);
+		ret = -EIO;
+	}
 	if (ret)
 		goto fail;
 	open_stage(&c, ST_GO);
