@@ -155,12 +155,41 @@ static int refuse_file(struct rctx *c, const InventoryFile *f, uint64_t size)
 /* The directory holds exactly the files the inventory lists, each as it was
  * written: a file from another dump (or cycle), a missing one or an extra
  * one is refused before anything is restored. */
+/* Images hold the memory of services (keys, passwords): only files of our
+ * own user (root) that nobody else can change are restored. */
+static int check_owner(struct rctx *c, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+		pr_perror("cannot stat image %s", name);
+		return -errno;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+	    !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		pr_err("image %s is refused: %s (owner %u, mode %04o); images must be owned by "
+		       "uid %u and writable by no one else",
+		       name,
+		       st.st_uid != geteuid()			       ? "not owned by us"
+		       : !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ? "not a regular file"
+								       : "writable by others",
+		       st.st_uid, st.st_mode & 07777, geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int verify_files(struct rctx *c)
 {
 	int fd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
-	int ret = 0;
+	int ret = check_owner(c, ".");
+
+	if (!ret)
+		ret = check_owner(c, "inventory.img");
+	if (ret)
+		goto out;
 
 	for (size_t i = 0; i < c->inv->n_files; i++) {
 		const InventoryFile *f = c->inv->files[i];
@@ -175,7 +204,9 @@ static int verify_files(struct rctx *c)
 			ret = -EINVAL;
 			goto out;
 		}
-		ret = img_fingerprint(c->dirfd, f->name, &size, &crc);
+		ret = check_owner(c, f->name);
+		if (!ret)
+			ret = img_fingerprint(c->dirfd, f->name, &size, &crc);
 		if (ret)
 			goto out;
 		if (size != f->size || crc != f->crc) {

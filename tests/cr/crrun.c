@@ -291,6 +291,8 @@ static bool matches(const char *text, const char *re)
  *   truncate:P  cut it to half its size
  *   flip:P      flip one bit (page data: inside the first page)
  *   version:P   give its header format version 99
+ *   chmod:P     make it writable by others (0666)
+ *   chown:P     give it to another user (65534)
  *   swap:P      replace it by the same file of the previous dump (prev) */
 static int corrupt_images(const char *img, const char *prev)
 {
@@ -354,7 +356,17 @@ static int corrupt_images(const char *img, const char *prev)
 
 		if (fd < 0 || fstat(fd, &st))
 			return -1;
-		if (!strncmp(o.corrupt, "version:", 8)) {
+		if (!strncmp(o.corrupt, "chmod:", 6)) {
+			/* writable by others */
+			if (fchmod(fd, 0666))
+				return -1;
+			diag("made %s mode 0666", path);
+		} else if (!strncmp(o.corrupt, "chown:", 6)) {
+			/* another user's (nobody) */
+			if (fchown(fd, 65534, 65534))
+				return -1;
+			diag("gave %s to uid 65534", path);
+		} else if (!strncmp(o.corrupt, "version:", 8)) {
 			uint16_t v = 99;
 
 			/* struct img_header: magic, kind, then the u16 version */
