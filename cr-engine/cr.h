@@ -98,6 +98,9 @@ int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr);
 /* every pid and tid of an image directory */
 int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr);
 int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock);
+/* remove the network lock with everything it holds: 0, or -EIO if there
+ * was none to remove */
+int cr_net_unlock_all(void);
 
 /* Load and validate every image of a directory as a restore would, without
  * touching anything else: 0, or the restore's first error (logged). */

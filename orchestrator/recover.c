@@ -12,8 +12,16 @@
  * disable: kupdate.c) finds a partial directory whose lock is free, and for
  * each unit of its record: thaws it, takes its established TCP sockets out
  * of repair mode (pidfd_getfd) and removes their network lock elements;
- * then unloads the kexec kernel and removes the partial directory.  At boot
- * kupdate-finish removes such directories too (boot.c: sweep). */
+ * then unloads the kexec kernel and removes the partial directory; unless
+ * this boot restores a cycle (kupdate.cycle= on the command line), the
+ * whole network lock goes: nothing else can hold one here.  At boot
+ * kupdate-finish removes such directories too (boot.c: sweep).
+ *
+ * What it cannot save: a connection the service touched between the death
+ * of kupdate (its processes resume at once, their tracer gone) and the
+ * recovery.  A socket in repair mode refuses reads (EPERM), so a service
+ * that had unread data on it typically closes it (measured in
+ * tests/cycle/faults.sh: kill-dump). */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -105,8 +113,10 @@ static void release_sockets(pid_t pid, unsigned *repaired, unsigned *unlocked)
 	DIR *d;
 	struct dirent *de;
 
-	if (pidfd < 0)
+	if (pidfd < 0) {
+		pr_warn("recovery: pid %d: pidfd_open: %s", pid, strerror(errno));
 		return;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
 	d = opendir(path);
 	while (d && (de = readdir(d))) {
@@ -117,8 +127,11 @@ static void release_sockets(pid_t pid, unsigned *repaired, unsigned *unlocked)
 		if (de->d_name[0] == '.')
 			continue;
 		sk = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-		if (sk < 0)
+		if (sk < 0) {
+			pr_warn("recovery: pid %d fd %d: pidfd_getfd: %s", pid, fd,
+				strerror(errno));
 			continue;
+		}
 		if (getsockopt(sk, SOL_SOCKET, SO_DOMAIN, &dom, &l) ||
 		    getsockopt(sk, SOL_SOCKET, SO_PROTOCOL, &proto, &l) ||
 		    (dom != AF_INET && dom != AF_INET6) || proto != IPPROTO_TCP) {
@@ -183,6 +196,8 @@ static void recover_one(struct sd *s, const char *dir, const char *name)
 	if (!tmp || !rec)
 		return;
 	if (read_file_at(AT_FDCWD, rec, &text, NULL) == 0) {
+		_cleanup_free_ char *cyc = cmdline_cycle();
+
 		fprintf(stderr,
 			"kupdate: recovery: an apply (pid %d) died before its cycle was ready; "
 			"resuming its units\n",
@@ -199,6 +214,8 @@ static void recover_one(struct sd *s, const char *dir, const char *name)
 		}
 		/* the kernel it loaded: no cycle goes with it */
 		kexec_unload();
+		if (!cyc && cr_net_unlock_all() == 0)
+			fprintf(stderr, "kupdate: recovery: the network lock it left is removed\n");
 	}
 	rm_rf(tmp);
 	if (n)
