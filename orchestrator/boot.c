@@ -582,7 +582,9 @@ int finish_cycle(struct sd *s, const char *id, bool here)
 
 		if (status_read(id, u, &st)) {
 			write_result(id, u, NULL, UNIT_RESULT__UNIT_FAILED,
-				     "its restore did not run (the unit was not started)", 0);
+				     "its restore never ran in this boot (see kupdate-generator in "
+				     "the kernel log)",
+				     0);
 			cold[i] = true;
 		} else {
 			cold[i] = st->result == UNIT_RESULT__UNIT_FAILED;
