@@ -815,6 +815,20 @@ static int test_main(char **targv)
 				kill_tree(root);
 				return 1;
 			}
+			/* damaged images: one clear error line, no more */
+			if (o.corrupt) {
+				int errs = 0;
+
+				for (char *l = strstr(text, "error:"); l;
+				     l = strstr(l + 1, "error:"))
+					errs++;
+				if (errs != 1) {
+					diag("expected one error line, got %d", errs);
+					show_file("kupdate restore", out);
+					free(text);
+					return 1;
+				}
+			}
 			diag("restore refused as expected: %s", strtok(text, "\n"));
 			free(text);
 			for (int i = 0; i < nbefore; i++)
