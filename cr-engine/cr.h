@@ -78,10 +78,11 @@ void cr_dump_end(struct cr_dump_session *s, bool kill);
 
 struct cr_restore_opts {
 	const char *imgdir;
-	bool detach;	     /* return once the tree runs; the caller is its parent */
-	const char *pidfile; /* receives the root pid */
-	bool no_page_verify; /* skip the crc32c check of page data */
-	bool no_net_unlock;  /* the caller lifts the network lock itself */
+	bool detach;	      /* return once the tree runs; the caller is its parent */
+	const char *pidfile;  /* receives the root pid */
+	bool no_page_verify;  /* skip the crc32c check of page data */
+	bool no_net_unlock;   /* the caller lifts the network lock itself */
+	const char *cycle_id; /* if set, the images must have been dumped for it */
 	cr_open_external_fn open_external;
 	void *cb_arg;
 };
@@ -102,6 +103,13 @@ int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr);
 /* every pid and tid of an image directory */
 int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr);
 int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock);
+/* remove the network lock with everything it holds: 0, or -EIO if there
+ * was none to remove */
+int cr_net_unlock_all(void);
+
+/* Load and validate every image of a directory as a restore would, without
+ * touching anything else: 0, or the restore's first error (logged). */
+int cr_images_check(const char *imgdir);
 
 /* Decode every image of a directory, as text or JSON. */
 int cr_show(const char *imgdir, bool json, FILE *out);

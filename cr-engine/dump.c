@@ -12,6 +12,7 @@
 
 #include "cr.h"
 #include "dump.h"
+#include "fault.h"
 #include "image.h"
 #include "images/inventory.pb-c.h"
 #include "log.h"
@@ -27,8 +28,80 @@
 #include "unix.h"
 #include "util.h"
 
+/* Every file written so far (all but the inventory), with what identifies
+ * it: the restore refuses a directory whose files do not match. */
+static int list_files(struct cr_dump_ctx *ctx, InventoryFile **files, InventoryFile ***pfiles,
+		      size_t *nr)
+{
+	int fd = fcntl(ctx->dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+
+	*files = NULL;
+	*pfiles = NULL;
+	*nr = 0;
+	if (!d) {
+		ret = -errno;
+		if (fd >= 0)
+			close(fd);
+		pr_perror("cannot list the image directory %s", ctx->opts->imgdir);
+		return ret;
+	}
+	while ((de = readdir(d))) {
+		InventoryFile *f;
+
+		/* parent: the link to a pre-dump below this dump (predump.c) */
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "inventory.img") ||
+		    !strcmp(de->d_name, "parent"))
+			continue;
+		if (n == cap) {
+			InventoryFile *nf;
+
+			cap = cap ? cap * 2 : 64;
+			nf = xrealloc_array(*files, cap, sizeof(**files));
+			if (!nf) {
+				ret = -ENOMEM;
+				break;
+			}
+			*files = nf;
+		}
+		f = &(*files)[n];
+		inventory_file__init(f);
+		f->name = xstrdup(de->d_name);
+		if (!f->name) {
+			ret = -ENOMEM;
+			break;
+		}
+		n++;
+		ret = img_fingerprint(ctx->dirfd, f->name, &f->size, &f->crc);
+		if (ret)
+			break;
+	}
+	closedir(d);
+	if (!ret) {
+		*pfiles = xrealloc_array(NULL, n ? n : 1, sizeof(**pfiles));
+		if (!*pfiles)
+			ret = -ENOMEM;
+		for (size_t i = 0; !ret && i < n; i++)
+			(*pfiles)[i] = &(*files)[i];
+	}
+	if (ret) {
+		for (size_t i = 0; i < n; i++)
+			free((*files)[i].name);
+		free(*files);
+		*files = NULL;
+		n = 0;
+	}
+	*nr = n;
+	return ret;
+}
+
 static int write_inventory(struct cr_dump_ctx *ctx)
 {
+	InventoryFile *files, **pfiles;
+	size_t nr_files = 0;
 	InventoryEntry e = INVENTORY_ENTRY__INIT;
 	struct img_writer w;
 	struct utsname u;
@@ -57,11 +130,21 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	e.has_clock_monotonic_ns = e.has_clock_boottime_ns = 1;
 	if (ctx->opts->pre_dump)
 		e.has_pre_dump = e.pre_dump = 1;
-	ret = img_writer_open(&w, ctx->dirfd, "inventory.img", IMG_INVENTORY);
+	ret = list_files(ctx, &files, &pfiles, &nr_files);
 	if (ret)
 		return ret;
-	img_write(&w, &e.base);
-	return img_writer_close(&w);
+	e.n_files = nr_files;
+	e.files = pfiles;
+	ret = img_writer_open(&w, ctx->dirfd, "inventory.img", IMG_INVENTORY);
+	if (!ret) {
+		img_write(&w, &e.base);
+		ret = img_writer_close(&w);
+	}
+	for (size_t i = 0; i < nr_files; i++)
+		free(files[i].name);
+	free(files);
+	free(pfiles);
+	return ret;
 }
 
 int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
@@ -73,6 +156,13 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 	ctx->locked = n;
 	if (ctx->opts->no_net_lock)
 		return 0;
+	if (cr_fault("netlock")) {
+		pr_err("network lock: cannot hold the connection to port %u (netlock fault "
+		       "injected "
+		       "by KUPDATE_FAULT)",
+		       c->rport);
+		return -EIO;
+	}
 	n[ctx->nr_locked] = *c;
 	if (!ctx->netlock && !(ctx->netlock = netlock_open()))
 		return -EIO;

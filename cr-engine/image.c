@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "crc32c.h"
+#include "fault.h"
 #include "image.h"
 #include "log.h"
 #include "util.h"
@@ -100,6 +101,12 @@ int img_writer_close(struct img_writer *w)
 	if (w->error) {
 		img_writer_abort(w);
 		return w->error;
+	}
+	if (cr_fault("image-write")) {
+		pr_err("cannot write image %s: %s (image-write fault injected by KUPDATE_FAULT)",
+		       w->name, strerror(EIO));
+		img_writer_abort(w);
+		return -EIO;
 	}
 	if (wbuf_reserve(w, sizeof(t))) {
 		img_writer_abort(w);
@@ -271,6 +278,55 @@ void img_reader_close(struct img_reader *r)
 {
 	free(r->data);
 	r->data = NULL;
+}
+
+int img_fingerprint(int dirfd, const char *name, uint64_t *size, uint32_t *crc)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	unsigned char buf[PAGES_DATA_OFFSET];
+	struct img_trailer t;
+	struct img_header h;
+	struct stat st;
+	ssize_t n;
+	uint32_t c;
+
+	if (fd < 0) {
+		int ret = -errno;
+
+		pr_perror("cannot open image %s", name);
+		return ret;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		pr_err("image %s is not a regular file", name);
+		return -EINVAL;
+	}
+	*size = st.st_size;
+	n = pread(fd, &h, sizeof(h), 0);
+	if (n == sizeof(h) && h.magic == IMG_MAGIC && h.kind != IMG_PAGES &&
+	    h.kind != IMG_SHMEM_PAGES && st.st_size >= (off_t)(sizeof(h) + sizeof(t))) {
+		if (pread(fd, &t, sizeof(t), st.st_size - sizeof(t)) != sizeof(t)) {
+			pr_perror("cannot read image %s", name);
+			return -EIO;
+		}
+		*crc = t.crc;
+		return 0;
+	}
+	n = pread(fd, buf, sizeof(buf), 0);
+	if (n < 0) {
+		pr_perror("cannot read image %s", name);
+		return -EIO;
+	}
+	c = crc32c(0, buf, n);
+	if (st.st_size > (off_t)sizeof(buf)) {
+		n = pread(fd, buf, sizeof(buf), st.st_size - sizeof(buf));
+		if (n != sizeof(buf)) {
+			pr_perror("cannot read image %s", name);
+			return -EIO;
+		}
+		c = crc32c(c, buf, n);
+	}
+	*crc = c;
+	return 0;
 }
 
 int img_peek_kind(int dirfd, const char *name, uint32_t *kind)

@@ -19,7 +19,7 @@
 #define IMG_MAGIC	   0x4450554bU /* "KUPD" little endian */
 #define IMG_TRAILER_MARK   0xffffffffU
 #define IMG_END_MAGIC	   0x21444e45U /* "END!" */
-#define IMG_FORMAT_VERSION 1
+#define IMG_FORMAT_VERSION 2	       /* 2: the inventory lists every file of the dump */
 #define IMG_MAX_FILE	   (256U << 20)
 #define IMG_MAX_RECORD	   (64U << 20)
 
@@ -106,6 +106,12 @@ int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind
 /* Next message: 1 and *out set, 0 at the end, or -errno (logged). */
 int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out);
 void img_reader_close(struct img_reader *r);
+
+/* What the inventory records of a file so that one swapped in from another
+ * dump is refused: its size and, for a metadata image, the checksum in its
+ * trailer; for raw page data (and any file without a trailer), the crc32c
+ * of its first and last page.  Errors are logged, naming the file. */
+int img_fingerprint(int dirfd, const char *name, uint64_t *size, uint32_t *crc);
 
 /* Identify an image by its header without validating the rest. */
 int img_peek_kind(int dirfd, const char *name, uint32_t *kind);

@@ -198,6 +198,18 @@ int netlock_del(const struct cr_conn *c, size_t n)
 	return 0;
 }
 
+int netlock_clear(void)
+{
+	struct nft_ctx *nft = open_nft();
+	int ret;
+
+	if (!nft)
+		return -EIO;
+	ret = run(nft, "delete table " TABLE, true);
+	nft_ctx_free(nft);
+	return ret;
+}
+
 bool netlock_present(const struct cr_conn *c)
 {
 	struct nft_ctx *nft = open_nft();

@@ -8,6 +8,8 @@
 #include "cr.h" /* struct cr_conn: one TCP connection, from our side, ports in host order */
 
 int netlock_add(const struct cr_conn *c, size_t n);
+/* the whole lock, whatever it holds (recovery after a killed apply) */
+int netlock_clear(void);
 int netlock_del(const struct cr_conn *c, size_t n);
 bool netlock_present(const struct cr_conn *c);
 

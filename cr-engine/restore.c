@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "cr.h"
+#include "fault.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -110,6 +111,154 @@ struct rctx {
 
 /* ------------------------------------------------------------ loading */
 
+/* A file that is not the one the dump wrote: say whether it is damaged
+ * (a metadata image is checked in full for that) or intact but another
+ * dump's.  Always logs one error and returns non-zero. */
+static int refuse_file(struct rctx *c, const InventoryFile *f, uint64_t size)
+{
+	struct img_reader r;
+	uint32_t kind = 0;
+	int ret;
+
+	ret = img_peek_kind(c->dirfd, f->name, &kind);
+	if (!ret && kind != IMG_PAGES && kind != IMG_SHMEM_PAGES) {
+		/* logs what is wrong if it is damaged */
+		ret = img_reader_open(&r, c->dirfd, f->name, kind);
+		if (ret)
+			return ret;
+		img_reader_close(&r);
+		pr_err("image %s does not belong to this dump: its %s differs from what "
+		       "inventory.img recorded (a file of another dump or cycle)",
+		       f->name, size != f->size ? "size" : "checksum");
+		return -EBADMSG;
+	}
+	if (size < f->size) {
+		pr_err("image %s is damaged: truncated (%lu bytes, %lu were written)", f->name,
+		       (unsigned long)size, (unsigned long)f->size);
+		return -EINVAL;
+	}
+	if (!ret) {
+		struct img_header h;
+		_cleanup_close_ int fd = openat(c->dirfd, f->name, O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0 && pread(fd, &h, sizeof(h), 0) == sizeof(h) &&
+		    h.version != IMG_FORMAT_VERSION) {
+			pr_err("image %s has format version %u, this kupdate reads version %u",
+			       f->name, h.version, IMG_FORMAT_VERSION);
+			return -EPROTO;
+		}
+	}
+	pr_err("image %s is damaged or from another dump: its %s differs from what "
+	       "inventory.img recorded",
+	       f->name, size != f->size ? "size" : "checksum");
+	return -EBADMSG;
+}
+
+/* The directory holds exactly the files the inventory lists, each as it was
+ * written: a file from another dump (or cycle), a missing one or an extra
+ * one is refused before anything is restored. */
+/* Images hold the memory of services (keys, passwords): only files of our
+ * own user (root) that nobody else can change are restored. */
+static int check_owner(struct rctx *c, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+		pr_perror("cannot stat image %s", name);
+		return -errno;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+	    !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		pr_err("image %s is refused: %s (owner %u, mode %04o); images must be owned by "
+		       "uid %u and writable by no one else",
+		       name,
+		       st.st_uid != geteuid()			       ? "not owned by us"
+		       : !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ? "not a regular file"
+								       : "writable by others",
+		       st.st_uid, st.st_mode & 07777, geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int verify_files(struct rctx *c)
+{
+	int fd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	int ret = check_owner(c, ".");
+
+	if (!ret)
+		ret = check_owner(c, "inventory.img");
+	if (ret)
+		goto out;
+
+	for (size_t i = 0; i < c->inv->n_files; i++) {
+		const InventoryFile *f = c->inv->files[i];
+		uint64_t size;
+		uint32_t crc;
+
+		if (!f->name[0] || strchr(f->name, '/') || f->name[0] == '.' ||
+		    !strcmp(f->name, "inventory.img")) {
+			pr_err("image inventory.img is damaged: file entry %zu has the name "
+			       "\"%.64s\"",
+			       i, f->name);
+			ret = -EINVAL;
+			goto out;
+		}
+		ret = check_owner(c, f->name);
+		if (!ret)
+			ret = img_fingerprint(c->dirfd, f->name, &size, &crc);
+		if (ret)
+			goto out;
+		if (size != f->size || crc != f->crc) {
+			ret = refuse_file(c, f, size);
+			goto out;
+		}
+	}
+	while (d && (de = readdir(d))) {
+		bool listed = false;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "inventory.img"))
+			continue;
+		if (!strcmp(de->d_name, "parent")) {
+			/* the pre-dump below this dump: a directory of ours too
+			 * (its images are checked as they are read) */
+			struct stat st;
+
+			if (fstatat(c->dirfd, "parent", &st, 0) || !S_ISDIR(st.st_mode) ||
+			    st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+				pr_err("image directory parent (the pre-dump below this dump) is "
+				       "refused: missing, not owned by uid %u or writable by "
+				       "others",
+				       geteuid());
+				ret = -EPERM;
+				goto out;
+			}
+			continue;
+		}
+		for (size_t i = 0; i < c->inv->n_files && !listed; i++)
+			listed = !strcmp(de->d_name, c->inv->files[i]->name);
+		if (!listed) {
+			pr_err("image %s does not belong to this dump: inventory.img does not list "
+			       "it",
+			       de->d_name);
+			ret = -EBADMSG;
+			goto out;
+		}
+	}
+	if (!d) {
+		ret = -errno;
+		pr_perror("cannot list the image directory %s", c->opts->imgdir);
+	}
+out:
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 static int load_inventory(struct rctx *c)
 {
 	struct img_reader r;
@@ -147,7 +296,13 @@ static int load_inventory(struct rctx *c)
 		       (unsigned long)c->inv->xfeatures, (unsigned long)c->xcr0);
 		return -EOPNOTSUPP;
 	}
-	return 0;
+	if (c->opts->cycle_id &&
+	    (!c->inv->cycle_id || strcmp(c->inv->cycle_id, c->opts->cycle_id))) {
+		pr_err("image inventory.img belongs to cycle %.64s, not to cycle %s: not restored",
+		       c->inv->cycle_id ? c->inv->cycle_id : "(none)", c->opts->cycle_id);
+		return -EINVAL;
+	}
+	return verify_files(c);
 }
 
 static int load_pstree(struct rctx *c)
@@ -1508,10 +1663,15 @@ static void kill_all(struct rctx *c)
 	for (size_t i = 0; i < c->nr; i++) {
 		for (int tries = 0; tries < 5000; tries++) {
 			struct proc_stat st;
+			int ws;
+			pid_t w;
 
-			/* our tracees report their death to us first */
-			while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
-				;
+			/* our tracees report their death to us first; one that
+			 * reached its exit stop after the detach above waits
+			 * there for us to let it go */
+			while ((w = waitpid(-1, &ws, __WALL | WNOHANG)) > 0)
+				if (WIFSTOPPED(ws))
+					ptrace(PTRACE_DETACH, w, 0, 0);
 			if (parse_stat(c->procs[i].pid, 0, &st) || st.state == 'Z' ||
 			    st.state == 'X')
 				break;
@@ -1632,6 +1792,12 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	if (ret)
 		goto fail;
 	ret = seize_all(&c);
+	if (!ret && cr_fault("restore")) {
+		pr_err("restore: fault injected by KUPDATE_FAULT after the %zu processes were "
+		       "created",
+		       c.nr);
+		ret = -EIO;
+	}
 	if (ret)
 		goto fail;
 	open_stage(&c, ST_GO);
@@ -1674,6 +1840,32 @@ out:
 	if (c.sh)
 		munmap(c.sh, c.sh_len);
 	shmem_free(&c.shm);
+	free(c.helpers);
+	free(c.sessions);
+	free_images(&c);
+	close(c.dirfd);
+	return ret;
+}
+
+int cr_images_check(const char *imgdir)
+{
+	struct rctx c;
+	struct cr_restore_opts o = { .imgdir = imgdir };
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	c.opts = &o;
+	c.dirfd = open(imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c.dirfd < 0) {
+		ret = -errno;
+		pr_perror("cannot open image directory %s", imgdir);
+		return ret;
+	}
+	ret = load_images(&c);
+	if (!ret)
+		ret = find_helpers(&c);
+	if (!ret)
+		ret = find_launchers(&c);
 	free(c.helpers);
 	free(c.sessions);
 	free_images(&c);

@@ -321,11 +321,15 @@ int cr_show(const char *imgdir, bool json, FILE *out)
 		if (!nn)
 			break;
 		names = nn;
-		names[n++] = strdup(de->d_name);
+		names[n] = strdup(de->d_name);
+		if (!names[n])
+			break;
+		n++;
 	}
 	if (d)
 		closedir(d);
-	qsort(names, n, sizeof(*names), cmp_str);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
 	if (!n) {
 		pr_err("%s holds no images", imgdir);
 		ret = -ENOENT;

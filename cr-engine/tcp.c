@@ -689,6 +689,11 @@ int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr)
 	return 0;
 }
 
+int cr_net_unlock_all(void)
+{
+	return netlock_clear();
+}
+
 int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock)
 {
 	return lock ? netlock_add(c, nr) : netlock_del(c, nr);

@@ -10,12 +10,16 @@
  *    their processes are killed (sockets in repair mode: no FIN, no RST)
  *  5 kexec, through systemd or at once (--fast)
  * A failure in 1-3 resumes every unit as it was, removes the partial cycle
- * and does not kexec.  A kexec that fails after 4 restores the units from
- * the cycle on this kernel. */
+ * and does not kexec; its last message names the phase.  A kexec that fails
+ * after 4 restores the units from the cycle on this kernel.  An apply that
+ * is killed (SIGKILL) leaves its partial cycle directory behind: the next
+ * kupdate command finds it and resumes its units (recover.c).
+ * Test-only fault injection: cr-engine/fault.h. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +33,11 @@
 #include "boot.h"
 #include "cr.h"
 #include "cycle.h"
+#include "fault.h"
 #include "kexec.h"
 #include "kupdate.h"
 #include "log.h"
+#include "recover.h"
 #include "sd.h"
 #include "units.h"
 #include "util.h"
@@ -96,7 +102,22 @@ static int thaw_seized(void *arg)
 	if (u->frozen && sd_thaw(u->sd, u->name))
 		return -EIO;
 	u->frozen = false;
+	if (cr_fault("dump")) {
+		pr_err("unit %s: dump fault injected by KUPDATE_FAULT (its processes are seized)",
+		       u->name);
+		return -EIO;
+	}
 	return 0;
+}
+
+/* test only (KUPDATE_FAULT=kill-dump:N): die in the middle of a dump */
+static void kill_in_dump(const struct cr_dump_progress *p, void *arg)
+{
+	(void)p;
+	(void)arg;
+	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
+			"dump\n");
+	kill(getpid(), SIGKILL);
 }
 
 /* anon + shmem of a unit's cgroup: what its images will hold at most */
@@ -124,6 +145,8 @@ static int check_room(struct aunit *u, int n)
 	struct statvfs sv;
 	uint64_t need = 0, avail;
 
+	if (cr_fault_unit("room-check-off", 0, NULL))
+		return 0;
 	for (int i = 0; i < n; i++)
 		need += unit_memory(&u[i]);
 	if (statvfs(state_dir(), &sv)) {
@@ -228,6 +251,10 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	if (ret)
 		return ret;
 	u->frozen = true;
+	if (cr_fault("freeze")) {
+		pr_err("unit %s: freeze fault injected by KUPDATE_FAULT", u->name);
+		return -EIO;
+	}
 	/* frozen: the set of processes cannot change any more */
 	ret = unit_members(u->name, &u->ui, &u->members, &u->nr_members);
 	if (ret)
@@ -241,6 +268,8 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
+	if (cr_fault("kill-dump"))
+		o.progress = kill_in_dump;
 	cr_log_mark();
 	ret = cr_dump_begin(&o, &u->st, &u->sess);
 	if (ret)
@@ -493,6 +522,8 @@ int cmd_apply(int argc, char **argv)
 			    *reserve = NULL;
 	bool loaded = false;
 	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
+	/* where a failure happened, for its last message */
+	const char *phase = "preflight", *phase_unit = NULL;
 
 	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
 	if (ret) {
@@ -540,6 +571,10 @@ int cmd_apply(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (cr_fault_unit("preflight", 0, NULL)) {
+		pr_err("preflight fault injected by KUPDATE_FAULT");
+		goto out;
+	}
 	cmdline = kexec_cmdline(ao.append, "0", NULL);
 	if (!cmdline || kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
 		goto out;
@@ -572,6 +607,7 @@ int cmd_apply(int argc, char **argv)
 	}
 
 	/* 2. dump every unit */
+	phase = "dump";
 	id = new_cycle_id();
 	tmp = id ? xasprintf("%s/cycles/.%s.tmp", state_dir(), id) : NULL;
 	final = id ? cycle_path(id, NULL) : NULL;
@@ -589,6 +625,8 @@ int cmd_apply(int argc, char **argv)
 		}
 	}
 	journal_note(id, NULL, 6, "cycle %s: checkpointing %d units for %s", id, n, ao.kernel);
+	if (write_apply_record(tmp, (const char *const *)names, n))
+		goto abort;
 	/* every unit's memory first, while they all run */
 	for (int i = 0; ao.pre_dump && i < n; i++) {
 		ret = predump_unit(&u[i], id, tmp);
@@ -602,6 +640,13 @@ int cmd_apply(int argc, char **argv)
 		}
 	}
 	for (int i = 0; i < n; i++) {
+		char idx[16];
+
+		/* for the engine's fault checks (tests) */
+		snprintf(idx, sizeof(idx), "%d", i + 1);
+		setenv("KUPDATE_FAULT_UNIT", idx, 1);
+		setenv("KUPDATE_FAULT_UNIT_NAME", u[i].name, 1);
+		phase_unit = u[i].name;
 		ret = dump_unit(&u[i], id, tmp);
 		if (ret) {
 			const char *why = cr_log_first_error();
@@ -616,6 +661,10 @@ int cmd_apply(int argc, char **argv)
 	}
 
 	/* 3. the cycle: pids to keep free, the final command line, manifest */
+	unsetenv("KUPDATE_FAULT_UNIT");
+	unsetenv("KUPDATE_FAULT_UNIT_NAME");
+	phase_unit = NULL;
+	phase = "kexec-load";
 	{
 		size_t total = 0, k = 0;
 		pid_t *all;
@@ -634,15 +683,25 @@ int cmd_apply(int argc, char **argv)
 	cmdline = reserve ? kexec_cmdline(ao.append, id, ao.no_reserve ? NULL : reserve) : NULL;
 	if (!cmdline)
 		goto abort;
+	if (cr_fault_unit("kexec-load", 0, NULL)) {
+		pr_err("cannot load %s: kexec-load fault injected by KUPDATE_FAULT", ao.kernel);
+		goto abort;
+	}
 	if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
 		goto abort;
+	phase = "manifest";
 	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve, rt_start, preflight_ns))
 		goto abort;
+	if (cr_fault_unit("manifest", 0, NULL)) {
+		pr_err("cannot mark the cycle ready: manifest fault injected by KUPDATE_FAULT");
+		goto abort;
+	}
 	if (publish(tmp, final))
 		goto abort;
 	printf("kupdate: cycle %s ready in %s\n", id, final);
 
 	/* 4. the point of no return */
+	phase = "retire";
 	if (retire_units(u, n)) {
 		pr_err("cannot hand the units over to the cycle; every unit keeps running");
 		rm_rf(final);
@@ -655,6 +714,7 @@ int cmd_apply(int argc, char **argv)
 	tmp = NULL;
 
 	/* 5. kexec */
+	phase = "kexec-exec";
 	if (getenv("KUPDATE_TEST_NO_JUMP")) {
 		/* tests: the cycle is ready and the kernel loaded, but the
 		 * machine is left to boot some other way */
@@ -671,8 +731,12 @@ int cmd_apply(int argc, char **argv)
 	printf("kupdate: kexec into %s (%s)\n", ao.kernel, ao.fast ? "now" : "through systemd");
 	fflush(stdout);
 	mark_kexec(final);
-	if (kexec_now(&sd, ao.fast)) {
-		pr_err("the kexec failed: restoring the units from cycle %s on this kernel", id);
+	if (cr_fault_unit("kexec-exec", 0, NULL))
+		pr_err("kexec-exec fault injected by KUPDATE_FAULT");
+	if (cr_fault_unit("kexec-exec", 0, NULL) || kexec_now(&sd, ao.fast)) {
+		pr_err("the kexec failed (phase kexec-exec): restoring the units from cycle %s on "
+		       "this kernel",
+		       id);
 		restore_here(&sd, id);
 		goto out;
 	}
@@ -688,6 +752,17 @@ abort:
 abort_published:
 	resume_all(u, n);
 out:
+	if (rc && !ao.dry_run) {
+		if (!strcmp(phase, "preflight"))
+			pr_err("apply failed in phase preflight: nothing was changed");
+		else if (!strcmp(phase, "kexec-exec"))
+			pr_err("apply failed in phase kexec-exec: the units were restored on this "
+			       "kernel from the cycle (kupdate status)");
+		else
+			pr_err("apply failed in phase %s%s%s: every unit was resumed as it was, no "
+			       "cycle is ready, nothing was kexec'd",
+			       phase, phase_unit ? " of " : "", phase_unit ? phase_unit : "");
+	}
 	if (loaded)
 		kexec_unload();
 	if (u) {

@@ -28,6 +28,7 @@
 #include "boot.h"
 #include "cr.h"
 #include "cycle.h"
+#include "fault.h"
 #include "kupdate.h"
 #include "log.h"
 #include "sd.h"
@@ -127,6 +128,30 @@ int write_restore_dropin(const char *dir, const char *unit, const char *exe, con
 		exe, id, unit, here ? " --here" : "");
 
 	return p && t ? write_text(p, t) : -ENOMEM;
+}
+
+/* Test only (cr-engine/fault.h): the boot side takes its faults from
+ * kupdate.fault= on the kernel command line (no environment reaches a
+ * generator or a unit's ExecStart from the old boot). */
+static void fault_from_cmdline(void)
+{
+	_cleanup_free_ char *c = NULL;
+	char *p;
+
+	if (getenv("KUPDATE_FAULT"))
+		return;
+	if (getenv("KUPDATE_CMDLINE"))
+		c = xstrdup(getenv("KUPDATE_CMDLINE"));
+	else if (read_file_at(AT_FDCWD, "/proc/cmdline", &c, NULL))
+		return;
+	for (p = c; p && (p = strstr(p, "kupdate.fault=")); p++) {
+		if (p != c && p[-1] != ' ')
+			continue;
+		p += strlen("kupdate.fault=");
+		p[strcspn(p, " \n")] = 0;
+		setenv("KUPDATE_FAULT", p, 1);
+		return;
+	}
 }
 
 static char *self_exe(void)
@@ -231,9 +256,17 @@ int cmd_generator(int argc, char **argv)
 	if (argc < 2)
 		return 0;
 	early = argc > 2 ? argv[2] : argv[1];
+	fault_from_cmdline();
 	id = boot_cycle(&m);
 	if (!id)
 		return 0;
+	if (cr_fault_unit("generator", 0, NULL)) {
+		pr_err("generator fault injected by kupdate.fault=: no unit of cycle %s is set up "
+		       "for its restore; kupdate-finish reports them",
+		       id);
+		cycle_manifest__free_unpacked(m, NULL);
+		return 1;
+	}
 	if (!getenv("KUPDATE_CMDLINE")) /* not in tests */
 		raise_last_pid(m);
 	wants = calloc(1, 1);
@@ -362,6 +395,7 @@ int cmd_restore_unit(int argc, char **argv)
 	_cleanup_free_ char *dir = NULL, *pidfile = NULL, *cmd = NULL;
 	char rel[128], boot[64], me[64], why[1200];
 	pid_t root = 0;
+	bool unlock_fault;
 	int c, ret, status = 0;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC), boot0 = now_ns(CLOCK_BOOTTIME);
 
@@ -389,6 +423,7 @@ int cmd_restore_unit(int argc, char **argv)
 		pr_err("restore-unit: needs --cycle ID and --unit UNIT");
 		return 2;
 	}
+	fault_from_cmdline();
 	if (manifest_read(id, &m)) {
 		pr_err("unit %s: cycle %s has no readable manifest in %s", unit, id, state_dir());
 		return 1;
@@ -420,9 +455,22 @@ int cmd_restore_unit(int argc, char **argv)
 		goto fail_nostatus;
 	unlink(pidfile);
 	o.imgdir = dir;
+	o.cycle_id = id;
 	o.detach = true;
 	o.pidfile = pidfile;
 	o.open_external = journal_stream;
+	/* the unit's position and name for the engine's fault checks (tests) */
+	for (size_t i = 0; i < m->n_units; i++)
+		if (m->units[i] == cu) {
+			char idx[24];
+
+			snprintf(idx, sizeof(idx), "%zu", i + 1);
+			setenv("KUPDATE_FAULT_UNIT", idx, 1);
+			setenv("KUPDATE_FAULT_UNIT_NAME", unit, 1);
+		}
+	unlock_fault = cr_fault("unlock");
+	if (unlock_fault)
+		o.no_net_unlock = true;
 	cr_log_mark();
 	ret = cr_restore(&o, &root, &status);
 
@@ -457,6 +505,15 @@ int cmd_restore_unit(int argc, char **argv)
 	st.result = UNIT_RESULT__UNIT_RESTORED;
 	st.has_new_main_pid = 1;
 	st.new_main_pid = root;
+	if (unlock_fault) {
+		/* its connections stay held: kupdate-finish releases every lock
+		 * of the cycle, whatever happened before */
+		pr_err("unit %s: network unlock fault injected by kupdate.fault=: its connections "
+		       "stay held until kupdate-finish",
+		       unit);
+		st.reason = "restored; the network unlock failed (fault injected), kupdate-finish "
+			    "released it";
+	}
 	if (cu->has_frozen_at_ns) {
 		st.has_downtime_ns = 1;
 		st.downtime_ns = now_ns(CLOCK_REALTIME) - cu->frozen_at_ns;
@@ -531,7 +588,9 @@ int finish_cycle(struct sd *s, const char *id, bool here)
 
 		if (status_read(id, u, &st)) {
 			write_result(id, u, NULL, UNIT_RESULT__UNIT_FAILED,
-				     "its restore did not run (the unit was not started)", 0);
+				     "its restore never ran in this boot (see kupdate-generator in "
+				     "the kernel log)",
+				     0);
 			cold[i] = true;
 		} else {
 			cold[i] = st->result == UNIT_RESULT__UNIT_FAILED;

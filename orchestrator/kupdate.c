@@ -12,6 +12,7 @@
 
 #include "cr.h"
 #include "kupdate.h"
+#include "recover.h"
 #include "log.h"
 
 void usage(FILE *out)
@@ -158,8 +159,13 @@ int main(int argc, char **argv)
 		};
 
 		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-			if (!strcmp(cmd, cmds[i].name))
+			if (!strcmp(cmd, cmds[i].name)) {
+				/* the ordinary commands first resume what a killed
+				 * apply left stopped (recover.c) */
+				if (i < 5)
+					recover_interrupted();
 				return cmds[i].fn(argc, argv);
+			}
 	}
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);

@@ -114,3 +114,15 @@ check-cr-guest:
 check-cycle:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle
+include tests/fuzz/fuzz.mk
+
+# Faults at every phase of the cycle, in QEMU (tests/cycle/faults.sh): one
+# boot for the faults before the kexec, two kexecs for the boot side.
+.PHONY: faults check-faults
+faults: kernels guest-image $(KQ_HOST) cycle-payload
+	$(Q)BUILD=$(BUILD) tests/cycle/faults.sh
+
+CHECK_SUITES += faults
+check-faults:
+	$(Q)tools/deps.sh kernel guest
+	$(Q)tools/run-suite $(BUILD)/results faults $(MAKE) --no-print-directory -s faults

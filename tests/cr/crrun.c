@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -339,14 +340,20 @@ static bool matches(const char *text, const char *re)
 	return m;
 }
 
-/* Damage the first image whose name starts with the prefix. */
-static int corrupt_images(const char *img)
+/* Damage the first image whose name starts with the prefix:
+ *   truncate:P  cut it to half its size
+ *   flip:P      flip one bit (page data: inside the first page)
+ *   version:P   give its header format version 99
+ *   chmod:P     make it writable by others (0666)
+ *   chown:P     give it to another user (65534)
+ *   swap:P      replace it by the same file of the previous dump (prev) */
+static int corrupt_images(const char *img, const char *prev)
 {
 	const char *colon = strchr(o.corrupt, ':');
 	const char *prefix = colon ? colon + 1 : "";
 	bool flip = !strncmp(o.corrupt, "flip:", 5);
 	const char *slash = strrchr(prefix, '/');
-	char dir[1024], path[1400] = "";
+	char dir[1024], path[1400] = "", name[256] = "";
 	DIR *d;
 	struct dirent *de;
 
@@ -361,6 +368,7 @@ static int corrupt_images(const char *img)
 	while (d && (de = readdir(d)))
 		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strstr(de->d_name, ".img")) {
 			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			snprintf(name, sizeof(name), "%s", de->d_name);
 			break;
 		}
 	if (d)
@@ -369,13 +377,65 @@ static int corrupt_images(const char *img)
 		diag("no image named %s* to damage", prefix);
 		return -1;
 	}
+	if (!strncmp(o.corrupt, "swap:", 5)) {
+		char from[1024], cmp[2200];
+		int in, out;
+		ssize_t n;
+		char buf[65536];
+
+		snprintf(from, sizeof(from), "%s/%s", prev ? prev : "", name);
+		/* an identical file would prove nothing */
+		snprintf(cmp, sizeof(cmp), "cmp -s '%s' '%s'", from, path);
+		if (prev && system(cmp) == 0) {
+			diag("%s is the same in both dumps: nothing to swap", name);
+			return -1;
+		}
+		in = prev ? open(from, O_RDONLY) : -1;
+		if (in < 0) {
+			diag("no %s in the previous dump to swap in (needs --iterations 2)", name);
+			return -1;
+		}
+		out = open(path, O_WRONLY | O_TRUNC);
+		if (out < 0) {
+			close(in);
+			return -1;
+		}
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, n) != n) {
+				n = -1;
+				break;
+			}
+		close(in);
+		close(out);
+		if (n < 0)
+			return -1;
+		diag("replaced %s by the one of the previous dump", path);
+		return 0;
+	}
 	{
 		struct stat st;
 		int fd = open(path, O_RDWR);
 
 		if (fd < 0 || fstat(fd, &st))
 			return -1;
-		if (flip) {
+		if (!strncmp(o.corrupt, "chmod:", 6)) {
+			/* writable by others */
+			if (fchmod(fd, 0666))
+				return -1;
+			diag("made %s mode 0666", path);
+		} else if (!strncmp(o.corrupt, "chown:", 6)) {
+			/* another user's (nobody) */
+			if (fchown(fd, 65534, 65534))
+				return -1;
+			diag("gave %s to uid 65534", path);
+		} else if (!strncmp(o.corrupt, "version:", 8)) {
+			uint16_t v = 99;
+
+			/* struct img_header: magic, kind, then the u16 version */
+			if (pwrite(fd, &v, 2, 8) != 2)
+				return -1;
+			diag("set the format version of %s to 99", path);
+		} else if (flip) {
 			/* page data: a byte inside the first page; others: the middle */
 			off_t off = !strncmp(prefix, "pages", 5) ? 4096 + 123 : st.st_size / 2;
 			unsigned char c;
@@ -868,6 +928,8 @@ static int test_main(char **targv)
 
 	for (int it = 0; it < o.iterations; it++) {
 		double dsecs, rsecs;
+		char prev[600];
+		bool damage;
 		int rc;
 
 		rc = pre_dumps(root, it, log);
@@ -967,7 +1029,11 @@ static int test_main(char **targv)
 
 		if (o.drop_sysvshm && drop_sysvshm())
 			return 1;
-		if (o.corrupt && corrupt_images(img)) {
+		/* a swap takes a file of the previous dump: the last iteration */
+		damage = o.corrupt && (strncmp(o.corrupt, "swap:", 5) || it == o.iterations - 1);
+		if (it > 0)
+			snprintf(prev, sizeof(prev), "%s/img-%d", workdir, it - 1);
+		if (damage && corrupt_images(img, it > 0 ? prev : NULL)) {
 			diag("cannot damage the images as asked");
 			return 1;
 		}
@@ -975,7 +1041,7 @@ static int test_main(char **targv)
 			usleep(o.pause_ms * 1000);
 		snprintf(out, sizeof(out), "%s/restore-%d.out", workdir, it);
 		rc = do_restore(img, pidfile, out, &rsecs);
-		if (o.expect_restore_fail) {
+		if (o.expect_restore_fail && (!o.corrupt || damage)) {
 			char *text = slurp(out);
 			bool ok = rc != 0 && matches(text, o.expect_restore_fail);
 
@@ -986,6 +1052,20 @@ static int test_main(char **targv)
 				free(text);
 				kill_tree(root);
 				return 1;
+			}
+			/* damaged images: one clear error line, no more */
+			if (o.corrupt) {
+				int errs = 0;
+
+				for (char *l = strstr(text, "error:"); l;
+				     l = strstr(l + 1, "error:"))
+					errs++;
+				if (errs != 1) {
+					diag("expected one error line, got %d", errs);
+					show_file("kupdate restore", out);
+					free(text);
+					return 1;
+				}
 			}
 			diag("restore refused as expected: %s", strtok(text, "\n"));
 			free(text);
@@ -1072,7 +1152,8 @@ static int test_main(char **targv)
 				return 1;
 			}
 		}
-		if (!o.keep) {
+		/* a swap needs this dump for the next iteration */
+		if (!o.keep && !(o.corrupt && !strncmp(o.corrupt, "swap:", 5))) {
 			char *rm[] = { "/bin/rm", "-rf", img, NULL };
 			run(rm, "/dev/null", NULL);
 			for (int k = 0; k < o.pre_dumps; k++) {
@@ -1298,7 +1379,7 @@ int main(int argc, char **argv)
 	if ((ret == 0 || ret == 77) && !o.keep) {
 		char *rm[] = { "/bin/rm", "-rf", workdir, NULL };
 		run(rm, "/dev/null", NULL);
-	} else if (ret && ret != 77) {
+	} else {
 		diag("work directory kept: %s", workdir);
 	}
 	return ret;

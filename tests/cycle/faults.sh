@@ -1,0 +1,314 @@
+#!/bin/bash
+# Faults at every phase of the update cycle, in QEMU (TAP).  Uses the test-only
+# switch KUPDATE_FAULT=PHASE[:N] (kupdate.fault= on the new kernel's command
+# line for the boot side; phases and N: cr-engine/fault.h).
+#
+# One boot of kernel A (Debian guest, kupdate and three demo units from the
+# payload: demo-counter with a live TCP client on the host, demo-pipe, two
+# processes, demo-echo), every fault before the kexec in turn, each checked
+# on the real state: apply exits non-zero naming the phase; every unit
+# active, not frozen, with the same processes; the counter still counts; no
+# nftables table inet kupdate; no cycle (ready or partial) left; no kernel
+# loaded for kexec.
+#   preflight, netlock:1 (the host client's connection), freeze:2, dump:3,
+#   image-write:2, manifest, kexec-load, a full image filesystem (a 128 KiB
+#   tmpfs as KUPDATE_STATE_DIR: refused by the preflight; with the room check
+#   off, met by the writes: ENOSPC), kill-dump:2 (kupdate SIGKILLs itself in
+#   the middle of demo-pipe's dump; the next kupdate command recovers),
+#   kexec-exec (the units are restored on this kernel with their pids).
+# The host client's connection saw no reset through all of it (up to the
+# kill, then a new one); an idle connection is held through the kill.
+# Then two kexecs to kernel B:
+#   restore:2 (demo-pipe's restore fails after its tree is created) and
+#   unlock:1 (demo-counter's network unlock fails): demo-pipe is started the
+#   ordinary way and reported with the reason, the others are restored with
+#   their pids, the lock is released by kupdate-finish, the host client sees
+#   no reset;
+#   generator (the generator fails): every unit is started the ordinary way
+#   and reported, nothing is held (pid reservation, network lock), images
+#   removed.
+# Last, power loss right after the manifest commit (kexec -e at once to the
+# same kernel, without the cycle): nothing is restored, the cycle is
+# abandoned and its images removed.
+#
+# Only one QEMU runs on this machine at a time: the script holds
+# /tmp/kupdate-qemu.lock (flock) while it runs.
+set -uo pipefail
+if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
+	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
+export BUILD
+vm=$top/qemu-kexec/vm
+name=faults-$$
+BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
+payload=$BUILD/cycle-payload
+client=$BUILD/tests/cycle/demo-client
+work=$(mktemp -d /tmp/kupdate-faults.XXXXXX)
+client_pid=
+
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { # check "description" command...
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else notok "$d"; fi
+}
+say() { echo "# $*"; }
+run() { "$vm" run "$name" -t 300 -- "$@"; }
+finish() {
+	[ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
+	"$vm" kill "$name" >/dev/null 2>&1
+	[ "$failed" = 0 ] && rm -rf "${VM_DIR:-$BUILD/vm}/$name"
+	rm -rf "$work"
+	echo "1..$n"
+	exit $((failed > 0))
+}
+bail() {
+	notok "$*"
+	echo "# last serial lines:"
+	tail -40 "$("$vm" log "$name")" 2>/dev/null | sed 's/^/# serial: /'
+	finish
+}
+trap finish INT TERM
+
+boot_id() { "$vm" ping "$name" | cut -d' ' -f1; }
+wait_payload() {
+	run 'for i in $(seq 300); do test -d /payload/root && exit 0
+		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1'
+}
+new_boot() { # new_boot OLD_BOOT_ID
+	"$vm" ping "$name" -t "$BOOT_TIMEOUT" --not "$1" >/dev/null || return 1
+	"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >"$work/state" 2>&1
+	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
+	wait_payload
+}
+unit_pids() { run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"; }
+query() { run "kupdate-demo query /run/$1.sock $2"; }
+counter() { query demo-counter get | cut -d' ' -f1; }
+start_client() {
+	rm -f "$work/stop"
+	"$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
+	client_pid=$!
+	sleep 3
+}
+# the verdict (a client stuck on a dead connection is killed after 30 s)
+stop_client() { # stop_client WHAT
+	touch "$work/stop"
+	for _ in $(seq 60); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.5; done
+	kill "$client_pid" 2>/dev/null
+	wait "$client_pid"
+	client_pid=
+	sed 's/^/# client: /' "$work/client"
+	check "$1: the host's TCP client saw no reset, no lost answer" grep -q '^PASS' "$work/client"
+}
+
+units="demo-counter demo-pipe demo-echo"
+unit_args="--unit demo-counter.service --unit demo-pipe.service --unit demo-echo.service"
+declare -A pids
+
+snapshot() {
+	for u in $units; do pids[$u]=$(unit_pids $u.service); done
+}
+
+# every unit as it was, nothing of the failed apply left
+intact() { # intact WHAT [images-only]
+	local what=$1 u bad="" c1 c2 left
+	for u in $units; do
+		local st
+		st=$(run "systemctl is-active $u.service; systemctl show -p FreezerState --value $u.service" | tr '\n' ' ')
+		[ "$st" = "active running " ] || bad="$bad $u:$st"
+		[ "$(unit_pids $u.service)" = "${pids[$u]}" ] || bad="$bad $u:pids($(unit_pids $u.service)!=${pids[$u]})"
+	done
+	check "$what: every unit active, not frozen, same processes${bad:+ ($bad)}" test -z "$bad"
+	c1=$(counter)
+	sleep 1
+	c2=$(counter)
+	check "$what: the counter still counts ($c1 -> $c2)" test "${c2:-0}" -gt "${c1:-0}"
+	check "$what: no network lock (nft table inet kupdate)" \
+		run '! nft list table inet kupdate >/dev/null 2>&1'
+	if [ "${2:-}" = images-only ]; then
+		left=$(run 'ls -d /var/lib/kupdate/cycles/*/units /var/lib/kupdate/cycles/.*.tmp 2>/dev/null')
+	else
+		left=$(run 'ls -A /var/lib/kupdate/cycles 2>/dev/null')
+	fi
+	check "$what: no cycle left ready or half-made${left:+ ($left)}" test -z "$left"
+	check "$what: no kernel left loaded for kexec" test "$(run 'cat /sys/kernel/kexec_loaded')" = 0
+}
+
+apply_fault() { # apply_fault WHAT EXPECTED-REGEX ENV...
+	local what=$1 re=$2 rc
+	shift 2
+	"$vm" run "$name" -t 300 -- "$* kupdate apply /payload/boot/bzImage-B $unit_args" >"$work/apply" 2>&1
+	rc=$?
+	sed 's/^/# apply: /' "$work/apply"
+	check "$what: apply fails (exit $rc)" test "$rc" != 0 -a "$rc" != 252
+	check "$what: the message names it (/$re/)" grep -Eq "$re" "$work/apply"
+}
+
+# ---- boot A, install, start the services ----------------------------------------
+"$vm" start "$name" --guest debian --kernel A --payload "$payload" --timeout "$BOOT_TIMEOUT" \
+	--fwd auto:8080 2>"$work/start" || { sed 's/^/# /' "$work/start"; bail "boot kernel A"; }
+"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
+port=$("$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n 's/^\([0-9]*\):8080$/\1/p')
+wait_payload || bail "the payload disk is not mounted in the guest"
+run 'cp -a /payload/root/. / && systemctl daemon-reload &&
+	systemctl enable --now demo-counter.service demo-pipe.service demo-echo.service &&
+	systemctl enable kupdate-finish.service &&
+	kupdate enable demo-counter.service demo-pipe.service demo-echo.service' >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
+sleep 2
+start_client
+snapshot
+say "pids: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
+
+# ---- faults before the kexec -----------------------------------------------------
+apply_fault "preflight" 'preflight fault.*|phase preflight' KUPDATE_FAULT=preflight
+intact "preflight"
+apply_fault "netlock:1" 'netlock fault injected.*' KUPDATE_FAULT=netlock:1
+grep -q 'phase dump of demo-counter.service' "$work/apply" || say "(no phase line)"
+intact "netlock:1"
+apply_fault "freeze:2" 'freeze fault injected' KUPDATE_FAULT=freeze:2
+check "freeze:2: the last line names the phase and unit" grep -q 'phase dump of demo-pipe.service' "$work/apply"
+intact "freeze:2"
+apply_fault "dump:3" 'dump fault injected.*' KUPDATE_FAULT=dump:3
+check "dump:3: the last line names the phase and unit" grep -q 'phase dump of demo-echo.service' "$work/apply"
+intact "dump:3"
+apply_fault "image-write:2" 'image-write fault injected' KUPDATE_FAULT=image-write:2
+intact "image-write:2"
+apply_fault "manifest" 'manifest fault injected' KUPDATE_FAULT=manifest
+check "manifest: the last line names the phase" grep -q 'phase manifest' "$work/apply"
+intact "manifest"
+apply_fault "kexec-load" 'kexec-load fault injected' KUPDATE_FAULT=kexec-load
+check "kexec-load: the last line names the phase" grep -q 'phase kexec-load' "$work/apply"
+intact "kexec-load"
+
+# a full image filesystem: 128 KiB of tmpfs as the state directory
+run 'mkdir -p /run/kupdate-small && mount -t tmpfs -o size=128k,mode=0700 kupdate-small /run/kupdate-small' ||
+	bail "mount a small tmpfs"
+apply_fault "disk full (preflight)" 'not enough room.*' KUPDATE_STATE_DIR=/run/kupdate-small
+intact "disk full (preflight)"
+apply_fault "disk full (writes)" 'No space left on device' \
+	KUPDATE_STATE_DIR=/run/kupdate-small KUPDATE_FAULT=room-check-off
+check "disk full (writes): the last line names the phase" grep -q 'phase dump of' "$work/apply"
+left=$(run 'ls -A /run/kupdate-small/cycles')
+check "disk full (writes): the partial cycle is removed${left:+ ($left)}" test -z "$left"
+intact "disk full (writes)"
+run 'umount /run/kupdate-small'
+
+stop_client "preflight .. disk full"
+
+# SIGKILL in the middle of a dump: demo-counter is dumped and held (its
+# connection locked, in repair mode), demo-pipe half dumped.  An idle
+# connection from the host is held through it: after the recovery it
+# answers (out of repair mode, not locked).  (A connection with unread data
+# at the kill is lost: the service reads its socket, still in repair mode,
+# before any recovery can run, gets EPERM and closes it: see recover.c.)
+exec {held}<>"/dev/tcp/127.0.0.1/$port" || bail "kill-dump: connect to the counter"
+echo get >&$held
+read -r -t 10 -u $held l0
+say "held connection: '$l0'"
+"$vm" run "$name" -t 300 -- "KUPDATE_FAULT=kill-dump:2 kupdate apply /payload/boot/bzImage-B $unit_args" >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "kill-dump:2: kupdate died of SIGKILL (exit $rc)" test "$rc" = 137
+check "kill-dump:2: the partial cycle is there before the recovery" \
+	run 'ls -d /var/lib/kupdate/cycles/.*.tmp >/dev/null 2>&1'
+out=$(run 'kupdate status' 2>&1)
+echo "$out" | sed 's/^/# status: /'
+check "kill-dump:2: the next kupdate command recovers (names the units)" \
+	grep -q 'recovery: .*demo-counter.service' <<<"$out"
+intact "kill-dump:2"
+echo get >&$held
+l1=
+read -r -t 15 -u $held l1
+check "kill-dump:2: the connection held across it answers again ('$l1')" test -n "$l1"
+exec {held}>&-
+start_client
+
+# kexec-exec: the jump fails after the units were retired: they are restored
+# on this kernel, same pids, and the cycle is finished (no images)
+apply_fault "kexec-exec" 'kexec-exec fault injected' KUPDATE_FAULT=kexec-exec
+check "kexec-exec: the units were restored on this kernel" grep -q 'restored on this kernel' "$work/apply"
+intact "kexec-exec" images-only
+stop_client "kexec-exec (restored on this kernel)"
+
+# ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B --------
+start_client
+snapshot
+boot1=$(boot_id)
+cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
+"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=restore:2,unlock:1'" >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "restore:2,unlock:1: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
+new_boot "$boot1" || bail "restore:2,unlock:1: kernel B did not come up"
+status=$(run 'kupdate status')
+echo "$status" | sed 's/^/# status: /'
+check "restore:2: demo-pipe was started the ordinary way, with the reason" \
+	grep -q '^demo-pipe.service *cold-started.*fault injected' <<<"$status"
+newpipe=$(unit_pids demo-pipe.service)
+check "restore:2: demo-pipe is active with new processes ($newpipe)" \
+	test "$(run 'systemctl is-active demo-pipe.service')" = active -a -n "$newpipe" -a "$newpipe" != "${pids[demo-pipe]}"
+for u in demo-counter demo-echo; do
+	check "restore:2: $u.service restored with its processes" \
+		test "$(unit_pids $u.service)" = "${pids[$u]}"
+	check "restore:2: kupdate status says $u.service restored" grep -q "^$u.service *restored" <<<"$status"
+done
+check "unlock:1: the failed unlock is reported" \
+	run 'journalctl -b -u demo-counter.service | grep -q "network unlock fault injected"'
+check "unlock:1: kupdate-finish released the network lock" \
+	run '! nft list table inet kupdate >/dev/null 2>&1'
+check "restore:2,unlock:1: pid reservation released, images removed" \
+	run 'test -z "$(cat /proc/sys/kernel/pid_reserve 2>/dev/null)" && ! ls -d /var/lib/kupdate/cycles/*/units 2>/dev/null'
+sleep 2
+stop_client "restore:2,unlock:1"
+
+# ---- the generator fails in kernel B ---------------------------------------------
+snapshot
+boot2=$(boot_id)
+cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
+"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=generator'" >"$work/apply" 2>&1
+rc=$?
+sed 's/^/# apply: /' "$work/apply"
+check "generator: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
+new_boot "$boot2" || bail "generator: kernel B did not come up"
+status=$(run 'kupdate status')
+echo "$status" | sed 's/^/# status: /'
+check "generator: the failure is in the kernel log" run 'journalctl -b -k | grep -q "generator fault injected"'
+for u in $units; do
+	check "generator: $u.service started the ordinary way and reported" \
+		grep -q "^$u.service *cold-started" <<<"$status"
+	check "generator: $u.service is active with new processes" \
+		test "$(run "systemctl is-active $u.service")" = active -a "$(unit_pids $u.service)" != "${pids[$u]}"
+done
+check "generator: no network lock, no pid reservation, images removed" \
+	run '! nft list table inet kupdate >/dev/null 2>&1 && test -z "$(cat /proc/sys/kernel/pid_reserve 2>/dev/null)" &&
+		! ls -d /var/lib/kupdate/cycles/*/units 2>/dev/null'
+
+# ---- power loss right after the manifest commit ------------------------------------
+# the cycle is made ready (the units are retired), then the machine jumps
+# at once to the same kernel without the cycle on its command line: no sync,
+# no shutdown, what a crash and an ordinary boot would do
+snapshot
+boot3=$(boot_id)
+out=$(run "KUPDATE_TEST_NO_JUMP=1 kupdate apply /payload/boot/bzImage-B $unit_args" 2>&1)
+echo "$out" | sed 's/^/# apply: /'
+cycle=$(sed -n 's/.*cycle \([^ ]*\) ready, not jumping.*/\1/p' <<<"$out")
+check "power loss: a cycle is ready ($cycle)" test -n "$cycle"
+run "kexec -s -l /payload/boot/bzImage-B --append=\"\$(sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline)\" && kexec -e" >/dev/null 2>&1
+new_boot "$boot3" || bail "power loss: the next boot did not come up"
+status=$(run "kupdate status --cycle $cycle")
+echo "$status" | sed 's/^/# status: /'
+check "power loss: nothing was restored, status says abandoned" \
+	test "$(grep -c ' abandoned ' <<<"$status")" = 3
+check "power loss: the images were removed" run "! test -e /var/lib/kupdate/cycles/$cycle/units"
+for u in $units; do
+	check "power loss: $u.service started afresh" \
+		test "$(run "systemctl is-active $u.service")" = active -a "$(unit_pids $u.service)" != "${pids[$u]}"
+done
+finish
