@@ -72,25 +72,24 @@ static struct nft_ctx *open_nft(void)
 	return nft;
 }
 
+/* the table, its sets and chains: put in place by every netlock_add */
+static const char *const setup =
+	"add table " TABLE "\n"
+	"add set " TABLE " conn4 { type ipv4_addr . inet_service . ipv4_addr . "
+	"inet_service ; }\n"
+	"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
+	"inet_service ; }\n"
+	"add chain " TABLE " in { type filter hook input priority -300 ; policy accept ; }\n"
+	"add chain " TABLE " out { type filter hook output priority -300 ; policy accept ; }\n"
+	"flush chain " TABLE " in\n"
+	"flush chain " TABLE " out\n"
+	"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
+	"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
+	"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
+	"add rule " TABLE " out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
+
 int netlock_add(const struct cr_conn *c, size_t n)
 {
-	static const char *const setup =
-		"add table " TABLE "\n"
-		"add set " TABLE " conn4 { type ipv4_addr . inet_service . ipv4_addr . "
-		"inet_service ; }\n"
-		"add set " TABLE " conn6 { type ipv6_addr . inet_service . ipv6_addr . "
-		"inet_service ; }\n"
-		"add chain " TABLE
-		" in { type filter hook input priority -300 ; policy accept ; }\n"
-		"add chain " TABLE
-		" out { type filter hook output priority -300 ; policy accept ; }\n"
-		"flush chain " TABLE " in\n"
-		"flush chain " TABLE " out\n"
-		"add rule " TABLE " in ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop\n"
-		"add rule " TABLE " in ip6 saddr . tcp sport . ip6 daddr . tcp dport @conn6 drop\n"
-		"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
-		"add rule " TABLE
-		" out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
 	struct nft_ctx *nft;
 	char *cmd;
 	size_t cap = strlen(setup) + n * 160 + 1, len;
@@ -168,4 +167,37 @@ bool netlock_present(const struct cr_conn *c)
 	present = nft_run_cmd_from_buffer(nft, cmd) == 0;
 	nft_ctx_free(nft);
 	return present;
+}
+
+int netlock_probe(char *why, size_t len)
+{
+	struct nft_ctx *nft = open_nft();
+	char *cmd;
+	int ret;
+
+	why[0] = 0;
+	if (!nft) {
+		snprintf(why, len, "cannot create an nftables context");
+		return -EIO;
+	}
+	cmd = xasprintf("%sadd element " TABLE " conn4 { 127.0.0.1 . 1 . 127.0.0.1 . 2 }\n"
+			"add element " TABLE " conn6 { ::1 . 1 . ::1 . 2 }\n",
+			setup);
+	if (!cmd) {
+		nft_ctx_free(nft);
+		return -ENOMEM;
+	}
+	/* check mode: the kernel validates the batch, then aborts it */
+	nft_ctx_set_dry_run(nft, true);
+	ret = nft_run_cmd_from_buffer(nft, cmd) ? -EOPNOTSUPP : 0;
+	if (ret) {
+		const char *err = nft_ctx_get_error_buffer(nft);
+
+		if (!err || !*err)
+			err = "refused";
+		snprintf(why, len, "%.*s", (int)strcspn(err, "\n"), err);
+	}
+	free(cmd);
+	nft_ctx_free(nft);
+	return ret;
 }
