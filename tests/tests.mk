@@ -33,7 +33,7 @@ $(TBIN)/unit/%: tests/unit/%.c asan
 # the orchestrator's pure parts, from the sanitized build's objects
 ASAN_ORCH_OBJ = $(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ))) \
 	$(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(ORCH_PROTO_OBJ))
-$(TBIN)/unit/test_orch: tests/unit/test_orch.c asan
+$(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage: $(TBIN)/unit/%: tests/unit/%.c asan
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
 		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
@@ -95,3 +95,10 @@ CHECK_SUITES += cycle
 check-cycle:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle
+
+# The operator-facing parts (tests/ops/run.sh): kupdate check on this host,
+# the man pages against every --help, the bash completion.
+CHECK_SUITES += ops
+.PHONY: check-ops
+check-ops: $(KUPDATE)
+	$(Q)tools/run-suite $(BUILD)/results ops tests/ops/run.sh $(KUPDATE)
