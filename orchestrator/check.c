@@ -965,11 +965,7 @@ int cmd_check(int argc, char **argv)
 		}
 		json_object_object_add(root, "cycle_possible", json_object_new_boolean(ok));
 		json_object_object_add(root, "missing", miss);
-		fputs(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-								   JSON_C_TO_STRING_SPACED |
-								   JSON_C_TO_STRING_NOSLASHESCAPE),
-		      o);
-		fputc('\n', o);
+		json_print(root, o);
 		json_object_put(root);
 		if (have_target)
 			kimage_free(&ki);

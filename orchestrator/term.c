@@ -1,4 +1,5 @@
 /* Colours and progress on a terminal (term.h). */
+#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,8 +67,15 @@ void term_progress(const struct cr_dump_progress *p, void *arg)
 	human(r, sizeof(r), s > 0 ? p->bytes / s : 0);
 	fprintf(stderr, "\r\033[Kdumping %s: %u/%u processes, %s (%s/s)", tp->what,
 		p->processes_done, p->processes, b, r);
+	/* the last one stays, so that what the dump logs next starts on a
+	 * line of its own */
+	if (p->processes_done >= p->processes) {
+		fputc('\n', stderr);
+		tp->shown = false;
+	} else {
+		tp->shown = true;
+	}
 	fflush(stderr);
-	tp->shown = true;
 }
 
 void term_progress_done(struct term_progress *tp)
@@ -77,4 +85,12 @@ void term_progress_done(struct term_progress *tp)
 		fflush(stderr);
 	}
 	tp->shown = false;
+}
+
+void json_print(struct json_object *o, FILE *f)
+{
+	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+							JSON_C_TO_STRING_NOSLASHESCAPE),
+	      f);
+	fputc('\n', f);
 }

@@ -33,7 +33,7 @@ $(TBIN)/unit/%: tests/unit/%.c asan
 # the orchestrator's pure parts, from the sanitized build's objects
 ASAN_ORCH_OBJ = $(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ))) \
 	$(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(ORCH_PROTO_OBJ))
-$(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage: $(TBIN)/unit/%: tests/unit/%.c asan
+$(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage $(TBIN)/unit/test_output: $(TBIN)/unit/%: tests/unit/%.c asan
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
 		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
