@@ -39,6 +39,7 @@ all:
 include cr-engine/engine.mk
 include orchestrator/orchestrator.mk
 include tests/tests.mk
+include doc/doc.mk
 -include kernel/kernel.mk
 -include initramfs/initramfs.mk
 -include qemu-kexec/qemu.mk

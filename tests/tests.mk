@@ -97,8 +97,8 @@ check-cycle:
 	$(Q)tools/run-suite $(BUILD)/results cycle $(MAKE) --no-print-directory -s cycle
 
 # The operator-facing parts (tests/ops/run.sh): kupdate check on this host,
-# the man pages against every --help, the bash completion.
+# the man pages against every --help, the bash completion, make install.
 CHECK_SUITES += ops
 .PHONY: check-ops
-check-ops: $(KUPDATE)
+check-ops: $(KUPDATE) man
 	$(Q)tools/run-suite $(BUILD)/results ops tests/ops/run.sh $(KUPDATE)
