@@ -20,6 +20,8 @@ $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR) $(PKG_LIBS)
 
 all: $(KUPDATE)
+.PHONY: kupdate
+kupdate: $(KUPDATE)
 .SECONDARY: $(ORCH_PROTO_C) $(ORCH_PROTO_H)
 -include $(ORCH_OBJ:.o=.d)
 

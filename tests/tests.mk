@@ -102,3 +102,11 @@ CHECK_SUITES += ops
 .PHONY: check-ops
 check-ops: $(KUPDATE) man
 	$(Q)tools/run-suite $(BUILD)/results ops tests/ops/run.sh $(KUPDATE)
+
+# The Debian package (tests/ops/deb.sh): dpkg-buildpackage from a copy of
+# the tree, then what the .deb holds; about a minute.
+CHECK_SUITES += deb
+.PHONY: check-deb
+check-deb:
+	$(Q)tools/deps.sh build deb
+	$(Q)tools/run-suite $(BUILD)/results deb tests/ops/deb.sh

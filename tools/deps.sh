@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages a part of kupdate needs, only those missing.
-# usage: tools/deps.sh GROUP...   (groups: build test kernel guest fuzz)
+# usage: tools/deps.sh GROUP...   (groups: build test kernel guest fuzz deb)
 # Fast when everything is present: one dpkg-query, no network.
 set -eu
 
@@ -12,6 +12,9 @@ pkgs_kernel="ccache bc bison flex libelf-dev libssl-dev cpio xz-utils kmod patch
 pkgs_guest="qemu-system-x86 qemu-utils debootstrap busybox-static e2fsprogs cpio
  zstd ca-certificates"
 pkgs_fuzz="clang libclang-rt-14-dev"
+# building the Debian package (tests/ops/deb.sh); its Build-Depends are
+# the build group
+pkgs_deb="debhelper dpkg-dev fakeroot jq"
 
 want=""
 for g in "$@"; do
