@@ -110,3 +110,17 @@ CHECK_SUITES += deb
 check-deb:
 	$(Q)tools/deps.sh build deb
 	$(Q)tools/run-suite $(BUILD)/results deb tests/ops/deb.sh
+
+# In QEMU, not part of the default `make check` (about 8 and 15 minutes;
+# one QEMU at a time, /tmp/kupdate-qemu.lock): `make check SUITES=deb-cycle`
+# installs the .deb in two guests in turn and runs a cycle with it;
+# `make check SUITES=fleet` runs docs/fleet's Ansible rolling update on two.
+.PHONY: check-deb-cycle check-fleet
+check-deb-cycle:
+	$(Q)tools/deps.sh build deb kernel guest
+	$(Q)$(MAKE) --no-print-directory kernels guest-image qemu-tools $(TBIN)/cycle/kupdate-demo
+	$(Q)tools/run-suite $(BUILD)/results deb-cycle tests/ops/deb-cycle.sh 2
+check-fleet:
+	$(Q)tools/deps.sh build deb kernel guest fleet
+	$(Q)$(MAKE) --no-print-directory kernels guest-image qemu-tools $(TBIN)/cycle/kupdate-demo
+	$(Q)tools/run-suite $(BUILD)/results fleet tests/ops/fleet.sh

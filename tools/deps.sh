@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages a part of kupdate needs, only those missing.
-# usage: tools/deps.sh GROUP...   (groups: build test kernel guest fuzz deb)
+# usage: tools/deps.sh GROUP...   (groups: build test kernel guest fuzz deb fleet)
 # Fast when everything is present: one dpkg-query, no network.
 set -eu
 
@@ -15,6 +15,8 @@ pkgs_fuzz="clang libclang-rt-14-dev"
 # building the Debian package (tests/ops/deb.sh); its Build-Depends are
 # the build group
 pkgs_deb="debhelper dpkg-dev fakeroot jq"
+# the Ansible rolling update of docs/fleet.md, run on QEMU guests
+pkgs_fleet="ansible-core"
 
 want=""
 for g in "$@"; do

@@ -1,32 +1,25 @@
 #!/bin/bash
 # usage: tests/ops/deb.sh — builds the kupdate .deb with
-# `dpkg-buildpackage -us -uc -b` from a copy of the tree (its outputs go to
-# the parent directory, which must not be the work tree's), then looks
-# inside: every part where Debian expects it, dependencies from the
+# `dpkg-buildpackage -us -uc -b` from a copy of the tree (build-deb.sh),
+# then looks inside: every part where Debian expects it, dependencies from the
 # libraries, the unit enabled by the maintainer scripts, the initramfs
 # trigger, and the packaged binary runs (TAP).
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 nok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
 t=$(mktemp -d /tmp/kupdate-deb-test.XXXXXX)
 trap 'rm -rf "$t"' EXIT
 
-mkdir "$t/kupdate"
-# tracked and new files, as they are in the work tree; no build outputs
-(cd "$top" && git ls-files -co --exclude-standard -z | grep -zv '^build/' |
-	xargs -0 tar cf - --no-recursion) | tar xf - -C "$t/kupdate"
 start=$(date +%s)
-if (cd "$t/kupdate" && dpkg-buildpackage -us -uc -b) >"$t/build.log" 2>&1; then
+if deb=$("$(dirname "$0")/build-deb.sh" "$t/out"); then
 	ok "dpkg-buildpackage -us -uc -b ($(($(date +%s) - start)) s)"
 else
-	nok "dpkg-buildpackage failed: $(tail -15 "$t/build.log" | sed 's/^/# /')"
+	nok "dpkg-buildpackage failed: $(tail -15 "$t/out/build.log" | sed 's/^/# /')"
 	echo "1..$n"
 	exit 1
 fi
-deb=$(ls "$t"/kupdate_*_amd64.deb 2>/dev/null | head -1)
-[ -n "$deb" ] && ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)" || { nok "no .deb"; exit 1; }
+[ -s "$deb" ] && ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)" || { nok "no .deb"; exit 1; }
 dpkg-deb -c "$deb" >"$t/contents"
 for f in ./usr/sbin/kupdate ./lib/systemd/system/kupdate.target \
 	./lib/systemd/system/kupdate-netlock.service ./lib/systemd/system/kupdate-finish.service \
