@@ -235,13 +235,26 @@ static int p_set_tid(char *d, size_t len)
 	return MISSING("clone3 with set_tid: %s", strerror(errno));
 }
 
+static bool has_cap(int cap)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct c[2];
+
+	return !syscall(SYS_capget, &h, c) && (c[cap / 32].effective & (1U << (cap % 32)));
+}
+
 static int p_ns_last_pid(char *d, size_t len)
 {
 	_cleanup_close_ int fd = open("/proc/sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
 		return MISSING("/proc/sys/kernel/ns_last_pid: %s", strerror(errno));
-	return OK("/proc/sys/kernel/ns_last_pid can be written");
+	/* the kernel checks the capability at write time; writing would move
+	 * the pid allocator of the whole machine */
+	if (!has_cap(CAP_SYS_ADMIN) && !has_cap(CAP_CHECKPOINT_RESTORE))
+		return MISSING("/proc/sys/kernel/ns_last_pid is there, but writing it needs "
+			       "CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE");
+	return OK("/proc/sys/kernel/ns_last_pid is there, and this process may write it");
 }
 
 static int p_pid_reserve(char *d, size_t len)
@@ -549,7 +562,19 @@ static int p_kexec(char *d, size_t len)
 static int p_nftables(char *d, size_t len)
 {
 	char why[256];
-	int ret = netlock_probe(why, sizeof(why));
+	int saved = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC), ret;
+
+	/* libnftables says some things on stderr itself: they go into why */
+	fflush(stderr);
+	if (saved >= 0 && null >= 0)
+		dup2(null, STDERR_FILENO);
+	ret = netlock_probe(why, sizeof(why));
+	if (saved >= 0 && null >= 0)
+		dup2(saved, STDERR_FILENO);
+	if (saved >= 0)
+		close(saved);
+	if (null >= 0)
+		close(null);
 
 	if (ret)
 		return MISSING("nftables refuses the lock's table: %s", why);
