@@ -37,6 +37,7 @@ check() {
 	if "$@"; then ok "$d"; else notok "$d"; fi
 }
 say() { echo "# $*"; }
+jqe() { jq -e "$@" >/dev/null; }
 run() { "$vm" run "$name" -t 120 -- "$@"; }
 finish() {
 	[ -n "$name" ] && "$vm" kill "$name" >/dev/null 2>&1
@@ -113,7 +114,7 @@ update_one() {
 	run 'kupdate check --json /payload/boot/bzImage-B' >"$work/checkB-$g.json" 2>/dev/null
 	rc=$?
 	check "$name: kupdate check bzImage-B: IKCONFIG read, pid_reserve patch, exit $rc" \
-		jq -e '.target.config_source == "IKCONFIG" and .target.pid_reserve_patch == true and
+		jqe '.target.config_source == "IKCONFIG" and .target.pid_reserve_patch == true and
 			.cycle_possible == true' "$work/checkB-$g.json"
 	rel_b=$(jq -r .target.release "$work/checkB-$g.json")
 	out=$(run 'cp /payload/extra/kupdate-demo /usr/local/bin/ &&
@@ -125,7 +126,7 @@ update_one() {
 	sleep 1
 	run 'kupdate list --json' >"$work/list-$g.json" 2>&1
 	check "$name: kupdate list --json: demo-counter can be checkpointed" \
-		jq -e '.[] | select(.unit == "demo-counter.service") | .checkpointable == true' \
+		jqe '.[] | select(.unit == "demo-counter.service") | .checkpointable == true' \
 		"$work/list-$g.json"
 	read -r n0 pid0 <<<"$(run 'kupdate-demo query /run/demo-counter.sock get')"
 	say "counter before: $n0 (pid $pid0)"
@@ -147,7 +148,7 @@ update_one() {
 	check "$name: running $rel_b" test "$(run 'uname -r')" = "$rel_b"
 	run 'kupdate status --json' >"$work/status-$g.json" 2>&1
 	check "$name: kupdate status --json: every unit restored" \
-		jq -e '.units | length > 0 and all(.result == "restored")' "$work/status-$g.json" ||
+		jqe '.units | length > 0 and all(.result == "restored")' "$work/status-$g.json" ||
 		sed 's/^/# status: /' "$work/status-$g.json"
 	read -r n1 pid1 <<<"$(run 'kupdate-demo query /run/demo-counter.sock get')"
 	say "counter after: $n1 (pid $pid1)"
