@@ -90,6 +90,9 @@ grep -q 'restored: demo-counter.service' "$work/play1.log" && ok "post-check: de
 order=$(grep -oE '^(ok|changed): \[fleet[12]' "$work/play1.log" | grep -o 'fleet[12]' | uniq | xargs)
 [ "$order" = "fleet1 fleet2" ] && ok "one machine after the other (serial: 1): $order" || notok "order: $order"
 
+# whatever a failed run left running
+for v in "${names[@]}"; do "$vm" kill "$v" >/dev/null 2>&1; done
+
 # 2. the first machine fails its health check after the update: the roll stops
 inventory "$work/inv2.yml" "false" "$health"
 play "$work/inv2.yml" "$work/play2.log"

@@ -24,8 +24,8 @@ options:
     description: path of qemu-kexec/vm
     vars:
       - name: kqvm_tool
-  timeout:
-    description: seconds a command may run
+  vm_timeout:
+    description: seconds a command may run (not Ansible's connection timeout)
     default: 900
     vars:
       - name: kqvm_timeout
@@ -45,7 +45,7 @@ class Connection(ConnectionBase):
         if in_data:
             raise AnsibleError("kqvm: no stdin for commands")
         argv = [self.get_option("vm_tool"), "run", self.get_option("vm_name"),
-                "-t", str(self.get_option("timeout")), "--", cmd]
+                "-t", str(self.get_option("vm_timeout")), "--", cmd]
         p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
         return p.returncode, p.stdout, p.stderr
 
