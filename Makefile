@@ -25,7 +25,7 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-PKGS        := libprotobuf-c libnl-3.0 libnftables libsystemd
+PKGS        := libprotobuf-c libnl-3.0 libnftables libsystemd zlib liblzma libzstd json-c
 PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -40,6 +40,7 @@ include cr-engine/engine.mk
 include orchestrator/orchestrator.mk
 include tests/tests.mk
 include bench/bench.mk
+include doc/doc.mk
 -include kernel/kernel.mk
 -include initramfs/initramfs.mk
 -include qemu-kexec/qemu.mk

@@ -225,3 +225,36 @@ bool netlock_present(const struct cr_conn *c)
 	nft_ctx_free(nft);
 	return present;
 }
+
+int netlock_probe(char *why, size_t len)
+{
+	struct nft_ctx *nft = open_nft();
+	char *cmd;
+	int ret;
+
+	why[0] = 0;
+	if (!nft) {
+		snprintf(why, len, "cannot create an nftables context");
+		return -EIO;
+	}
+	cmd = xasprintf("%sadd element " TABLE " conn4 { 127.0.0.1 . 1 . 127.0.0.1 . 2 }\n"
+			"add element " TABLE " conn6 { ::1 . 1 . ::1 . 2 }\n",
+			setup);
+	if (!cmd) {
+		nft_ctx_free(nft);
+		return -ENOMEM;
+	}
+	/* check mode: the kernel validates the batch, then aborts it */
+	nft_ctx_set_dry_run(nft, true);
+	ret = nft_run_cmd_from_buffer(nft, cmd) ? -EOPNOTSUPP : 0;
+	if (ret) {
+		const char *err = nft_ctx_get_error_buffer(nft);
+
+		if (!err || !*err)
+			err = "refused";
+		snprintf(why, len, "%.*s", (int)strcspn(err, "\n"), err);
+	}
+	free(cmd);
+	nft_ctx_free(nft);
+	return ret;
+}

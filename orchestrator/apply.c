@@ -39,6 +39,7 @@
 #include "log.h"
 #include "recover.h"
 #include "sd.h"
+#include "term.h"
 #include "units.h"
 #include "util.h"
 
@@ -237,6 +238,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	_cleanup_free_ char *imgdir = NULL;
 	struct cr_dump_opts o = { 0 };
 	struct cr_conn *conns = NULL;
+	struct term_progress tp;
 	int ret;
 
 	u->rel = xasprintf("units/%s", u->name);
@@ -268,10 +270,14 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
+	term_progress_init(&tp, u->name);
+	o.progress = term_progress;
+	o.progress_arg = &tp;
 	if (cr_fault("kill-dump"))
 		o.progress = kill_in_dump;
 	cr_log_mark();
 	ret = cr_dump_begin(&o, &u->st, &u->sess);
+	term_progress_done(&tp);
 	if (ret)
 		return ret;
 	u->t_dumped = now_ns(CLOCK_MONOTONIC);

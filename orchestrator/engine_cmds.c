@@ -12,6 +12,7 @@
 #include "cr.h"
 #include "kupdate.h"
 #include "log.h"
+#include "term.h"
 
 int parse_pid(const char *s, pid_t *pid)
 {
@@ -83,6 +84,8 @@ int cmd_dump(int argc, char **argv)
 	pid_t roots[64];
 	const char *ext[16];
 	struct external_list el = { ext, 0 };
+	struct term_progress tp;
+	char what[32];
 	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "+t:D:h", opts, NULL)) != -1) {
@@ -149,7 +152,12 @@ int cmd_dump(int argc, char **argv)
 		o.external_unix = allow_external;
 		o.cb_arg = &el;
 	}
+	snprintf(what, sizeof(what), "pid %d", roots[0]);
+	term_progress_init(&tp, what);
+	o.progress = term_progress;
+	o.progress_arg = &tp;
 	ret = cr_dump(&o, &st);
+	term_progress_done(&tp);
 	if (ret)
 		return 1;
 	if (o.check_only) {

@@ -36,6 +36,9 @@ void usage(FILE *out)
 	      "      stop preserving it.\n"
 	      "  list [--json] [--no-check]\n"
 	      "      The preserved units and whether each can be checkpointed now.\n"
+	      "  check [--json] [VMLINUZ|CONFIG]\n"
+	      "      Whether a cycle can run: the kernel interfaces kupdate needs, probed\n"
+	      "      on the running kernel, and what a new kernel's configuration enables.\n"
 	      "\n"
 	      "Process trees:\n"
 	      "  dump -t PID -D DIR [--leave-running] [--check] [--external-unix PATH]\n"
@@ -148,13 +151,10 @@ int main(int argc, char **argv)
 			const char *name;
 			int (*fn)(int, char **);
 		} cmds[] = {
-			{ "apply", cmd_apply },
-			{ "status", cmd_status },
-			{ "enable", cmd_enable },
-			{ "disable", cmd_disable },
-			{ "list", cmd_list },
-			{ "netlock", cmd_netlock },
-			{ "restore-unit", cmd_restore_unit },
+			{ "apply", cmd_apply },	    { "status", cmd_status },
+			{ "enable", cmd_enable },   { "disable", cmd_disable },
+			{ "list", cmd_list },	    { "check", cmd_check },
+			{ "netlock", cmd_netlock }, { "restore-unit", cmd_restore_unit },
 			{ "finish", cmd_finish },
 		};
 

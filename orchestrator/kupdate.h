@@ -25,4 +25,7 @@ int cmd_netlock(int argc, char **argv);
 int cmd_restore_unit(int argc, char **argv);
 int cmd_finish(int argc, char **argv);
 
+/* check.c */
+int cmd_check(int argc, char **argv);
+
 #endif

@@ -20,11 +20,13 @@ $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR) $(PKG_LIBS)
 
 all: $(KUPDATE)
+.PHONY: kupdate
+kupdate: $(KUPDATE)
 .SECONDARY: $(ORCH_PROTO_C) $(ORCH_PROTO_H)
 -include $(ORCH_OBJ:.o=.d)
 
 # `make install [DESTDIR=...] [PREFIX=/usr]`: the command, the systemd units
-# and generator, the man pages.
+# and generator (doc/doc.mk adds the man pages, completion, initramfs hook).
 PREFIX     ?= /usr
 SBINDIR    := $(PREFIX)/sbin
 UNITDIR    := $(PREFIX)/lib/systemd/system
@@ -38,5 +40,3 @@ install: $(KUPDATE)
 		sed 's|@SBINDIR@|$(SBINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	ln -sfn $(SBINDIR)/kupdate $(DESTDIR)$(GENDIR)/kupdate-generator
-	if ls doc/*.8 >/dev/null 2>&1; then install -d $(DESTDIR)$(MANDIR)/man8 && \
-		install -m 0644 doc/*.8 $(DESTDIR)$(MANDIR)/man8/; fi

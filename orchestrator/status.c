@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "cycle.h"
 #include "kupdate.h"
 #include "log.h"
+#include "term.h"
 #include "units.h"
 #include "util.h"
 
@@ -63,20 +65,14 @@ static const char *fmt_s(int64_t ns, int slot)
 	return b[slot];
 }
 
-static void jstr(const char *key, const char *v, bool comma)
+static json_object *jstr(const char *v)
 {
-	char *e = v ? json_escape(v) : NULL;
-
-	if (e)
-		printf("\"%s\": \"%s\"%s", key, e, comma ? ", " : "");
-	else
-		printf("\"%s\": null%s", key, comma ? ", " : "");
-	free(e);
+	return v ? json_object_new_string(v) : NULL;
 }
 
 /* The cycle's phases, measured on both sides of the kexec (wall clock;
  * the two kernels' clocks agree through the hardware clock). */
-static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st, bool json)
+static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st, json_object *json)
 {
 	_cleanup_free_ char *kp = cycle_path(id, "kexec-at"), *kt = NULL;
 	int64_t frozen = 0, dump = 0, kexec_at = 0, boot_at = 0, to_restore = -1, restore_max = 0;
@@ -118,10 +114,12 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 	v[6] = to_restore >= 0 && userspace >= 0 ? to_restore - userspace : -1;
 	v[7] = to_restore >= 0 ? restore_max : -1;
 	if (json) {
-		printf("\"phases_ns\": {");
+		json_object *ph = json_object_new_object();
+
+		/* -1: not measured (the phase did not happen, or not yet) */
 		for (int i = 0; i < 8; i++)
-			printf("%s\"%s\": %lld", i ? ", " : "", names[i], (long long)v[i]);
-		printf("}}\n");
+			json_object_object_add(ph, names[i], json_object_new_int64(v[i]));
+		json_object_object_add(json, "phases_ns", ph);
 		return;
 	}
 	printf("phases: preflight %s, freeze %s, dump %s, commit+stop %s, shutdown+kexec %s, "
@@ -144,6 +142,7 @@ int cmd_status(int argc, char **argv)
 	char me[64] = "", when[64];
 	const char *new_kernel = NULL;
 	UnitStatus **st;
+	json_object *jroot = NULL;
 	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -168,7 +167,7 @@ int cmd_status(int argc, char **argv)
 		id = last_cycle();
 	if (!id) {
 		if (json)
-			printf("{\"cycle\": null}\n");
+			printf("{ \"cycle\": null }\n");
 		else
 			printf("no kernel update cycle yet (%s/last)\n", state_dir());
 		return 0;
@@ -198,31 +197,44 @@ int cmd_status(int argc, char **argv)
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	}
 	if (json) {
-		printf("{");
-		jstr("cycle", id, true);
-		jstr("created", when, true);
-		jstr("old_kernel", m->old_kernel, true);
-		jstr("new_kernel", new_kernel, true);
-		jstr("state", pending ? "ready" : "done", true);
-		printf("\"units\": [");
+		json_object *units = json_object_new_array();
+
+		jroot = json_object_new_object();
+		json_object_object_add(jroot, "cycle", jstr(id));
+		json_object_object_add(jroot, "created", jstr(when));
+		json_object_object_add(jroot, "old_kernel", jstr(m->old_kernel));
+		json_object_object_add(jroot, "new_kernel", jstr(new_kernel));
+		json_object_object_add(jroot, "state", jstr(pending ? "ready" : "done"));
 		for (size_t i = 0; i < m->n_units; i++) {
 			const CycleUnit *u = m->units[i];
 			const UnitStatus *s = st[i];
+			json_object *e = json_object_new_object();
 
-			printf("%s\n  {", i ? "," : "");
-			jstr("unit", u->name, true);
-			jstr("result", s ? result_name(s->result) : "pending", true);
-			jstr("reason", s ? s->reason : NULL, true);
-			printf("\"old_main_pid\": %d, \"new_main_pid\": %d, \"processes\": %u, "
-			       "\"connections\": %u, \"image_bytes\": %llu, \"frozen_ns\": %llu, "
-			       "\"dump_ns\": %llu, \"restore_ns\": %llu, \"downtime_ns\": %llu}",
-			       u->main_pid, s && s->has_new_main_pid ? s->new_main_pid : 0,
-			       u->processes, u->connections, (unsigned long long)u->image_bytes,
-			       (unsigned long long)u->frozen_ns, (unsigned long long)u->dump_ns,
-			       s ? (unsigned long long)s->restore_ns : 0ULL,
-			       s ? (unsigned long long)s->downtime_ns : 0ULL);
+			json_object_object_add(e, "unit", jstr(u->name));
+			json_object_object_add(e, "result",
+					       jstr(s	      ? result_name(s->result)
+						    : pending ? "checkpointed"
+							      : "pending"));
+			json_object_object_add(e, "reason", jstr(s ? s->reason : NULL));
+			json_object_object_add(e, "old_main_pid", json_object_new_int(u->main_pid));
+			json_object_object_add(e, "new_main_pid",
+					       json_object_new_int(s && s->has_new_main_pid
+									   ? s->new_main_pid
+									   : 0));
+			json_object_object_add(e, "processes", json_object_new_int64(u->processes));
+			json_object_object_add(e, "connections",
+					       json_object_new_int64(u->connections));
+			json_object_object_add(e, "image_bytes",
+					       json_object_new_int64(u->image_bytes));
+			json_object_object_add(e, "frozen_ns", json_object_new_int64(u->frozen_ns));
+			json_object_object_add(e, "dump_ns", json_object_new_int64(u->dump_ns));
+			json_object_object_add(e, "restore_ns",
+					       json_object_new_int64(s ? s->restore_ns : 0));
+			json_object_object_add(e, "downtime_ns",
+					       json_object_new_int64(s ? s->downtime_ns : 0));
+			json_object_array_add(units, e);
 		}
-		printf("%s], ", m->n_units ? "\n" : "");
+		json_object_object_add(jroot, "units", units);
 	} else {
 		printf("cycle %s, created %s\n", id, when);
 		printf("kernel: %s -> %s\n", m->old_kernel,
@@ -235,6 +247,8 @@ int cmd_status(int argc, char **argv)
 			const CycleUnit *u = m->units[i];
 			const UnitStatus *s = st[i];
 			char pids[40], fz[24], dp[24], rs[24], dt[24];
+			const char *res;
+			enum term_colour col;
 
 			if (s && s->has_new_main_pid)
 				snprintf(pids, sizeof(pids), "%d->%d", u->main_pid,
@@ -245,14 +259,21 @@ int cmd_status(int argc, char **argv)
 			ms(dp, sizeof(dp), u->has_dump_ns, u->dump_ns);
 			ms(rs, sizeof(rs), s && s->has_restore_ns, s ? s->restore_ns : 0);
 			ms(dt, sizeof(dt), s && s->has_downtime_ns, s ? s->downtime_ns : 0);
-			printf("%-28s %-12s %15s %10s %10s %10s %10s  %s\n", u->name,
-			       s	 ? result_name(s->result)
-			       : pending ? "checkpointed"
-					 : "pending",
-			       pids, fz, dp, rs, dt, s && s->reason ? s->reason : "");
+			res = s ? result_name(s->result) : pending ? "checkpointed" : "pending";
+			col = !s					    ? T_DIM
+			      : s->result == UNIT_RESULT__UNIT_RESTORED	    ? T_GREEN
+			      : s->result == UNIT_RESULT__UNIT_COLD_STARTED ? T_YELLOW
+									    : T_RED;
+			printf("%-28s %s%-12s%s %15s %10s %10s %10s %10s  %s\n", u->name,
+			       term_c(stdout, col), res, term_c(stdout, T_RESET), pids, fz, dp, rs,
+			       dt, s && s->reason ? s->reason : "");
 		}
 	}
-	print_phases(id, m, st, json);
+	print_phases(id, m, st, jroot);
+	if (jroot) {
+		json_print(jroot, stdout);
+		json_object_put(jroot);
+	}
 	for (size_t i = 0; i < m->n_units; i++)
 		if (st[i])
 			unit_status__free_unpacked(st[i], NULL);

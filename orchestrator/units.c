@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "kupdate.h"
 #include "log.h"
 #include "sd.h"
+#include "term.h"
 #include "units.h"
 #include "util.h"
 
@@ -312,6 +314,7 @@ int cmd_list(int argc, char **argv)
 		{ 0 },
 	};
 	bool json = false, check = true;
+	json_object *jarr = NULL;
 	char **units;
 	int n, c, ret = 0;
 	struct sd s;
@@ -338,7 +341,7 @@ int cmd_list(int argc, char **argv)
 		return 1;
 	}
 	if (!n) {
-		printf(json ? "[]\n" : "no preserved unit (kupdate enable UNIT)\n");
+		printf(json ? "[ ]\n" : "no preserved unit (kupdate enable UNIT)\n");
 		free(units);
 		return 0;
 	}
@@ -347,13 +350,13 @@ int cmd_list(int argc, char **argv)
 		return 1;
 	}
 	if (json)
-		printf("[");
+		jarr = json_object_new_array();
 	else
 		printf("%-32s %-10s %8s %6s  %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
 		       "CHECKPOINT");
 	for (int i = 0; i < n; i++) {
 		struct unit_info ui;
-		char why[1024] = "", *esc;
+		char why[1024] = "";
 		unsigned procs = 0;
 		bool ok = false;
 
@@ -370,23 +373,31 @@ int cmd_list(int argc, char **argv)
 		if (check && !ok)
 			ret = 1;
 		if (json) {
-			esc = json_escape(why);
-			printf("%s\n  {\"unit\": \"%s\", \"state\": \"%s\", \"main_pid\": %d, "
-			       "\"processes\": %u, \"checkpointable\": %s, \"reason\": \"%s\"}",
-			       i ? "," : "", units[i], ui.active, ui.main_pid, procs,
-			       !check ? "null"
-			       : ok   ? "true"
-				      : "false",
-			       esc ? esc : "");
-			free(esc);
+			json_object *e = json_object_new_object();
+
+			json_object_object_add(e, "unit", json_object_new_string(units[i]));
+			json_object_object_add(e, "state", json_object_new_string(ui.active));
+			json_object_object_add(e, "main_pid", json_object_new_int(ui.main_pid));
+			json_object_object_add(e, "processes", json_object_new_int64(procs));
+			json_object_object_add(e, "checkpointable",
+					       check ? json_object_new_boolean(ok) : NULL);
+			json_object_object_add(e, "reason",
+					       ok ? NULL : json_object_new_string(why));
+			json_object_array_add(jarr, e);
 		} else {
-			printf("%-32s %-10s %8d %6u  %s\n", units[i], ui.active, ui.main_pid, procs,
-			       ok ? "yes" : why);
+			printf("%-32s %-10s %8d %6u  %s%s%s\n", units[i], ui.active, ui.main_pid,
+			       procs,
+			       term_c(stdout, ok      ? T_GREEN
+					      : check ? T_RED
+						      : T_DIM),
+			       ok ? "yes" : why, term_c(stdout, T_RESET));
 		}
 		unit_info_free(&ui);
 	}
-	if (json)
-		printf("\n]\n");
+	if (jarr) {
+		json_print(jarr, stdout);
+		json_object_put(jarr);
+	}
 	sd_close(&s);
 	strv_free(units, n);
 	return ret;

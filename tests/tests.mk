@@ -33,7 +33,7 @@ $(TBIN)/unit/%: tests/unit/%.c asan
 # the orchestrator's pure parts, from the sanitized build's objects
 ASAN_ORCH_OBJ = $(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ))) \
 	$(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(ORCH_PROTO_OBJ))
-$(TBIN)/unit/test_orch: tests/unit/test_orch.c asan
+$(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage $(TBIN)/unit/test_output: $(TBIN)/unit/%: tests/unit/%.c asan
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
 		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
@@ -126,3 +126,32 @@ CHECK_SUITES += faults
 check-faults:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results faults $(MAKE) --no-print-directory -s faults
+
+# The operator-facing parts (tests/ops/run.sh): kupdate check on this host,
+# the man pages against every --help, the bash completion, make install.
+CHECK_SUITES += ops
+.PHONY: check-ops
+check-ops: $(KUPDATE) man
+	$(Q)tools/run-suite $(BUILD)/results ops tests/ops/run.sh $(KUPDATE)
+
+# The Debian package (tests/ops/deb.sh): dpkg-buildpackage from a copy of
+# the tree, then what the .deb holds; about a minute.
+CHECK_SUITES += deb
+.PHONY: check-deb
+check-deb:
+	$(Q)tools/deps.sh build deb
+	$(Q)tools/run-suite $(BUILD)/results deb tests/ops/deb.sh
+
+# In QEMU, not part of the default `make check` (about 8 and 15 minutes;
+# one QEMU at a time, /tmp/kupdate-qemu.lock): `make check SUITES=deb-cycle`
+# installs the .deb in two guests in turn and runs a cycle with it;
+# `make check SUITES=fleet` runs docs/fleet's Ansible rolling update on two.
+.PHONY: check-deb-cycle check-fleet
+check-deb-cycle:
+	$(Q)tools/deps.sh build deb kernel guest
+	$(Q)$(MAKE) --no-print-directory kernels guest-image qemu-tools $(TBIN)/cycle/kupdate-demo
+	$(Q)tools/run-suite $(BUILD)/results deb-cycle tests/ops/deb-cycle.sh 2
+check-fleet:
+	$(Q)tools/deps.sh build deb kernel guest fleet
+	$(Q)$(MAKE) --no-print-directory kernels guest-image qemu-tools $(TBIN)/cycle/kupdate-demo
+	$(Q)tools/run-suite $(BUILD)/results fleet tests/ops/fleet.sh

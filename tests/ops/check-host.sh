@@ -1,0 +1,147 @@
+#!/bin/bash
+# usage: tests/ops/check-host.sh KUPDATE — kupdate check on this host, its
+# verdicts compared with what the host really has (its config, /proc, the
+# cgroup mount, systemd, nft); TAP.
+set -u
+k=$1
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+nok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+skip() { n=$((n + 1)); echo "ok $n - $* # SKIP"; }
+t=$(mktemp -d /tmp/kupdate-check-test.XXXXXX)
+trap 'rm -rf "$t"' EXIT
+
+"$k" check --json >"$t/out.json" 2>"$t/err"
+rc=$?
+if jq -e . "$t/out.json" >/dev/null; then ok "check --json is valid JSON"; else nok "check --json is valid JSON"; fi
+probe() { jq -r --arg n "$1" '.checks[] | select(.name == $n) | .ok' "$t/out.json"; }
+expect() { # NAME true|false WHY
+	local got
+	got=$(probe "$1")
+	if [ "$got" = "$2" ]; then ok "$1: $got, as $3"; else nok "$1: kupdate says $got, but $3"; fi
+}
+
+# the exit status, cycle_possible and missing agree with the checks
+req_bad=$(jq -r '[.checks[] | select(.required and (.ok | not)) | .name] | join(" ")' "$t/out.json")
+miss=$(jq -r '.missing | join(" ")' "$t/out.json")
+poss=$(jq -r .cycle_possible "$t/out.json")
+if [ "$req_bad" = "$miss" ] && { { [ -z "$req_bad" ] && [ $rc = 0 ] && [ "$poss" = true ]; } ||
+	{ [ -n "$req_bad" ] && [ $rc = 1 ] && [ "$poss" = false ]; }; }; then
+	ok "exit status $rc, cycle_possible $poss, missing '$miss' agree"
+else
+	nok "exit status $rc, cycle_possible $poss, missing '$miss', failed required '$req_bad'"
+fi
+[ "$(jq -r .kernel "$t/out.json")" = "$(uname -r)" ] && ok "kernel release" || nok "kernel release"
+
+cfg() { # OPTION: y, m or empty, from the running kernel's config
+	if [ -r /proc/config.gz ]; then
+		zcat /proc/config.gz | sed -n "s/^$1=//p"
+	elif [ -r "/boot/config-$(uname -r)" ]; then
+		sed -n "s/^$1=//p" "/boot/config-$(uname -r)"
+	else
+		echo unknown
+	fi
+}
+bool() { if "$@"; then echo true; else echo false; fi; }
+has_cfg() { local v; v=$(cfg "$1"); [ "$v" = y ] || [ "$v" = m ]; }
+
+if [ "$(cfg CONFIG_KEXEC_FILE)" = unknown ]; then
+	skip "no config of the running kernel to compare with"
+else
+	expect kexec_file_load "$(bool has_cfg CONFIG_KEXEC_FILE)" "CONFIG_KEXEC_FILE=$(cfg CONFIG_KEXEC_FILE)"
+	expect soft_dirty "$(bool has_cfg CONFIG_MEM_SOFT_DIRTY)" "CONFIG_MEM_SOFT_DIRTY=$(cfg CONFIG_MEM_SOFT_DIRTY)"
+	expect userfaultfd_wp "$(bool has_cfg CONFIG_USERFAULTFD)" "CONFIG_USERFAULTFD=$(cfg CONFIG_USERFAULTFD)"
+	expect sock_diag "$(bool has_cfg CONFIG_UNIX_DIAG)" "CONFIG_UNIX_DIAG=$(cfg CONFIG_UNIX_DIAG)"
+fi
+expect time_namespace "$(bool test -e /proc/self/ns/time)" "/proc/self/ns/time is $(test -e /proc/self/ns/time || echo not) there"
+expect pid_reserve "$(bool test -e /proc/sys/kernel/pid_reserve)" "/proc/sys/kernel/pid_reserve is $(test -e /proc/sys/kernel/pid_reserve || echo not) there"
+map_files_read() { # this shell's own first mapping
+	local first
+	first=$(ls /proc/$$/map_files 2>/dev/null | head -1)
+	[ -n "$first" ] && [ -n "$(readlink "/proc/$$/map_files/$first")" ]
+}
+expect map_files "$(bool map_files_read)" "readlink reads /proc/PID/map_files links: $(bool map_files_read)"
+fs=$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)
+expect cgroup2_freezer "$(bool test "$fs" = cgroup2fs)" "/sys/fs/cgroup is $fs"
+pid1=$(cat /proc/1/comm)
+if [ "$pid1" = systemd ] && [ -S /run/dbus/system_bus_socket ]; then sd=true; else sd=false; fi
+expect systemd "$sd" "PID 1 is $pid1 and the system bus socket is $(test -S /run/dbus/system_bus_socket || echo not) there"
+if command -v nft >/dev/null; then
+	nftok=$(bool nft -c -f - <<<'add table inet kupdate_check_test
+add set inet kupdate_check_test c4 { type ipv4_addr . inet_service . ipv4_addr . inet_service ; }
+add chain inet kupdate_check_test in { type filter hook input priority -300 ; policy accept ; }
+add rule inet kupdate_check_test in ip saddr . tcp sport . ip daddr . tcp dport @c4 drop')
+	expect nftables "$nftok" "nft -c takes such a table: $nftok"
+else
+	skip "nftables: no nft command to compare with"
+fi
+maj=$(uname -r | cut -d. -f1) min=$(uname -r | cut -d. -f2)
+expect pagemap_scan "$(bool test $((maj * 100 + min)) -ge 607)" "the kernel is $maj.$min (PAGEMAP_SCAN: 6.7)"
+if [ "$(id -u)" = 0 ]; then
+	expect tcp_repair true "root has CAP_NET_ADMIN"
+	expect ptrace true "root can trace its own child"
+fi
+
+# human output: aligned, no escape sequences into a pipe, colours on a terminal
+"$k" check >"$t/human" 2>&1
+if grep -q $'\e' "$t/human"; then nok "no escape sequences into a pipe"; else ok "no escape sequences into a pipe"; fi
+bad=$(grep -E '^  (ok|MISSING|absent) ' "$t/human" | awk '{ if (substr($0, 12, 1) == " " || substr($0, 11, 1) != " ") print }' | head -1)
+[ -z "$bad" ] && ok "the status column is aligned" || nok "misaligned: $bad"
+lines=$(grep -cE '^  (ok|MISSING|absent) ' "$t/human")
+[ "$lines" = "$(jq '.checks | length' "$t/out.json")" ] && ok "one line per check ($lines)" || nok "$lines lines for $(jq '.checks | length' "$t/out.json") checks"
+if command -v script >/dev/null; then
+	TERM=xterm script -qec "$k check" /dev/null >"$t/tty" 2>&1
+	grep -q $'\e\[' "$t/tty" && ok "colours on a terminal" || nok "no colours on a terminal"
+	NO_COLOR=1 TERM=xterm script -qec "$k check" /dev/null >"$t/tty2" 2>&1
+	grep -q $'\e\[' "$t/tty2" && nok "NO_COLOR ignored" || ok "NO_COLOR: no colours"
+else
+	skip "no script(1) for a terminal"
+fi
+
+# a config file as the target: /proc/config.gz of this very kernel
+if [ -r /proc/config.gz ]; then
+	"$k" check --json /proc/config.gz >"$t/cfg.json"
+	rc2=$?
+	tgt() { jq -r --arg n "$1" '.target.checks[] | select(.name == $n) | .enabled' "$t/cfg.json"; }
+	same=1
+	for c in kexec_file_load soft_dirty time_namespace map_files userfaultfd_wp; do
+		[ "$(tgt $c)" = "$(probe $c)" ] || { same=0; echo "# $c: config says $(tgt $c), probe $(probe $c)"; }
+	done
+	[ $same = 1 ] && ok "/proc/config.gz as target agrees with the probes" || nok "/proc/config.gz as target disagrees with the probes"
+	[ "$(jq -r .target.kind "$t/cfg.json")" = config ] && [ "$(jq -r .target.compression "$t/cfg.json")" = gzip ] &&
+		ok "/proc/config.gz read as a gzipped config" || nok "/proc/config.gz kind/compression"
+	tbad=$(jq -r '[.target.checks[] | select(.required and .enabled == false)] | length' "$t/cfg.json")
+	if { [ "$tbad" = 0 ] && [ "$rc2" = "$rc" ]; } || { [ "$tbad" != 0 ] && [ $rc2 = 1 ]; }; then
+		ok "exit status with a target ($rc2)"
+	else
+		nok "exit status with a target: $rc2 ($tbad required options off)"
+	fi
+else
+	skip "no /proc/config.gz"
+fi
+
+# a guest kernel built by make kernels, when the cache has one
+bz=$(ls -1 "${KUPDATE_CACHE:-/var/cache/kupdate}"/kernels/6.12-*/bzImage 2>/dev/null | head -1)
+if [ -n "$bz" ]; then
+	"$k" check --json "$bz" >"$t/bz.json"
+	rel=$(cat "$(dirname "$bz")/release" 2>/dev/null)
+	[ "$(jq -r .target.kind "$t/bz.json")" = bzImage ] &&
+		[ "$(jq -r .target.config_source "$t/bz.json")" = IKCONFIG ] &&
+		[ "$(jq -r .target.pid_reserve_patch "$t/bz.json")" = true ] &&
+		[ -z "$rel" -o "$(jq -r .target.release "$t/bz.json")" = "$rel" ] &&
+		[ "$(jq -r '.target.checks[] | select(.name == "kexec_file_load") | .enabled' "$t/bz.json")" = true ] &&
+		ok "guest bzImage: IKCONFIG read, release $rel, pid_reserve patch, KEXEC_FILE" ||
+		nok "guest bzImage $bz: $(jq -c '.target | del(.checks)' "$t/bz.json")"
+else
+	skip "no guest bzImage in the kernel cache"
+fi
+
+# refusals
+echo "not a kernel" >"$t/junk"
+"$k" check "$t/junk" >/dev/null 2>"$t/err2"
+rc3=$?
+[ $rc3 = 1 ] && grep -q "not a kernel image" "$t/err2" && ok "a file that is no kernel: exit 1 with a reason" || nok "junk target: rc $rc3: $(cat "$t/err2")"
+"$k" check a b >/dev/null 2>&1
+[ $? = 2 ] && ok "two targets: usage error (2)" || nok "two targets: not a usage error"
+echo "1..$n"
+exit $failed
