@@ -127,9 +127,14 @@ static json_object *member(json_object *o, const char *key, json_type type)
 static void test_status_json(void **state)
 {
 	char *argv[] = { "status", "--json", NULL };
-	static const char *const phases[] = { "preflight",	 "freeze_and_dump",
-					      "commit_and_stop", "shutdown_and_kexec",
-					      "boot_to_restore", "restore" };
+	static const char *const phases[] = { "preflight",
+					      "freeze",
+					      "dump",
+					      "commit_and_stop",
+					      "shutdown_and_kexec",
+					      "kernel_boot",
+					      "systemd_to_restore",
+					      "restore" };
 	static const char *const nums[] = { "old_main_pid", "new_main_pid", "processes",
 					    "connections",  "image_bytes",  "frozen_ns",
 					    "dump_ns",	    "restore_ns",   "downtime_ns" };
@@ -173,7 +178,7 @@ static void test_status_json(void **state)
 	assert_string_equal(json_object_get_string(member(u1, "reason", json_type_string)),
 			    "restore failed:\tpid 44 is taken");
 	ph = member(root, "phases_ns", json_type_object);
-	for (size_t i = 0; i < 6; i++)
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
 		member(ph, phases[i], json_type_int);
 	assert_int_equal(json_object_get_int64(member(ph, "preflight", json_type_int)), 50000000);
 	json_object_put(root);
