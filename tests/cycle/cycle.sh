@@ -232,6 +232,9 @@ check "A->B: the journal shows demo-log's new lines from pid ${pids[demo-log]% }
 	grep -q "^tick [0-9]* pid ${pids[demo-log]% }\$" <<<"$logl"
 status=$(run 'kupdate status')
 report_ab=$(grep "^phases" <<<"$status")
+# where kernel B's boot spent its time before the restores (diagnostics)
+run 'systemd-analyze; systemd-analyze blame | head -6; systemd-analyze critical-chain demo-counter.service redis-server.service' 2>&1 |
+	sed 's/^/# boot B: /'
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \
