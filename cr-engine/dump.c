@@ -52,9 +52,13 @@ static int list_files(struct cr_dump_ctx *ctx, InventoryFile **files, InventoryF
 	while ((de = readdir(d))) {
 		InventoryFile *f;
 
-		/* parent: the link to a pre-dump below this dump (predump.c) */
-		if (de->d_name[0] == '.' || !strcmp(de->d_name, "inventory.img") ||
-		    !strcmp(de->d_name, "parent"))
+		/* the images (*.img) only: not parent, the link to a pre-dump
+		 * below this dump (predump.c), nor whatever else a caller keeps
+		 * there (a log), which a restore never reads */
+		size_t len = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "inventory.img") || len < 5 ||
+		    strcmp(de->d_name + len - 4, ".img"))
 			continue;
 		if (n == cap) {
 			InventoryFile *nf;

@@ -237,6 +237,9 @@ static int verify_files(struct rctx *c)
 			}
 			continue;
 		}
+		/* what is not an image is never read */
+		if (strlen(de->d_name) < 5 || strcmp(de->d_name + strlen(de->d_name) - 4, ".img"))
+			continue;
 		for (size_t i = 0; i < c->inv->n_files && !listed; i++)
 			listed = !strcmp(de->d_name, c->inv->files[i]->name);
 		if (!listed) {
