@@ -50,9 +50,11 @@ for k in A B; do
 	"$vm" run "$name" -t 120 -- 'for i in $(seq 300); do test -d /payload/cr && exit 0
 		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1' ||
 		notok "kernel $k: the payload is not mounted"
-	# the tests write their work directories to /tmp (tmpfs in the guest)
+	# the tests write their work directories to /tmp; ptimers needs the
+	# machine up for a minute (a timer whose first expiry was 55 s ago)
 	"$vm" run "$name" -t 1800 -- \
-		"cd /tmp && CRT_TMP=/tmp /payload/cr/run-tests.sh /payload/bin/kupdate /payload/cr '' '$only'" \
+		"while [ \$(cut -d. -f1 /proc/uptime) -lt 60 ]; do sleep 1; done
+		cd /tmp && CRT_TMP=/tmp /payload/cr/run-tests.sh /payload/bin/kupdate /payload/cr '' '$only'" \
 		>"$stage/out" 2>&1
 	rc=$?
 	while IFS= read -r line; do

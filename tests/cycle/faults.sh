@@ -297,7 +297,9 @@ check "generator: no network lock, no pid reservation, images removed" \
 snapshot
 boot3=$(boot_id)
 # the state the units had: afresh, their counts start again (their pids may
-# well be the same numbers: the boot is the same each time)
+# well be the same numbers: the boot is the same each time); they run a
+# while first, so that their counts are well above those of a fresh start
+sleep 10
 count_before=$(query demo-counter get | cut -d' ' -f1)
 sent_before=$(query demo-pipe get | cut -d' ' -f2)
 out=$(run "KUPDATE_TEST_NO_JUMP=1 kupdate apply /payload/boot/bzImage-B $unit_args" 2>&1)
