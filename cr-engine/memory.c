@@ -33,20 +33,7 @@
 #include "restorer/restorer.h"
 #include "util.h"
 
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	uint64_t start, end, categories;
-};
-struct pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#endif
-#define PAGE_IS_FILE	(1 << 2)
-#define PAGE_IS_PRESENT (1 << 3)
-#define PAGE_IS_SWAPPED (1 << 4)
-#define PAGE_IS_PFNZERO (1 << 5)
+#include "pagescan.h"
 
 #define PM_PRESENT  (1ULL << 63)
 #define PM_SWAPPED  (1ULL << 62)

@@ -51,27 +51,13 @@
 #define UFFD_FEATURE_WP_ASYNC (1 << 15)
 #endif
 
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	uint64_t start, end, categories;
-};
-struct pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#endif
+#include "pagescan.h"
 /* UFFD_FEATURE_THREAD_ID changes nothing here (with asynchronous
  * write-protection alone no message is ever read): it only makes the set
  * of features one a process of its own would hardly ask for, so that a
  * dump can tell a pre-dump's leftover userfaultfd (track_leftover) */
 #define TRACK_UFFD_FEATURES \
 	(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED | UFFD_FEATURE_THREAD_ID)
-#define PM_SCAN_WP_MATCHING   (1 << 0)
-#define PM_SCAN_CHECK_WPASYNC (1 << 1)
-#define PAGE_IS_WRITTEN	      (1 << 1)
-#define PAGE_IS_PRESENT	      (1 << 3)
-#define PAGE_IS_SWAPPED	      (1 << 4)
 
 #define PM_PRESENT    (1ULL << 63)
 #define PM_SWAPPED    (1ULL << 62)

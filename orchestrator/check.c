@@ -62,17 +62,7 @@
 #ifndef CAP_CHECKPOINT_RESTORE
 #define CAP_CHECKPOINT_RESTORE 40
 #endif
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	uint64_t start, end, categories;
-};
-struct pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#endif
-#define PAGE_IS_PRESENT (1 << 3)
+#include "pagescan.h"
 
 typedef int (*probe_fn)(char *d, size_t len);
 
