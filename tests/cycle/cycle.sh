@@ -46,16 +46,9 @@ payload=$BUILD/cycle-payload
 client=$BUILD/tests/cycle/demo-client
 work=$(mktemp -d /tmp/kupdate-cycle.XXXXXX)
 client_pid= stream_pid= redis_pid= curl_pid=
+# shellcheck source=tests/cycle/lib.sh
+. "$here/lib.sh"
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { # check "description" command...
-	local d=$1
-	shift
-	if "$@"; then ok "$d"; else notok "$d"; fi
-}
-say() { echo "# $*"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 run() { "$vm" run "$name" -t 120 -- "$@"; }
@@ -67,33 +60,10 @@ finish() {
 	echo "1..$n"
 	exit $((failed > 0))
 }
-bail() {
-	notok "$*"
-	echo "# last serial lines:"
-	tail -40 "$("$vm" log "$name")" 2>/dev/null | sed 's/^/# serial: /'
-	finish
-}
 trap finish INT TERM
 
-boot_id() { "$vm" ping "$name" | cut -d' ' -f1; }
-# the payload disk is mounted when udev has seen it (nofail: not waited for)
-wait_payload() {
-	run 'for i in $(seq 300); do test -d /payload/root && exit 0
-		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1'
-}
-# wait for a new boot after a command that kexecs
-new_boot() { # new_boot OLD_BOOT_ID
-	"$vm" ping "$name" -t "$BOOT_TIMEOUT" --not "$1" >/dev/null || return 1
-	"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >"$work/state" 2>&1
-	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
-	wait_payload
-}
 main_pid() { run "systemctl show -p MainPID --value $1"; }
-unit_pids() { # every pid of a unit's cgroup, sorted
-	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
-}
 active() { [ "$(run "systemctl is-active $1")" = active ]; }
-query() { run "kupdate-demo query /run/$1.sock $2"; }
 # vdso_check LABEL: the counter reads the time through each vDSO entry it
 # was given; CLOCK_REALTIME and gettimeofday must agree with the host's clock
 # (the guest's comes from the RTC at boot: allow 3 s), time() too

@@ -49,16 +49,9 @@ payload=$BUILD/cycle-payload
 client=$BUILD/tests/cycle/demo-client
 work=$(mktemp -d /tmp/kupdate-faults.XXXXXX)
 client_pid=
+# shellcheck source=tests/cycle/lib.sh
+. "$here/lib.sh"
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { # check "description" command...
-	local d=$1
-	shift
-	if "$@"; then ok "$d"; else notok "$d"; fi
-}
-say() { echo "# $*"; }
 run() { "$vm" run "$name" -t 300 -- "$@"; }
 finish() {
 	[ -n "$client_pid" ] && kill "$client_pid" 2>/dev/null
@@ -68,27 +61,8 @@ finish() {
 	echo "1..$n"
 	exit $((failed > 0))
 }
-bail() {
-	notok "$*"
-	echo "# last serial lines:"
-	tail -40 "$("$vm" log "$name")" 2>/dev/null | sed 's/^/# serial: /'
-	finish
-}
 trap finish INT TERM
 
-boot_id() { "$vm" ping "$name" | cut -d' ' -f1; }
-wait_payload() {
-	run 'for i in $(seq 300); do test -d /payload/root && exit 0
-		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1'
-}
-new_boot() { # new_boot OLD_BOOT_ID
-	"$vm" ping "$name" -t "$BOOT_TIMEOUT" --not "$1" >/dev/null || return 1
-	"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >"$work/state" 2>&1
-	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
-	wait_payload
-}
-unit_pids() { run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"; }
-query() { run "kupdate-demo query /run/$1.sock $2"; }
 counter() { query demo-counter get | cut -d' ' -f1; }
 start_client() {
 	rm -f "$work/stop"

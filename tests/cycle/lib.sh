@@ -1,0 +1,38 @@
+# Helpers of the QEMU cycle scripts (cycle.sh, faults.sh), sourced by them.
+# The script defines vm, name, work, BOOT_TIMEOUT, run (vm run with its own
+# timeout) and finish (its own cleanup, then the TAP plan and exit status).
+# shellcheck shell=bash
+
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { # check "description" command...
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else notok "$d"; fi
+}
+say() { echo "# $*"; }
+bail() {
+	notok "$*"
+	echo "# last serial lines:"
+	tail -40 "$("$vm" log "$name")" 2>/dev/null | sed 's/^/# serial: /'
+	finish
+}
+
+boot_id() { "$vm" ping "$name" | cut -d' ' -f1; }
+# the payload disk is mounted when udev has seen it (nofail: not waited for)
+wait_payload() {
+	run 'for i in $(seq 300); do test -d /payload/root && exit 0
+		test -e /dev/disk/by-id/virtio-payload && mount /payload 2>/dev/null; sleep 0.2; done; exit 1'
+}
+# wait for a new boot after a command that kexecs
+new_boot() { # new_boot OLD_BOOT_ID
+	"$vm" ping "$name" -t "$BOOT_TIMEOUT" --not "$1" >/dev/null || return 1
+	"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >"$work/state" 2>&1
+	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
+	wait_payload
+}
+unit_pids() { # every pid of a unit's cgroup, sorted
+	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
+}
+query() { run "kupdate-demo query /run/$1.sock $2"; }
