@@ -22,8 +22,10 @@ mkdir -p "$t/wants"
 out=$(KUPDATE_WANTS_DIR=$t/wants "$k" list --json)
 [ "$(echo "$out" | jq -c .)" = '[]' ] && ok "list --json without units: []" || nok "list --json without units: $out"
 
-# a tree of two processes of ours, 64 MiB in the parent
-perl -e '$x = "k" x (64 << 20); if (fork) { sleep 120 } else { sleep 120 }' &
+# a tree of two processes of ours, 64 MiB in the parent; in a session of its
+# own, as a service's main process is (a background job of this script would
+# stay in the caller's process group, whose leader is not in the tree)
+perl -e 'use POSIX (); POSIX::setsid(); $x = "k" x (64 << 20); if (fork) { sleep 120 } else { sleep 120 }' &
 root=$!
 pids+=("$root")
 disown "$root"
