@@ -123,6 +123,17 @@ faults: kernels guest-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) tests/cycle/faults.sh
 
 CHECK_SUITES += faults
+
+# The soak (tests/cycle/soak.sh): N cycles in a row, A <-> B, with five
+# units and three host clients connected throughout; not in `make check`
+# (20-40 s a cycle under emulation).  `make soak N=100`.
+N ?= 100
+.PHONY: soak soak-run
+soak:
+	$(Q)tools/deps.sh build test kernel guest
+	$(Q)$(MAKE) --no-print-directory soak-run
+soak-run: kernels guest-image $(KQ_HOST) cycle-payload
+	$(Q)BUILD=$(BUILD) tests/cycle/soak.sh $(N)
 check-faults:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results faults $(MAKE) --no-print-directory -s faults

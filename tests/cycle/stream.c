@@ -9,13 +9,18 @@
  * never be closed or reset.  When STOPFILE appears it stops sending, waits
  * for what is in flight, and prints
  *   PASS records N bytes B each way, longest stall S s
- * or FAIL with the reason (exit 1).  A line every 10 s tells the progress. */
+ * or FAIL with the reason (exit 1).  A line every 10 s tells the progress.
+ * Last, in either case, a line for the soak's tally:
+ *   summary checked B in-flight F resets R stall S
+ * B bytes came back verified, F were sent and never came back verified (lost
+ * when the run failed), R is 1 when the connection was closed or reset. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,12 +67,19 @@ static size_t make_record(unsigned char *b, uint32_t seq)
 	return 16 + len;
 }
 
+static void summary(uint64_t sent, uint64_t checked, int resets, double stall)
+{
+	printf("summary checked %llu in-flight %llu resets %d stall %.1f\n",
+	       (unsigned long long)checked, (unsigned long long)(sent - checked), resets, stall);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	static unsigned char out[MAXREC + 32], in[1 << 20];
 	size_t out_len = 0, out_off = 0, in_len = 0;
-	uint64_t sent = 0, recvd = 0;
+	uint64_t sent = 0, recvd = 0, checked = 0;
+	int resets = 0;
 	uint32_t next_send = 0, next_recv = 0;
 	double t_last, stall = 0, t_report, t_stop = 0;
 	int s, one = 1;
@@ -78,6 +90,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN); /* a reset is told, not died of */
 	a.sin_port = htons(atoi(argv[2]));
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
 	for (int i = 0;; i++) {
@@ -108,7 +121,7 @@ int main(int argc, char **argv)
 		if (stopping && t - t_stop > 120) {
 			printf("FAIL %u records still in flight 120 s after the stop\n",
 			       next_send - next_recv);
-			return 1;
+			goto fail;
 		}
 		if (!out_len && !stopping && sent - recvd < INFLIGHT) {
 			out_len = make_record(out, next_send++);
@@ -117,13 +130,14 @@ int main(int argc, char **argv)
 		if (out_len)
 			p.events |= POLLOUT;
 		if (poll(&p, 1, 200) < 0 && errno != EINTR)
-			return 1;
+			goto fail;
 		if (p.revents & POLLOUT) {
 			r = write(s, out + out_off, out_len - out_off);
 			if (r < 0 && errno != EAGAIN) {
+				resets = errno == ECONNRESET || errno == EPIPE;
 				printf("FAIL write: %s after %u records\n", strerror(errno),
 				       next_recv);
-				return 1;
+				goto fail;
 			}
 			if (r > 0) {
 				out_off += r;
@@ -137,7 +151,8 @@ int main(int argc, char **argv)
 			if (r == 0 || (r < 0 && errno != EAGAIN)) {
 				printf("FAIL the connection was %s after %u records\n",
 				       r == 0 ? "closed" : strerror(errno), next_recv);
-				return 1;
+				resets = 1;
+				goto fail;
 			}
 			if (r > 0) {
 				in_len += r;
@@ -161,7 +176,7 @@ int main(int argc, char **argv)
 				       "duplicated "
 				       "or reordered bytes)\n",
 				       next_recv, h[0], h[1], h[2]);
-				return 1;
+				goto fail;
 			}
 			if (in_len < 16 + h[2])
 				break;
@@ -169,11 +184,12 @@ int main(int argc, char **argv)
 			n = make_record(ref, next_recv);
 			if (n != 16 + h[2] || memcmp(ref, in, n) || c != crc32(in, 12 + h[2])) {
 				printf("FAIL record %u came back damaged\n", next_recv);
-				return 1;
+				goto fail;
 			}
 			want = 16 + h[2];
 			memmove(in, in + want, in_len - want);
 			in_len -= want;
+			checked += want;
 			next_recv++;
 		}
 		if (t - t_report >= 10) {
@@ -184,5 +200,9 @@ int main(int argc, char **argv)
 	}
 	printf("PASS records %u bytes %llu each way, longest stall %.1f s\n", next_recv,
 	       (unsigned long long)recvd, stall);
+	summary(sent, checked, 0, stall);
 	return 0;
+fail:
+	summary(sent, checked, resets, stall);
+	return 1;
 }
