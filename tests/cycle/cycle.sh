@@ -1,9 +1,11 @@
 #!/bin/bash
 # The update cycle in QEMU, TAP.  Debian guest with systemd, kernel A (6.1)
-# and B (6.12), kupdate installed from the payload, six services preserved
+# and B (6.12), kupdate installed from the payload, seven services preserved
 # (kupdate enable): an in-memory counter with a live TCP client on the host
 # (through QEMU's forward), two processes sharing a pipe, a service logging
-# to the journal, a TCP echo service carrying a stream of checksummed
+# to the journal, one running as nobody with a single capability, no new
+# privileges and a seccomp filter (its credentials come back exactly, never
+# more), a TCP echo service carrying a stream of checksummed
 # records both ways, Debian's redis-server (a held connection issuing INCR,
 # 1000 keys) and nginx (a rate-limited 24 MiB download across the cycle).
 # Stock redis-server is refused first (its sandboxing namespaces); a
@@ -32,6 +34,10 @@
 #
 # usage: tests/cycle/cycle.sh [--demo]   (--demo: only 2, narrated)
 set -uo pipefail
+# one QEMU on this machine at a time (other QEMU scripts take the same lock)
+if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
+	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -91,7 +97,7 @@ fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0
 port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379) port_http=$(fwd 80)
 wait_payload || bail "the payload disk is not mounted in the guest"
 run 'cp -a /payload/root/. / && systemctl daemon-reload &&
-	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service &&
+	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service demo-priv.service &&
 	systemctl enable kupdate-finish.service' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
 # redis without persistence, reachable from the host; a file for nginx
@@ -101,8 +107,8 @@ run 'sed -i "s/^bind .*/bind 0.0.0.0/; s/^protected-mode yes/protected-mode no/"
 	dd if=/dev/urandom of=/var/www/html/big.bin bs=1M count=24 status=none' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "configure redis, nginx and the echo service"; }
 big_sum=$(run 'sha256sum /var/www/html/big.bin | cut -d" " -f1')
-units="demo-counter demo-pipe demo-log demo-echo redis-server nginx"
-nunits=6
+units="demo-counter demo-pipe demo-log demo-echo redis-server nginx demo-priv"
+nunits=7
 check "kupdate enable: $nunits units preserved" \
 	run "kupdate enable $(sed 's/\([^ ]*\)/\1.service/g' <<<"$units") >/dev/null &&
 		test \$(ls /etc/systemd/system/kupdate.target.wants | wc -l) = $nunits"
@@ -148,6 +154,14 @@ fi
 # ---- 2. A -> B -----------------------------------------------------------------
 declare -A pids
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
+# creds UNIT: the credentials of each of its processes, as the kernel shows them
+creds() {
+	run "for p in \$(cat /sys/fs/cgroup/system.slice/$1/cgroup.procs); do
+		grep -E '^(Umask|Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/\$p/status
+		done | tr -s '\t ' ' '"
+}
+priv_before=$(creds demo-priv.service)
+echo "$priv_before" | sed 's/^/# demo-priv before: /'
 say "pids before: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
 rm -f "$work/stop"
 "$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
@@ -181,6 +195,15 @@ for u in $units; do
 	now_pids=$(unit_pids $u.service)
 	check "A->B: $u.service has the same processes ($now_pids)" test "$now_pids" = "${pids[$u]}"
 done
+priv_after=$(creds demo-priv.service)
+check "A->B: demo-priv's processes have exactly the credentials they had (uids, gids, groups, capabilities, no_new_privs, seccomp, umask)" \
+	test -n "$priv_before" -a "$priv_after" = "$priv_before"
+check "A->B: and those are the unit's, no more: nobody, CAP_NET_BIND_SERVICE only, no_new_privs, a seccomp filter, umask 0077" \
+	awk '/^Uid:/ { u = ($2 $3 $4 $5 == "65534655346553465534") }
+		/^CapPrm:|^CapEff:|^CapBnd:|^CapAmb:/ { c += ($2 == "0000000000000400") }
+		/^CapInh:/ { c += ($2 == "0000000000000400" || $2 == "0000000000000000") }
+		/^NoNewPrivs:/ { nn = ($2 == 1) } /^Seccomp:/ { sc = ($2 == 2) } /^Umask:/ { um = ($2 == "0077") }
+		END { exit !(u && c == 5 && nn && sc && um) }' <<<"$priv_after"
 clock_after=$(query demo-counter clock)
 check "A->B: the counter's monotonic clock went on ($clock_before -> $clock_after ms), not back to the new kernel's" \
 	test "$clock_after" -ge "$clock_before"

@@ -31,6 +31,9 @@
 # same kernel, without the cycle): nothing is restored, the cycle is
 # abandoned and its images removed.
 #
+# demo-counter and demo-echo are Restart=always (a drop-in of the test): after
+# the kill-dump they were not started again and keep their restart policy.
+#
 # Only one QEMU runs on this machine at a time: the script holds
 # /tmp/kupdate-qemu.lock (flock) while it runs.
 set -uo pipefail
@@ -133,6 +136,9 @@ wait_payload || bail "the payload disk is not mounted in the guest"
 run 'cp -a /payload/root/. / && systemctl daemon-reload &&
 	systemctl enable --now demo-counter.service demo-pipe.service demo-echo.service &&
 	systemctl enable kupdate-finish.service &&
+	for u in demo-counter demo-echo; do mkdir -p /etc/systemd/system/$u.service.d &&
+		printf "[Service]\nRestart=always\nRestartSec=1\n" >/etc/systemd/system/$u.service.d/restart.conf; done &&
+	systemctl daemon-reload && systemctl restart demo-counter.service demo-echo.service &&
 	kupdate enable demo-counter.service demo-pipe.service demo-echo.service' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
 sleep 2
@@ -197,6 +203,12 @@ echo "$out" | sed 's/^/# status: /'
 check "kill-dump:2: the next kupdate command recovers (names the units)" \
 	grep -q 'recovery: .*demo-counter.service' <<<"$out"
 intact "kill-dump:2"
+# demo-counter (dumped before the kill) and demo-echo (not yet) are
+# Restart=always: systemd did not start them again (intact: same pids), and
+# nothing of kupdate's overrides them afterwards
+check "kill-dump:2: the Restart=always units keep Restart=always, no kupdate drop-in left" \
+	run 'for u in demo-counter demo-echo; do test "$(systemctl show -p Restart --value $u.service)" = always || exit 1
+		! ls /run/systemd/system/$u.service.d/50-kupdate-* 2>/dev/null || exit 1; done'
 echo get >&$held
 l1=
 read -r -t 15 -u $held l1
@@ -209,6 +221,9 @@ start_client
 apply_fault "kexec-exec" 'kexec-exec fault injected' KUPDATE_FAULT=kexec-exec
 check "kexec-exec: the units were restored on this kernel" grep -q 'restored on this kernel' "$work/apply"
 intact "kexec-exec" images-only
+check "kexec-exec: the Restart=always units were not restarted by systemd when retired, and keep Restart=always" \
+	run 'for u in demo-counter demo-echo; do test "$(systemctl show -p Restart --value $u.service)" = always || exit 1
+		! ls /run/systemd/system/$u.service.d/50-kupdate-* 2>/dev/null || exit 1; done'
 stop_client "kexec-exec (restored on this kernel)"
 
 # ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B --------
