@@ -5,6 +5,7 @@
  * removed, so a failed dump never costs a service anything. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -200,6 +201,18 @@ static void sockets_resume(struct cr_dump_ctx *ctx)
 		close(ctx->repair_fds[i]);
 	}
 	ctx->nr_repair = 0;
+}
+
+/* test only (KUPDATE_FAULT=kill-dump, fault.h): kupdate dies in the middle
+ * of a dump, the first process dumped (its connections read), nothing
+ * written yet */
+static void fault_kill_dump(void)
+{
+	if (!cr_fault("kill-dump"))
+		return;
+	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
+			"dump\n");
+	kill(getpid(), SIGKILL);
 }
 
 static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -519,6 +532,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	}
 	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = dump_process(ctx, ctx->procs[i]);
+		if (!ret && !i && !o->check_only)
+			fault_kill_dump();
 		if (!ret && o->progress && !o->check_only) {
 			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
 						       ctx->total_pages * PAGE_SIZE };

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,16 +108,6 @@ static int thaw_seized(void *arg)
 		return -EIO;
 	}
 	return 0;
-}
-
-/* test only (KUPDATE_FAULT=kill-dump:N): die in the middle of a dump */
-static void kill_in_dump(const struct cr_dump_progress *p, void *arg)
-{
-	(void)p;
-	(void)arg;
-	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
-			"dump\n");
-	kill(getpid(), SIGKILL);
 }
 
 /* anon + shmem of a unit's cgroup: what its images will hold at most */
@@ -273,8 +262,6 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	term_progress_init(&tp, u->name);
 	o.progress = term_progress;
 	o.progress_arg = &tp;
-	if (cr_fault("kill-dump"))
-		o.progress = kill_in_dump;
 	cr_log_mark();
 	ret = cr_dump_begin(&o, &u->st, &u->sess);
 	term_progress_done(&tp);
