@@ -7,7 +7,8 @@
  *  3 manifest, fsync, rename: the cycle is ready; the kernel is loaded
  *    again with the final command line (cycle id, pid reservation)
  *  4 the units are told not to restart or run their stop commands, and
- *    their processes are killed (sockets in repair mode: no FIN, no RST)
+ *    their processes are killed (the engine puts their sockets back in
+ *    repair mode just before: no FIN, no RST)
  *  5 kexec, through systemd or at once (--fast)
  * A failure in 1-3 resumes every unit as it was, removes the partial cycle
  * and does not kexec; its last message names the phase.  A kexec that fails
