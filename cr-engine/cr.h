@@ -68,8 +68,10 @@ int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st);
 
 /* The same in two steps, for a caller that dumps several trees and kills
  * them only once all of them are safely dumped: cr_dump_begin leaves the
- * tree stopped (seized, its TCP connections locked and in repair mode);
- * cr_dump_end kills it (no FIN, no RST leaves) or resumes it as it was.
+ * tree stopped (seized, its TCP connections locked, out of repair mode
+ * once read, so that a caller killed meanwhile leaves them usable);
+ * cr_dump_end kills it (its connections back in repair mode just before:
+ * no FIN, no RST leaves) or resumes it as it was.
  * On failure cr_dump_begin has resumed the tree itself and *s is NULL. */
 struct cr_dump_session;
 int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,

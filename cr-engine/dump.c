@@ -5,9 +5,8 @@
  * removed, so a failed dump never costs a service anything. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <sys/utsname.h>
 
 #include "cr.h"
@@ -176,30 +175,24 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 	return 0;
 }
 
-int dump_keep_repair(struct cr_dump_ctx *ctx, int sk)
-{
-	int *n = xrealloc_array(ctx->repair_fds, ctx->nr_repair + 1, sizeof(*n));
-
-	if (!n)
-		return -ENOMEM;
-	ctx->repair_fds = n;
-	n[ctx->nr_repair++] = sk;
-	return 0;
-}
-
-/* The tree goes on (a failed dump, or --leave-running): its connections
- * leave repair mode and their packets flow again. */
+/* The tree goes on (a failed dump, or --leave-running): the packets of its
+ * connections flow again, and a window probe tells each peer so. */
 static void sockets_resume(struct cr_dump_ctx *ctx)
 {
-	int off = 0;
-
 	netlock_del(ctx->locked, ctx->nr_locked);
-	for (int i = 0; i < ctx->nr_repair; i++) {
-		if (setsockopt(ctx->repair_fds[i], SOL_TCP, TCP_REPAIR, &off, sizeof(off)))
-			pr_perror("cannot take a TCP connection out of repair mode");
-		close(ctx->repair_fds[i]);
-	}
-	ctx->nr_repair = 0;
+	tcp_dump_resume(ctx);
+}
+
+/* test only (KUPDATE_FAULT=kill-dump, fault.h): kupdate dies in the middle
+ * of a dump, the first process dumped (its connections read), nothing
+ * written yet */
+static void fault_kill_dump(void)
+{
+	if (!cr_fault("kill-dump"))
+		return;
+	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
+			"dump\n");
+	kill(getpid(), SIGKILL);
 }
 
 static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -353,7 +346,8 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	free_files(ctx);
 	free(ctx->locked);
 	netlock_close(ctx->netlock);
-	free(ctx->repair_fds);
+	tcp_dump_close(ctx);
+	free(ctx->tcp_sks);
 	if (ctx->sk_collected)
 		sockdiag_free(&ctx->sk);
 	shmem_free_dump(ctx);
@@ -519,6 +513,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	}
 	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = dump_process(ctx, ctx->procs[i]);
+		if (!ret && !i && !o->check_only)
+			fault_kill_dump();
 		if (!ret && o->progress && !o->check_only) {
 			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
 						       ctx->total_pages * PAGE_SIZE };
@@ -562,12 +558,12 @@ void cr_dump_end(struct cr_dump_session *s, bool kill_it)
 		sockets_resume(ctx);
 		release_tree(ctx, false);
 	} else {
-		/* killed with its connections in repair mode: no FIN, no RST;
-		 * the lock stays until the restore */
+		/* the last step: its connections back in repair mode, then the
+		 * tree killed and our copies closed: no FIN, no RST; the lock
+		 * stays until the restore */
+		tcp_dump_repair(ctx);
 		release_tree(ctx, true);
-		for (int i = 0; i < ctx->nr_repair; i++)
-			close(ctx->repair_fds[i]);
-		ctx->nr_repair = 0;
+		tcp_dump_close(ctx);
 	}
 	fill_stats(ctx, s->st);
 	free_ctx(ctx);

@@ -243,6 +243,16 @@ struct cr_proc {
 	int64_t timers_mono; /* its CLOCK_MONOTONIC when they were read */
 };
 
+/* an established TCP connection the dump has read: a copy of its socket,
+ * held until the dump ends (tcp.c) */
+struct dump_tcp_sk {
+	int fd;
+	pid_t pid;	/* whose fd ... */
+	int tree_fd;	/* ... it is (for messages) */
+	bool repair;	/* in repair mode */
+	bool reuseaddr; /* SO_REUSEADDR, which leaving repair mode clears */
+};
+
 struct cr_dump_ctx {
 	const struct cr_dump_opts *opts;
 	int dirfd;
@@ -275,14 +285,16 @@ struct cr_dump_ctx {
 	int nr_ghosts;
 	struct cr_lockset *posix_locks; /* every fd's POSIX locks (locks.c) */
 	int nr_posix_locks;
-	/* sockets: sock_diag's view, TCP connections locked and in repair */
+	/* sockets: sock_diag's view; established TCP connections locked and
+	 * held (tcp.c: out of repair mode once read, back in just before the
+	 * tree is killed) */
 	struct sk_table sk;
 	bool sk_collected;
 	struct cr_conn *locked;
 	int nr_locked;
 	struct netlock *netlock; /* the nftables context of the locking */
-	int *repair_fds;
-	int nr_repair;
+	struct dump_tcp_sk *tcp_sks;
+	int nr_tcp_sks;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);

@@ -14,9 +14,12 @@
  *            dump (after the unit's processes are seized), image-write
  *            (engine: every image file of the unit), manifest (the commit
  *            of the cycle), kexec-load (the final load), kexec-exec,
- *            kill-dump (kupdate SIGKILLs itself after the first process of
- *            the unit is dumped), room-check-off (skip the free-space check,
- *            so that a full image filesystem is met by the writes)
+ *            kill-dump (engine: kupdate SIGKILLs itself once the first
+ *            process of the unit is dumped, its connections read, before
+ *            any image is written; `kupdate dump` too, with no N, as in the
+ *            host test fault-kill-dump-tcp), room-check-off (skip the
+ *            free-space check, so that a full image filesystem is met by
+ *            the writes)
  *   boot:    generator, restore (engine: after the tree is created),
  *            unlock (the network unlock after a unit's restore)
  *

@@ -9,6 +9,15 @@
  * the network lock (netlock.c) from just before it is read until it is
  * restored; a socket still in repair mode closes without a FIN or a RST.
  *
+ * The dump holds a copy of the socket, but leaves repair mode as soon as
+ * the connection is read (without a window probe where the kernel can:
+ * TCP_REPAIR_OFF_NO_WP), and puts it back only just before the tree is
+ * killed, the very last step: a kupdate killed in between (SIGKILL, OOM)
+ * leaves the service ordinary sockets, whose unread data it can still
+ * read once its packets flow again.  A tree that goes on (a failed dump,
+ * --leave-running) gets a window probe once the lock is lifted, so that
+ * the peer resumes at once.
+ *
  * Restore builds the connection in repair mode without sending anything;
  * kupdate lifts the lock and leaves repair mode (which sends a window
  * probe) only once the whole tree is ready to run (restore.c). */
@@ -36,6 +45,14 @@
 #define TCPOPT_WINDOW	 3
 #define TCPOPT_SACK_PERM 4
 #define TCPOPT_TIMESTAMP 8
+#endif
+
+#ifndef TCP_REPAIR_ON
+#define TCP_REPAIR_ON  1
+#define TCP_REPAIR_OFF 0
+#endif
+#ifndef TCP_REPAIR_OFF_NO_WP
+#define TCP_REPAIR_OFF_NO_WP -1
 #endif
 
 static const char *const tcp_states[] = {
@@ -188,6 +205,50 @@ static int dump_stream(int sk, InetSk *s, const char *what)
 	return 0;
 }
 
+static int repair_on(int sk, const char *what)
+{
+	int on = TCP_REPAIR_ON;
+
+	if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &on, sizeof(on))) {
+		int ret = -errno;
+		pr_perror("%s: cannot put the connection in repair mode (needs CAP_NET_ADMIN)",
+			  what);
+		return ret;
+	}
+	return 0;
+}
+
+/* Leave repair mode, with a window probe (probe) or without one where the
+ * kernel knows TCP_REPAIR_OFF_NO_WP (Linux 4.19; before, the probe goes out
+ * and the network lock drops it). */
+static int repair_off(int sk, bool probe, const char *what)
+{
+	int v = probe ? TCP_REPAIR_OFF : TCP_REPAIR_OFF_NO_WP;
+	int ret = setsockopt(sk, SOL_TCP, TCP_REPAIR, &v, sizeof(v));
+
+	if (ret && !probe && errno == EINVAL) {
+		v = TCP_REPAIR_OFF;
+		ret = setsockopt(sk, SOL_TCP, TCP_REPAIR, &v, sizeof(v));
+	}
+	if (ret) {
+		ret = -errno;
+		pr_perror("%s: cannot leave repair mode", what);
+		return ret;
+	}
+	return 0;
+}
+
+/* leaving repair mode resets the address reuse the socket had */
+static int reuse_again(int sk, bool reuseaddr, const char *what)
+{
+	if (reuseaddr && setsockopt(sk, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int))) {
+		int ret = -errno;
+		pr_perror("%s: cannot set SO_REUSEADDR again", what);
+		return ret;
+	}
+	return 0;
+}
+
 void inet_conn(const InetSk *s, struct cr_conn *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -196,6 +257,70 @@ void inet_conn(const InetSk *s, struct cr_conn *c)
 	memcpy(c->raddr, s->dst_addr.data, MIN(s->dst_addr.len, sizeof(c->raddr)));
 	c->lport = s->src_port;
 	c->rport = s->dst_port;
+}
+
+/* The dump holds a copy of each established connection's socket until it
+ * ends; the index of the new one, or a negative errno. */
+static int hold_tcp(struct cr_dump_ctx *ctx, int sk, pid_t pid, int fd, bool reuseaddr)
+{
+	struct dump_tcp_sk *n = xrealloc_array(ctx->tcp_sks, ctx->nr_tcp_sks + 1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	ctx->tcp_sks = n;
+	n[ctx->nr_tcp_sks] =
+		(struct dump_tcp_sk){ .fd = sk, .pid = pid, .tree_fd = fd, .reuseaddr = reuseaddr };
+	return ctx->nr_tcp_sks++;
+}
+
+static void held_name(const struct dump_tcp_sk *h, char *buf, size_t len)
+{
+	snprintf(buf, len, "pid %d: fd %d", h->pid, h->tree_fd);
+}
+
+/* The tree goes on (a failed dump, --leave-running), its connections
+ * unlocked: each leaves repair mode with a window probe, so that the peer
+ * resumes at once without waiting for its retransmission timer; one that
+ * already left it goes in and out again for the probe.  The tree is still
+ * stopped. */
+void tcp_dump_resume(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_tcp_sks; i++) {
+		struct dump_tcp_sk *h = &ctx->tcp_sks[i];
+		char what[64];
+
+		held_name(h, what, sizeof(what));
+		if (!h->repair && repair_on(h->fd, what))
+			continue; /* it runs on without the probe */
+		h->repair = true;
+		if (repair_off(h->fd, true, what))
+			continue;
+		h->repair = false;
+		reuse_again(h->fd, h->reuseaddr, what);
+	}
+	tcp_dump_close(ctx);
+}
+
+/* The very last step before the tree is killed: every connection back in
+ * repair mode, so that neither the death of its processes nor our close
+ * sends a FIN or a RST (the lock stays until the restore). */
+void tcp_dump_repair(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_tcp_sks; i++) {
+		struct dump_tcp_sk *h = &ctx->tcp_sks[i];
+		char what[64];
+
+		held_name(h, what, sizeof(what));
+		if (!h->repair && !repair_on(h->fd, what))
+			h->repair = true;
+	}
+}
+
+void tcp_dump_close(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_tcp_sks; i++)
+		close(ctx->tcp_sks[i].fd);
+	ctx->nr_tcp_sks = 0;
 }
 
 int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
@@ -270,8 +395,9 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		s->backlog = d->wqlen;
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
+		bool reuse = s->opts->has_reuseaddr && s->opts->reuseaddr;
 		struct cr_conn c;
-		int on = 1;
+		int h, r;
 
 		if (d->shutdown) {
 			pr_err("%s: a half-closed connection (shutdown %#x) cannot be dumped", what,
@@ -286,18 +412,26 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		ret = dump_lock(ctx, &c);
 		if (ret)
 			goto out;
-		if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &on, sizeof(on))) {
-			ret = -errno;
-			pr_perror("%s: cannot put the connection in repair mode (needs "
-				  "CAP_NET_ADMIN)",
-				  what);
+		h = hold_tcp(ctx, sk, p->pid, fd, reuse);
+		if (h < 0) {
+			ret = h;
 			goto out;
 		}
-		ret = dump_keep_repair(ctx, sk);
+		sk = -1; /* held until the dump ends */
+		ret = repair_on(ctx->tcp_sks[h].fd, what);
 		if (ret)
 			goto out;
-		sk = -1; /* kept, in repair mode, until the dump ends */
-		ret = dump_stream(ctx->repair_fds[ctx->nr_repair - 1], s, what);
+		ctx->tcp_sks[h].repair = true;
+		ret = dump_stream(ctx->tcp_sks[h].fd, s, what);
+		/* read: an ordinary socket again at once (its packets stay locked),
+		 * without a window probe; back in repair mode just before the kill */
+		r = repair_off(ctx->tcp_sks[h].fd, false, what);
+		if (!r)
+			ctx->tcp_sks[h].repair = false;
+		if (!r)
+			r = reuse_again(ctx->tcp_sks[h].fd, reuse, what);
+		if (!ret)
+			ret = r;
 	}
 out:
 	if (sk >= 0)
@@ -550,20 +684,12 @@ bool inet_is_repaired(const FileEntry *e)
 int inet_release(int sk, const InetSk *s, const char *what)
 {
 	const TcpStream *t = s->tcp;
-	int off = 0;
+	int ret = repair_off(sk, true, what);
 
-	if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &off, sizeof(off))) {
-		int ret = -errno;
-		pr_perror("%s: cannot leave repair mode", what);
+	if (!ret)
+		ret = reuse_again(sk, s->opts && s->opts->reuseaddr, what);
+	if (ret)
 		return ret;
-	}
-	/* leaving repair mode resets the address reuse the socket had */
-	if (s->opts && s->opts->reuseaddr &&
-	    setsockopt(sk, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int))) {
-		int ret = -errno;
-		pr_perror("%s: cannot set SO_REUSEADDR again", what);
-		return ret;
-	}
 	if (t && t->unsent) {
 		const uint8_t *p = t->outq.data + t->outq.len - t->unsent;
 		size_t left = t->unsent;

@@ -32,8 +32,14 @@ struct rproc;
  * the caller does it) and take every connection out of repair mode. */
 int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock);
 
-/* dump.c: the lock and the sockets kept in repair mode during a dump */
+/* dump.c: the lock of a connection during a dump */
 int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
-int dump_keep_repair(struct cr_dump_ctx *ctx, int sk);
+/* The connections a dump holds (out of repair mode once read): when the
+ * tree goes on, after the lock is lifted, each leaves repair mode with a
+ * window probe, and they are closed; just before the tree is killed, each
+ * goes back into repair mode (the close then sends nothing); closed. */
+void tcp_dump_resume(struct cr_dump_ctx *ctx);
+void tcp_dump_repair(struct cr_dump_ctx *ctx);
+void tcp_dump_close(struct cr_dump_ctx *ctx);
 
 #endif

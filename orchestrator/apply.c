@@ -7,7 +7,8 @@
  *  3 manifest, fsync, rename: the cycle is ready; the kernel is loaded
  *    again with the final command line (cycle id, pid reservation)
  *  4 the units are told not to restart or run their stop commands, and
- *    their processes are killed (sockets in repair mode: no FIN, no RST)
+ *    their processes are killed (the engine puts their sockets back in
+ *    repair mode just before: no FIN, no RST)
  *  5 kexec, through systemd or at once (--fast)
  * A failure in 1-3 resumes every unit as it was, removes the partial cycle
  * and does not kexec; its last message names the phase.  A kexec that fails
@@ -19,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,16 +109,6 @@ static int thaw_seized(void *arg)
 		return -EIO;
 	}
 	return 0;
-}
-
-/* test only (KUPDATE_FAULT=kill-dump:N): die in the middle of a dump */
-static void kill_in_dump(const struct cr_dump_progress *p, void *arg)
-{
-	(void)p;
-	(void)arg;
-	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
-			"dump\n");
-	kill(getpid(), SIGKILL);
 }
 
 /* anon + shmem of a unit's cgroup: what its images will hold at most */
@@ -273,8 +263,6 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	term_progress_init(&tp, u->name);
 	o.progress = term_progress;
 	o.progress_arg = &tp;
-	if (cr_fault("kill-dump"))
-		o.progress = kill_in_dump;
 	cr_log_mark();
 	ret = cr_dump_begin(&o, &u->st, &u->sess);
 	term_progress_done(&tp);

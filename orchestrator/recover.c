@@ -2,9 +2,13 @@
  *
  * An apply that dies between freezing its first unit and making the cycle
  * ready (SIGKILL, OOM) cannot undo what it did: a unit may be left frozen,
- * its TCP sockets in repair mode, their packets dropped by the network lock
- * (nftables table inet kupdate), a kernel loaded for kexec.  (Its ptrace
- * hold ends with it: the kernel detaches and resumes the tracees.)
+ * the packets of its TCP connections dropped by the network lock (nftables
+ * table inet kupdate), a kernel loaded for kexec.  (Its ptrace hold ends
+ * with it: the kernel detaches and resumes the tracees.)  Its sockets are
+ * ordinary ones: the engine leaves repair mode as soon as it has read a
+ * connection and enters it again only just before it kills the tree, after
+ * the cycle is ready (cr-engine/tcp.c); only a socket whose queues were
+ * being read when apply died is left in repair mode.
  *
  * While it works, apply keeps a record in its partial cycle directory
  * (cycles/.ID.tmp/apply: its pid, then one unit per line) and holds the
@@ -17,11 +21,12 @@
  * whole network lock goes: nothing else can hold one here.  At boot
  * kupdate-finish removes such directories too (boot.c: sweep).
  *
- * What it cannot save: a connection the service touched between the death
- * of kupdate (its processes resume at once, their tracer gone) and the
- * recovery.  A socket in repair mode refuses reads (EPERM), so a service
- * that had unread data on it typically closes it (measured in
- * tests/cycle/faults.sh: kill-dump). */
+ * Between the death of kupdate (its processes resume at once, their tracer
+ * gone) and the recovery, a service reads and writes its connections as
+ * usual, their packets held back by the lock until the recovery removes it:
+ * nothing is lost (tests/cr: fault-kill-dump-tcp).  What it cannot save: a
+ * socket caught in repair mode (above) refuses reads (EPERM) until then,
+ * and a service that meets that typically closes the connection. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>

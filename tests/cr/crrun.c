@@ -15,6 +15,12 @@
  * builds on, whose tracking the dump must remove).  --skip-if RE: a pre-dump failing with
  * a message matching RE (a kernel without the feature) skips the test.
  *
+ * --expect-dump-killed: the dump is expected to die of SIGKILL (a fault
+ * injected with --kupdate-env KUPDATE_FAULT=kill-dump): the whole tree must
+ * run on, no longer traced nor stopped; with --netns, the network lock the
+ * dump left must be there, and is removed (as the recovery after a killed
+ * apply does); then the test gets SIGTERM and gives its verdict.
+ *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  */
@@ -53,6 +59,7 @@ struct opts {
 	int timeout;
 	const char *expect_dump_fail;
 	const char *expect_restore_fail;
+	bool expect_dump_killed;
 	bool keep;
 	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
 	bool netns;	     /* run everything in a new network namespace */
@@ -566,6 +573,107 @@ static int check_no_tree_shm(void)
 	}
 	return 0;
 }
+static int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* TracerPid of /proc/PID/task/TID/status, or -1 */
+static int tracer_of(pid_t pid, int tid)
+{
+	char path[96], line[256];
+	int tracer = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return tracer;
+}
+
+/* every thread of pid runs on: not traced, not stopped; 0 or -1 (why) */
+static int runs_free(pid_t pid, char *why, size_t wl)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d) {
+		snprintf(why, wl, "pid %d is gone", pid);
+		return -1;
+	}
+	while (!ret && (de = readdir(d))) {
+		char spath[128], buf[512], *p, st = '?';
+		FILE *f;
+		int tracer, tid;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		tid = atoi(de->d_name);
+		tracer = tracer_of(pid, tid);
+		snprintf(spath, sizeof(spath), "/proc/%d/task/%d/stat", pid, tid);
+		f = fopen(spath, "r");
+		if (f && fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+			st = p[2];
+		if (f)
+			fclose(f);
+		if (tracer != 0) {
+			snprintf(why, wl, "thread %d of pid %d is traced by %d", tid, pid, tracer);
+			ret = -1;
+		} else if (st == 't' || st == 'T' || st == 'Z' || st == 'X' || st == '?') {
+			snprintf(why, wl, "thread %d of pid %d is in state %c", tid, pid, st);
+			ret = -1;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
+/* --expect-dump-killed: kupdate died of SIGKILL in the middle of the dump */
+static int check_dump_killed(const struct proc_info *procs, int n, int rc, const char *out)
+{
+	char why[160] = "";
+	double end = now() + 5;
+
+	if (rc != 128 + SIGKILL) {
+		diag("expected kupdate to die of SIGKILL (exit %d), got exit %d", 128 + SIGKILL,
+		     rc);
+		show_file("kupdate dump", out);
+		return -1;
+	}
+	{
+		char *text = slurp(out);
+
+		diag("dump killed as expected: %s", strtok(text, "\n") ? text : "(no output)");
+		free(text);
+	}
+	/* its tracer gone, the kernel lets every thread go */
+	for (int i = 0; i < n; i++)
+		while (runs_free(procs[i].pid, why, sizeof(why))) {
+			if (now() > end) {
+				diag("after the killed dump: %s", why);
+				return -1;
+			}
+			usleep(2000);
+		}
+	if (!o.netns)
+		return 0;
+	if (run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
+		diag("the killed dump left no network lock: it died before it locked a "
+		     "connection");
+		return -1;
+	}
+	if (run_ip("nft delete table inet kupdate")) {
+		diag("cannot remove the network lock the killed dump left");
+		return -1;
+	}
+	return 0;
+}
+
 static const char *dump_prev; /* --prev for the next dump */
 static bool dump_pre;	      /* the next dump is a --pre-dump */
 
@@ -903,6 +1011,16 @@ static int test_main(char **targv)
 			show_file("test output", log);
 			return 1;
 		}
+		/* its connections go on */
+		if (o.peer) {
+			long n = peer_progress();
+
+			if (n < 0 ||
+			    wait_peer_progress(n + 100, 30, "after dump --leave-running")) {
+				kill_tree(root);
+				return 1;
+			}
+		}
 		usleep(50000);
 	}
 
@@ -943,6 +1061,13 @@ static int test_main(char **targv)
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
 		rc = do_dump(root, img, false, out, &dsecs);
 		dump_prev = NULL;
+		if (o.expect_dump_killed) {
+			if (check_dump_killed(before, nbefore, rc, out)) {
+				kill_tree(root);
+				return 1;
+			}
+			goto verdict;
+		}
 		if (o.expect_dump_fail) {
 			char *text = slurp(out);
 			bool ok = rc != 0 && matches(text, o.expect_dump_fail);
@@ -1223,6 +1348,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "expect-dump-fail", required_argument, NULL, 'F' },
 		{ "expect-restore-fail", required_argument, NULL, 'R' },
+		{ "expect-dump-killed", no_argument, NULL, 'D' },
 		{ "dump-opt", required_argument, NULL, 'o' },
 		{ "keep", no_argument, NULL, 'K' },
 		{ "corrupt", required_argument, NULL, 'X' },
@@ -1270,6 +1396,9 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			o.expect_restore_fail = optarg;
+			break;
+		case 'D':
+			o.expect_dump_killed = true;
 			break;
 		case 'o':
 			if (o.n_dump_extra < 16)

@@ -183,11 +183,10 @@ run 'umount /run/kupdate-small'
 stop_client "preflight .. disk full"
 
 # SIGKILL in the middle of a dump: demo-counter is dumped and held (its
-# connection locked, in repair mode), demo-pipe half dumped.  An idle
-# connection from the host is held through it: after the recovery it
-# answers (out of repair mode, not locked).  (A connection with unread data
-# at the kill is lost: the service reads its socket, still in repair mode,
-# before any recovery can run, gets EPERM and closes it: see recover.c.)
+# connection locked, out of repair mode once read), demo-pipe half dumped.
+# An idle connection from the host is held through it: after the recovery
+# it answers (not locked).  (That a connection with unread data at the kill
+# loses nothing is the host test fault-kill-dump-tcp: see recover.c.)
 exec {held}<>"/dev/tcp/127.0.0.1/$port" || bail "kill-dump: connect to the counter"
 echo get >&$held
 read -r -t 10 -u $held l0
