@@ -1348,6 +1348,174 @@ static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int 
 	return fd;
 }
 
+/* ----------------------------------------------- restore: fill helper */
+
+/* A share of a mapping's pages filled from outside while the blob fills
+ * the rest (RST_HELPER_* in restorer.h): the two halves take their page
+ * faults, copies and sums on two CPUs.  The data goes through a buffer
+ * (pread from the page image, process_vm_writev into the process); the
+ * image fds are the process's own, reached through /proc/PID/fd. */
+struct fill_helper {
+	pid_t pid;
+	struct rst_run *runs; /* the share: runs[0] from byte first_off on */
+	uint32_t nr;
+	uint64_t first_off;
+	uint32_t verify;
+	pthread_t thread;
+	bool threaded;
+	long result;
+};
+
+static int helper_fd(struct fill_helper *h, int num, int (*cache)[2], int *nc)
+{
+	char path[64];
+	int fd;
+
+	for (int i = 0; i < *nc; i++)
+		if (cache[i][0] == num)
+			return cache[i][1];
+	if (*nc == 16)
+		return -EMFILE;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", h->pid, num);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int ret = -errno;
+		pr_perror("pid %d: cannot open its page image (fd %d)", h->pid, num);
+		return ret;
+	}
+	cache[*nc][0] = num;
+	cache[(*nc)++][1] = fd;
+	return fd;
+}
+
+static long helper_fill(struct fill_helper *h)
+{
+	enum { STEP = 512 << 10 };
+	_cleanup_free_ unsigned char *buf = malloc(STEP);
+	int cache[16][2], nc = 0;
+	long result = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < h->nr && result >= 0; i++) {
+		const struct rst_run *r = &h->runs[i];
+		uint64_t len = r->nr_pages * PAGE_SIZE, a = i ? 0 : h->first_off;
+		bool check = h->verify && !(r->flags & RST_RUN_NOCRC);
+		uint32_t c = 0;
+		int fd = helper_fd(h, r->fd, cache, &nc);
+
+		if (fd < 0) {
+			result = fd;
+			break;
+		}
+		for (; a < len; a += STEP) {
+			uint64_t n = MIN(len - a, (uint64_t)STEP);
+			struct iovec l = { buf, n }, rv = { (void *)(r->vaddr + a), n };
+			int ret = pread_all(fd, buf, n, r->file_off + a);
+
+			if (ret) {
+				pr_err("pid %d: cannot read its page image at %lu: %s", h->pid,
+				       (unsigned long)(r->file_off + a), strerror(-ret));
+				result = ret;
+				break;
+			}
+			if (check)
+				c = crc32c(c, buf, n);
+			if (process_vm_writev(h->pid, &l, 1, &rv, 1, 0) != (ssize_t)n) {
+				result = errno ? -errno : -EIO;
+				pr_perror("pid %d: cannot write its pages at %lx", h->pid,
+					  (unsigned long)(r->vaddr + a));
+				break;
+			}
+		}
+		if (result < 0)
+			break;
+		if (!i && h->first_off)
+			result = c; /* the blob sums the whole run */
+		else if (check && c != r->crc) {
+			/* the blob reports it, naming the image */
+			pr_debug("pid %d: the page data of %lx-%lx does not match its checksum",
+				 h->pid, (unsigned long)r->vaddr, (unsigned long)(r->vaddr + len));
+			result = -EBADMSG;
+		}
+	}
+	for (int i = 0; i < nc; i++)
+		close(cache[i][1]);
+	return result;
+}
+
+static void *helper_main(void *arg)
+{
+	struct fill_helper *h = arg;
+
+	h->result = helper_fill(h);
+	return NULL;
+}
+
+int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
+		     uint64_t end_run, struct fill_helper **out)
+{
+	struct fill_helper *h;
+	struct rst_args a;
+	struct iovec l = { &a, sizeof(a) }, r = { (void *)args_addr, sizeof(a) };
+	ssize_t len;
+
+	if (*out) {
+		pr_err("pid %d: the restorer asked for a second fill helper", pid);
+		return -EPROTO;
+	}
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != sizeof(a) || a.magic != RST_MAGIC ||
+	    first_run >= end_run || end_run > a.nr_runs || off % PAGE_SIZE) {
+		pr_err("pid %d: the restorer asked for a fill helper with bad arguments (runs "
+		       "%lu-%lu, offset %lu)",
+		       pid, (unsigned long)first_run, (unsigned long)end_run, (unsigned long)off);
+		return -EPROTO;
+	}
+	h = xzalloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->pid = pid;
+	h->nr = end_run - first_run;
+	h->first_off = off;
+	h->verify = a.verify_crc;
+	h->runs = xrealloc_array(NULL, h->nr, sizeof(*h->runs));
+	if (!h->runs) {
+		free(h);
+		return -ENOMEM;
+	}
+	len = h->nr * sizeof(*h->runs);
+	l = (struct iovec){ h->runs, len };
+	r = (struct iovec){ (void *)(args_addr + a.runs_off + first_run * sizeof(*h->runs)), len };
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != len ||
+	    off >= h->runs[0].nr_pages * PAGE_SIZE) {
+		pr_err("pid %d: cannot read the runs the fill helper is to fill", pid);
+		free(h->runs);
+		free(h);
+		return -EPROTO;
+	}
+	h->threaded = !pthread_create(&h->thread, NULL, helper_main, h);
+	if (!h->threaded)
+		h->result = helper_fill(h);
+	*out = h;
+	return 0;
+}
+
+long mem_helper_wait(struct fill_helper **hp)
+{
+	struct fill_helper *h = *hp;
+	long ret;
+
+	if (!h)
+		return -EPROTO;
+	if (h->threaded)
+		pthread_join(h->thread, NULL);
+	ret = h->result;
+	free(h->runs);
+	free(h);
+	*hp = NULL;
+	return ret;
+}
+
 /* Layered images: a dump made with --prev refers to its parent directory
  * (the `parent` symlink) for the pages that did not change, and a parent
  * may itself have one.  Each layer's pagemap is read once, its page image
@@ -1580,6 +1748,9 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
 	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
 	b->args.populate = !getenv("KUPDATE_NO_POPULATE");
+	/* mappings of 32 MiB and more: kupdate fills half (on another CPU) */
+	b->args.fill_helper =
+		sysconf(_SC_NPROCESSORS_ONLN) > 1 && !getenv("KUPDATE_NO_FILL_HELPER") ? 8192 : 0;
 
 	/* one more for a vDSO proxy (vdso.c) */
 	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));
