@@ -505,12 +505,16 @@ static void *pw_worker(void *arg)
 	return NULL;
 }
 
-/* One thread a CPU, at most PW_MAX_THREADS; KUPDATE_PAGE_THREADS=N sets
- * it (measurements). */
-static int pw_threads(size_t nr_pieces)
+/* One thread a CPU, at most PW_MAX_THREADS; none more for less than two
+ * pieces of data (a small process of a big tree); KUPDATE_PAGE_THREADS=N
+ * sets it (measurements). */
+static int pw_threads(size_t nr_pieces, uint64_t nr_pages)
 {
 	const char *e = getenv("KUPDATE_PAGE_THREADS");
 	long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!e && nr_pages * PAGE_SIZE < 2 * (uint64_t)PW_PIECE)
+		n = 1;
 
 	if (n > PW_MAX_THREADS)
 		n = PW_MAX_THREADS;
@@ -588,7 +592,7 @@ static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	ret = pw_plan(&w);
 	if (ret)
 		return ret;
-	nt = pw_threads(w.nr_pieces);
+	nt = pw_threads(w.nr_pieces, p->nr_pages);
 	for (; started < nt - 1; started++)
 		if (pthread_create(&tids[started], NULL, pw_worker, &w))
 			break;
