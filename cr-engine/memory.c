@@ -12,6 +12,7 @@
  * mappings and page runs (restorer/restorer.c maps them). */
 #include <elf.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -398,8 +399,9 @@ static int scan_vma_read(struct cr_dump_ctx *ctx, struct cr_proc *p, int pm_fd, 
 	return 0;
 }
 
-/* Copy runs[first..last) into buf with process_vm_readv (or /proc/PID/mem
- * for unreadable mappings); the caller has sized buf for them. */
+/* Copy [vaddr, +len) of the process into buf with process_vm_readv, or
+ * through /proc/PID/mem for unreadable mappings (and where the first fails);
+ * quiet: returns 0 or a negative errno. */
 static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len, bool readable)
 {
 	if (readable) {
@@ -408,16 +410,10 @@ static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len
 
 		if (n == (ssize_t)len)
 			return 0;
-		if (n >= 0)
-			errno = EFAULT;
 		/* fall back to /proc/PID/mem, which can read any page */
 	}
-	if (pread_all(p->mem_fd, buf, len, vaddr)) {
-		int ret = -errno;
-		pr_perror("pid %d: cannot read memory at %lx (+%lu bytes)", p->pid,
-			  (unsigned long)vaddr, (unsigned long)len);
-		return ret ? ret : -EIO;
-	}
+	if (pread_all(p->mem_fd, buf, len, vaddr))
+		return errno ? -errno : -EIO;
 	return 0;
 }
 
@@ -429,16 +425,144 @@ static bool vma_readable(struct cr_proc *p, uint64_t addr)
 	return false;
 }
 
+/* The page data is written by up to PW_MAX_THREADS threads, each taking
+ * the next piece of PW_PIECE bytes (a run is cut into pieces, a piece never
+ * spans two runs): process_vm_readv into the thread's buffer, crc32c, and
+ * pwrite at the piece's offset in the image, which is known from the runs
+ * before it.  So the file is exactly what one thread would write, and the
+ * pieces' sums are combined into their run's.  A piece goes in PW_BUF
+ * steps, so that the crc and the write read each step from the cache.
+ * The writes to one file take its inode lock in turn; what the threads
+ * overlap is the reading and summing of one with the writing of another.
+ * (Reading straight into a shared mapping of the image, one copy fewer,
+ * was slower on tmpfs: bench/README.md.) */
+enum { PW_MAX_THREADS = 4, PW_PIECE = 4 << 20, PW_BUF = 512 << 10 };
+
+struct pw_piece {
+	uint64_t vaddr, len, off;
+	int run;
+	uint32_t crc;
+};
+
+struct page_writer {
+	struct cr_proc *p;
+	const char *name;
+	int fd;
+	bool crc;
+	struct pw_piece *pieces;
+	size_t nr_pieces;
+	size_t next; /* the next piece to take (atomic) */
+	int err;     /* the first error (atomic) */
+};
+
+static int pw_piece(struct page_writer *w, struct pw_piece *pc, unsigned char *buf)
+{
+	bool readable = vma_readable(w->p, pc->vaddr);
+	uint32_t c = 0;
+
+	for (uint64_t done = 0; done < pc->len;) {
+		uint64_t n = MIN(pc->len - done, (uint64_t)PW_BUF), a = pc->vaddr + done;
+		int ret = copy_pages(w->p, buf, a, n, readable);
+
+		if (ret) {
+			pr_err("pid %d: cannot read memory at %lx (+%lu bytes): %s", w->p->pid,
+			       (unsigned long)a, (unsigned long)n, strerror(-ret));
+			return ret;
+		}
+		if (w->crc)
+			c = crc32c(c, buf, n);
+		ret = pwrite_all(w->fd, buf, n, pc->off + done);
+		if (ret) {
+			pr_err("cannot write image %s: %s", w->name, strerror(-ret));
+			return ret;
+		}
+		done += n;
+	}
+	pc->crc = c;
+	return 0;
+}
+
+static void *pw_worker(void *arg)
+{
+	struct page_writer *w = arg;
+	unsigned char *buf = malloc(PW_BUF);
+	int ret = buf ? 0 : -ENOMEM;
+
+	while (!ret) {
+		size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+
+		if (i >= w->nr_pieces || __atomic_load_n(&w->err, __ATOMIC_RELAXED))
+			break;
+		ret = pw_piece(w, &w->pieces[i], buf);
+	}
+	if (ret) {
+		int zero = 0;
+
+		__atomic_compare_exchange_n(&w->err, &zero, ret, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* One thread a CPU, at most PW_MAX_THREADS; none more for less than two
+ * pieces of data (a small process of a big tree); KUPDATE_PAGE_THREADS=N
+ * sets it (measurements). */
+static int pw_threads(size_t nr_pieces, uint64_t nr_pages)
+{
+	const char *e = getenv("KUPDATE_PAGE_THREADS");
+	long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!e && nr_pages * PAGE_SIZE < 2 * (uint64_t)PW_PIECE)
+		n = 1;
+
+	if (n > PW_MAX_THREADS)
+		n = PW_MAX_THREADS;
+	if ((size_t)n > nr_pieces)
+		n = (long)nr_pieces;
+	return n < 1 ? 1 : (int)n;
+}
+
+static int pw_plan(struct page_writer *w)
+{
+	uint64_t off = PAGES_DATA_OFFSET;
+	size_t n = 0;
+
+	for (int i = 0; i < w->p->nr_runs; i++)
+		if (!w->p->runs[i].in_parent)
+			n += (w->p->runs[i].nr_pages * PAGE_SIZE + PW_PIECE - 1) / PW_PIECE;
+	w->pieces = xrealloc_array(NULL, n ? n : 1, sizeof(*w->pieces));
+	if (!w->pieces)
+		return -ENOMEM;
+	for (int i = 0; i < w->p->nr_runs; i++) {
+		const struct cr_pagerun *r = &w->p->runs[i];
+		uint64_t len = r->nr_pages * PAGE_SIZE;
+
+		if (r->in_parent)
+			continue;
+		for (uint64_t d = 0; d < len; d += PW_PIECE) {
+			struct pw_piece *pc = &w->pieces[w->nr_pieces++];
+
+			pc->vaddr = r->vaddr + d;
+			pc->len = MIN(len - d, (uint64_t)PW_PIECE);
+			pc->off = off + d;
+			pc->run = i;
+			pc->crc = 0;
+		}
+		off += len;
+	}
+	return 0;
+}
+
 static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	enum { BUF = 512 << 10 };
 	struct pages_header h;
 	_cleanup_close_ int fd = -1;
-	_cleanup_free_ unsigned char *buf = NULL;
 	unsigned char hdr[PAGES_DATA_OFFSET];
+	struct page_writer w;
+	pthread_t tids[PW_MAX_THREADS];
 	char name[64];
-	bool crc = !ctx->opts->no_page_crc;
-	int ret;
+	int ret, nt, started = 0;
 
 	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
 	fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -460,33 +584,31 @@ static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (ret)
 		goto werr;
 
-	buf = malloc(BUF);
-	if (!buf)
-		return -ENOMEM;
-	for (int i = 0; i < p->nr_runs; i++) {
-		struct cr_pagerun *r = &p->runs[i];
-		bool readable = vma_readable(p, r->vaddr);
-		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
-		uint32_t c = 0;
+	memset(&w, 0, sizeof(w));
+	w.p = p;
+	w.name = name;
+	w.fd = fd;
+	w.crc = !ctx->opts->no_page_crc;
+	ret = pw_plan(&w);
+	if (ret)
+		return ret;
+	nt = pw_threads(w.nr_pieces, p->nr_pages);
+	for (; started < nt - 1; started++)
+		if (pthread_create(&tids[started], NULL, pw_worker, &w))
+			break;
+	pw_worker(&w);
+	for (int i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	ret = w.err;
+	for (size_t i = 0; !ret && i < w.nr_pieces; i++) {
+		struct pw_piece *pc = &w.pieces[i];
+		struct cr_pagerun *r = &p->runs[pc->run];
 
-		if (r->in_parent)
-			continue;
-		while (left) {
-			uint64_t n = MIN(left, (uint64_t)BUF);
-
-			ret = copy_pages(p, buf, a, n, readable);
-			if (ret)
-				return ret;
-			if (crc)
-				c = crc32c(c, buf, n);
-			ret = write_all(fd, buf, n);
-			if (ret)
-				goto werr;
-			a += n;
-			left -= n;
-		}
-		r->crc = c;
+		r->crc = pc->vaddr == r->vaddr ? pc->crc : crc32c_combine(r->crc, pc->crc, pc->len);
 	}
+	free(w.pieces);
+	if (ret)
+		return ret;
 	if (close(fd)) {
 		fd = -1;
 		ret = -errno;
@@ -1230,6 +1352,174 @@ static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int 
 	return fd;
 }
 
+/* ----------------------------------------------- restore: fill helper */
+
+/* A share of a mapping's pages filled from outside while the blob fills
+ * the rest (RST_HELPER_* in restorer.h): the two halves take their page
+ * faults, copies and sums on two CPUs.  The data goes through a buffer
+ * (pread from the page image, process_vm_writev into the process); the
+ * image fds are the process's own, reached through /proc/PID/fd. */
+struct fill_helper {
+	pid_t pid;
+	struct rst_run *runs; /* the share: runs[0] from byte first_off on */
+	uint32_t nr;
+	uint64_t first_off;
+	uint32_t verify;
+	pthread_t thread;
+	bool threaded;
+	long result;
+};
+
+static int helper_fd(struct fill_helper *h, int num, int (*cache)[2], int *nc)
+{
+	char path[64];
+	int fd;
+
+	for (int i = 0; i < *nc; i++)
+		if (cache[i][0] == num)
+			return cache[i][1];
+	if (*nc == 16)
+		return -EMFILE;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", h->pid, num);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int ret = -errno;
+		pr_perror("pid %d: cannot open its page image (fd %d)", h->pid, num);
+		return ret;
+	}
+	cache[*nc][0] = num;
+	cache[(*nc)++][1] = fd;
+	return fd;
+}
+
+static long helper_fill(struct fill_helper *h)
+{
+	enum { STEP = 512 << 10 };
+	_cleanup_free_ unsigned char *buf = malloc(STEP);
+	int cache[16][2], nc = 0;
+	long result = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < h->nr && result >= 0; i++) {
+		const struct rst_run *r = &h->runs[i];
+		uint64_t len = r->nr_pages * PAGE_SIZE, a = i ? 0 : h->first_off;
+		bool check = h->verify && !(r->flags & RST_RUN_NOCRC);
+		uint32_t c = 0;
+		int fd = helper_fd(h, r->fd, cache, &nc);
+
+		if (fd < 0) {
+			result = fd;
+			break;
+		}
+		for (; a < len; a += STEP) {
+			uint64_t n = MIN(len - a, (uint64_t)STEP);
+			struct iovec l = { buf, n }, rv = { (void *)(r->vaddr + a), n };
+			int ret = pread_all(fd, buf, n, r->file_off + a);
+
+			if (ret) {
+				pr_err("pid %d: cannot read its page image at %lu: %s", h->pid,
+				       (unsigned long)(r->file_off + a), strerror(-ret));
+				result = ret;
+				break;
+			}
+			if (check)
+				c = crc32c(c, buf, n);
+			if (process_vm_writev(h->pid, &l, 1, &rv, 1, 0) != (ssize_t)n) {
+				result = errno ? -errno : -EIO;
+				pr_perror("pid %d: cannot write its pages at %lx", h->pid,
+					  (unsigned long)(r->vaddr + a));
+				break;
+			}
+		}
+		if (result < 0)
+			break;
+		if (!i && h->first_off)
+			result = c; /* the blob sums the whole run */
+		else if (check && c != r->crc) {
+			/* the blob reports it, naming the image */
+			pr_debug("pid %d: the page data of %lx-%lx does not match its checksum",
+				 h->pid, (unsigned long)r->vaddr, (unsigned long)(r->vaddr + len));
+			result = -EBADMSG;
+		}
+	}
+	for (int i = 0; i < nc; i++)
+		close(cache[i][1]);
+	return result;
+}
+
+static void *helper_main(void *arg)
+{
+	struct fill_helper *h = arg;
+
+	h->result = helper_fill(h);
+	return NULL;
+}
+
+int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
+		     uint64_t end_run, struct fill_helper **out)
+{
+	struct fill_helper *h;
+	struct rst_args a;
+	struct iovec l = { &a, sizeof(a) }, r = { (void *)args_addr, sizeof(a) };
+	ssize_t len;
+
+	if (*out) {
+		pr_err("pid %d: the restorer asked for a second fill helper", pid);
+		return -EPROTO;
+	}
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != sizeof(a) || a.magic != RST_MAGIC ||
+	    first_run >= end_run || end_run > a.nr_runs || off % PAGE_SIZE) {
+		pr_err("pid %d: the restorer asked for a fill helper with bad arguments (runs "
+		       "%lu-%lu, offset %lu)",
+		       pid, (unsigned long)first_run, (unsigned long)end_run, (unsigned long)off);
+		return -EPROTO;
+	}
+	h = xzalloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->pid = pid;
+	h->nr = end_run - first_run;
+	h->first_off = off;
+	h->verify = a.verify_crc;
+	h->runs = xrealloc_array(NULL, h->nr, sizeof(*h->runs));
+	if (!h->runs) {
+		free(h);
+		return -ENOMEM;
+	}
+	len = h->nr * sizeof(*h->runs);
+	l = (struct iovec){ h->runs, len };
+	r = (struct iovec){ (void *)(args_addr + a.runs_off + first_run * sizeof(*h->runs)), len };
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != len ||
+	    off >= h->runs[0].nr_pages * PAGE_SIZE) {
+		pr_err("pid %d: cannot read the runs the fill helper is to fill", pid);
+		free(h->runs);
+		free(h);
+		return -EPROTO;
+	}
+	h->threaded = !pthread_create(&h->thread, NULL, helper_main, h);
+	if (!h->threaded)
+		h->result = helper_fill(h);
+	*out = h;
+	return 0;
+}
+
+long mem_helper_wait(struct fill_helper **hp)
+{
+	struct fill_helper *h = *hp;
+	long ret;
+
+	if (!h)
+		return -EPROTO;
+	if (h->threaded)
+		pthread_join(h->thread, NULL);
+	ret = h->result;
+	free(h->runs);
+	free(h);
+	*hp = NULL;
+	return ret;
+}
+
 /* Layered images: a dump made with --prev refers to its parent directory
  * (the `parent` symlink) for the pages that did not change, and a parent
  * may itself have one.  Each layer's pagemap is read once, its page image
@@ -1462,6 +1752,9 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
 	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
 	b->args.populate = !getenv("KUPDATE_NO_POPULATE");
+	/* mappings of 32 MiB and more: kupdate fills half (on another CPU) */
+	b->args.fill_helper =
+		sysconf(_SC_NPROCESSORS_ONLN) > 1 && !getenv("KUPDATE_NO_FILL_HELPER") ? 8192 : 0;
 
 	/* one more for a vDSO proxy (vdso.c) */
 	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));

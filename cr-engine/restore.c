@@ -1501,7 +1501,7 @@ static int seize_all(struct rctx *c)
 }
 
 /* Follow the tree through the blob until every thread is parked. */
-static int run_blobs(struct rctx *c)
+static int follow_blobs(struct rctx *c)
 {
 	size_t parked = 0;
 	sigset_t chld;
@@ -1563,12 +1563,35 @@ static int run_blobs(struct rctx *c)
 		}
 		if (WSTOPSIG(st) == SIGTRAP) {
 			struct user_regs_struct r;
+			int ret;
 
 			if (ptrace(PTRACE_GETREGS, tid, 0, &r) || r.rip <= rp->blob_start ||
 			    r.rip > rp->blob_start + rp->blob_len) {
 				pr_err("pid %d: thread %d stopped outside the restorer", rp->pid,
 				       tid);
 				return -EFAULT;
+			}
+			/* the blob asks for help with a mapping's pages, or waits
+			 * for it to end (its %rax: what came of it) */
+			if (r.rip == rp->blob_start + RST_HELPER_START_OFFSET + 1) {
+				ret = mem_helper_start(rp->pid, rp->args_addr, r.rdi, r.rsi, r.rdx,
+						       &rp->helper);
+				if (ret)
+					return ret;
+				ptrace(PTRACE_CONT, tid, 0, 0);
+				continue;
+			}
+			if (r.rip == rp->blob_start + RST_HELPER_WAIT_OFFSET + 1) {
+				r.rax = (unsigned long long)mem_helper_wait(&rp->helper);
+				if (ptrace(PTRACE_SETREGS, tid, 0, &r)) {
+					ret = -errno;
+					pr_perror("pid %d: cannot hand the fill's result to the "
+						  "restorer",
+						  rp->pid);
+					return ret;
+				}
+				ptrace(PTRACE_CONT, tid, 0, 0);
+				continue;
 			}
 			rp->parked++;
 			parked++;
@@ -1590,6 +1613,24 @@ static int run_blobs(struct rctx *c)
 		}
 	}
 	return 0;
+}
+
+static int run_blobs(struct rctx *c)
+{
+	int ret = follow_blobs(c);
+
+	/* a fill helper left running by a failure ends with its process */
+	for (size_t i = 0; i < c->nr; i++)
+		if (c->procs[i].helper) {
+			if (!ret)
+				pr_err("pid %d: the restorer parked with a fill helper running",
+				       c->procs[i].pid);
+			ret = ret ? ret : -EPROTO;
+			if (c->procs[i].pid > 0)
+				kill(c->procs[i].pid, SIGKILL);
+			mem_helper_wait(&c->procs[i].helper);
+		}
+	return ret;
 }
 
 /* Registers in, blob out, tree loose. */

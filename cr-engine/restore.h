@@ -55,6 +55,7 @@ struct rproc {
 
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;
+	struct fill_helper *helper; /* filling part of a mapping (memory.c) */
 	int parked;
 	bool seized;
 };
@@ -82,6 +83,13 @@ int mem_load(int dirfd, pid_t pid, struct rmm *mm);
 void mem_free(struct rmm *mm);
 /* Fill b's mappings and page runs, opening the mapped files and the page
  * image (as helper fds). */
+/* The blob stopped at RST_HELPER_START_OFFSET with these registers: fill
+ * the share they name from outside, on a thread of ours (inline when no
+ * thread can be had).  Then, at RST_HELPER_WAIT_OFFSET: the value for its
+ * %rax. */
+int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
+		     uint64_t end_run, struct fill_helper **out);
+long mem_helper_wait(struct fill_helper **h);
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	     struct rst_builder *b, bool verify);
 

@@ -354,35 +354,99 @@ static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
 	park();
 }
 
-static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint32_t k)
+/* A run goes in steps of FILL_STEP: populated (MADV_POPULATE_WRITE, 5.14;
+ * without it the copy faults the pages one by one), read into place, and
+ * summed while the step is still in the cache, rather than each pass over
+ * the whole run from memory. */
+#define FILL_STEP (512UL << 10)
+
+/* bytes [from, to) of a run; *c: the raw crc register, carried on */
+static void fill_range(struct rst_args *a, struct rst_run *run, uint64_t from, uint64_t to,
+		       uint32_t vi, uint32_t k, int check, uint32_t *c)
 {
-	struct rst_run *runs = AT(a, a->runs_off);
+	unsigned char *dst = (unsigned char *)run->vaddr;
 
-	for (uint32_t r = v->first_run; r < v->first_run + v->nr_runs; r++) {
-		struct rst_run *run = &runs[r];
-		unsigned char *dst = (unsigned char *)run->vaddr;
-		uint64_t len = run->nr_pages * PAGE, off = run->file_off, done = 0;
+	while (from < to) {
+		uint64_t step = to - from < FILL_STEP ? to - from : FILL_STEP, got = 0;
 
-		if (run->vaddr < v->start || run->vaddr + len > v->end ||
-		    len / PAGE != run->nr_pages)
-			fail(a, RST_STEP_FILL, -22, run->vaddr, vi);
-		/* the pages in one go rather than a fault each inside the copy
-		 * (MADV_POPULATE_WRITE, 5.14; without it the copy faults them) */
 		if (a->populate)
-			rsys3(NR_madvise, dst, len, 23);
-		while (done < len) {
-			long n = rsys4(NR_pread64, run->fd, dst + done, len - done, off + done);
+			rsys3(NR_madvise, dst + from, step, 23);
+		while (got < step) {
+			long n = rsys4(NR_pread64, run->fd, dst + from + got, step - got,
+				       run->file_off + from + got);
 
 			if (n == -R_EINTR)
 				continue;
 			if (n <= 0)
-				fail(a, RST_STEP_FILL, n ? n : -5, run->vaddr + done, vi);
-			done += n;
+				fail(a, RST_STEP_FILL, n ? n : -5, run->vaddr + from + got, vi);
+			got += n;
 		}
-		if (a->verify_crc && !(run->flags & RST_RUN_NOCRC) &&
-		    ~(a->verify_crc == 1 ? crc32c_hw_update(~0U, dst, len, k)
-					 : crc32c_sw_update(~0U, dst, len)) != run->crc)
+		if (check)
+			*c = a->verify_crc == 1 ? crc32c_hw_update(*c, dst + from, step, k)
+						: crc32c_sw_update(*c, dst + from, step);
+		from += step;
+	}
+}
+
+/* the stops kupdate handles (RST_HELPER_*) */
+void rst_helper_start(uint64_t first_run, uint64_t off, uint64_t end_run);
+long rst_helper_wait(void);
+
+static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint32_t k)
+{
+	struct rst_run *runs = AT(a, a->runs_off);
+	uint32_t end = v->first_run + v->nr_runs, split = end;
+	uint64_t pages = 0, split_off = 0;
+
+	for (uint32_t r = v->first_run; r < end; r++) {
+		struct rst_run *run = &runs[r];
+		uint64_t len = run->nr_pages * PAGE;
+
+		if (run->vaddr < v->start || run->vaddr + len > v->end ||
+		    len / PAGE != run->nr_pages)
+			fail(a, RST_STEP_FILL, -22, run->vaddr, vi);
+		pages += run->nr_pages;
+	}
+	/* kupdate takes the second half, cut at a page */
+	if (a->fill_helper && pages >= a->fill_helper) {
+		uint64_t half = pages / 2;
+
+		for (split = v->first_run; half >= runs[split].nr_pages; split++)
+			half -= runs[split].nr_pages;
+		split_off = half * PAGE;
+		rst_helper_start(split, split_off, end);
+	}
+	for (uint32_t r = v->first_run; r < end && r <= split; r++) {
+		struct rst_run *run = &runs[r];
+		uint64_t len = run->nr_pages * PAGE;
+		int check = a->verify_crc && !(run->flags & RST_RUN_NOCRC);
+		uint32_t c = ~0U;
+
+		if (r == split && !split_off)
+			break;
+		fill_range(a, run, 0, r == split ? split_off : len, vi, k, check, &c);
+		if (r == split) {
+			long h = rst_helper_wait();
+
+			if (h < 0)
+				fail(a, h == -74 ? RST_STEP_CRC : RST_STEP_FILL, h,
+				     run->vaddr + split_off, vi);
+			if (check && crc32c_gf2_mul(~c, crc32c_x_pow_bytes(len - split_off)) !=
+					     ((uint32_t)h ^ run->crc))
+				fail(a, RST_STEP_CRC, -74 /* EBADMSG */, run->vaddr, vi);
+			split_off = 0;
+			split = end;
+			break;
+		}
+		if (check && ~c != run->crc)
 			fail(a, RST_STEP_CRC, -74 /* EBADMSG */, run->vaddr, vi);
+	}
+	if (split != end && !split_off) {
+		/* the cut fell between two runs: only wait */
+		long h = rst_helper_wait();
+
+		if (h < 0)
+			fail(a, h == -74 ? RST_STEP_CRC : RST_STEP_FILL, h, runs[split].vaddr, vi);
 	}
 }
 
@@ -469,6 +533,16 @@ __asm__(".section .text.entry,\"ax\",@progbits\n"
 	"rst_syscall_insn:\n"
 	"	syscall\n"
 	"	int3\n"
+	"	.balign 8\n"
+	".globl rst_helper_start\n"
+	"rst_helper_start:\n"
+	"	int3\n"
+	"	ret\n"
+	"	.balign 8\n"
+	".globl rst_helper_wait\n"
+	"rst_helper_wait:\n"
+	"	int3\n"
+	"	ret\n"
 	".text\n");
 
 __attribute__((used, noreturn)) void rst_main(struct rst_args *a);

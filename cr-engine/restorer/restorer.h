@@ -16,13 +16,23 @@
 #include <stdint.h>
 
 #define RST_MAGIC   0x4b55504452535452ULL
-#define RST_VERSION 1
+#define RST_VERSION 2
 
 #define RST_STACK_SIZE (64 * 1024)
 #define RST_MAX_MOVES  4
 
 /* offset in the blob of a syscall instruction (see rst_entry) */
 #define RST_SYSCALL_OFFSET 8
+/* Filling a mapping with a helper (args.fill_helper): the blob stops on
+ * the int3 at RST_HELPER_START_OFFSET with %rdi = the first run kupdate is
+ * to fill, %rsi = the byte where its share of that run begins, %rdx = the
+ * run after the last; kupdate fills that share from outside
+ * (process_vm_writev) while the blob fills the rest, checks the crc of each
+ * whole run of its share, and when the blob stops on the int3 at
+ * RST_HELPER_WAIT_OFFSET sets %rax to the crc32c of its part of the first
+ * run (0 when %rsi was 0), or a negative errno. */
+#define RST_HELPER_START_OFFSET 16
+#define RST_HELPER_WAIT_OFFSET	24
 
 enum {
 	RST_MADV_DONTFORK = 1 << 0,
@@ -178,8 +188,9 @@ struct rst_args {
 	struct rst_seccomp seccomp;
 	int32_t exe_fd; /* -1: keep */
 	uint32_t verify_crc;
-	uint32_t populate; /* populate a run's pages before reading them */
-	uint32_t pad_populate;
+	uint32_t populate;    /* populate a run's pages before reading them */
+	uint32_t fill_helper; /* mappings of at least this many pages are filled
+			       * with kupdate's help (RST_HELPER_*); 0: never */
 
 	/* struct prctl_mm_map fields */
 	uint64_t start_code, end_code, start_data, end_data;

@@ -350,6 +350,7 @@ static bool matches(const char *text, const char *re)
 /* Damage the first image whose name starts with the prefix:
  *   truncate:P  cut it to half its size
  *   flip:P      flip one bit (page data: inside the first page)
+ *   flipqN:P    flip one bit N quarters (1-3) into the file
  *   version:P   give its header format version 99
  *   chmod:P     make it writable by others (0666)
  *   chown:P     give it to another user (65534)
@@ -358,7 +359,7 @@ static int corrupt_images(const char *img, const char *prev)
 {
 	const char *colon = strchr(o.corrupt, ':');
 	const char *prefix = colon ? colon + 1 : "";
-	bool flip = !strncmp(o.corrupt, "flip:", 5);
+	bool flip = !strncmp(o.corrupt, "flip:", 5) || !strncmp(o.corrupt, "flipq", 5);
 	const char *slash = strrchr(prefix, '/');
 	char dir[1024], path[1400] = "", name[256] = "";
 	DIR *d;
@@ -445,6 +446,9 @@ static int corrupt_images(const char *img, const char *prev)
 		} else if (flip) {
 			/* page data: a byte inside the first page; others: the middle */
 			off_t off = !strncmp(prefix, "pages", 5) ? 4096 + 123 : st.st_size / 2;
+
+			if (!strncmp(o.corrupt, "flipq", 5))
+				off = st.st_size / 4 * (o.corrupt[5] - '0') + 123;
 			unsigned char c;
 
 			if (pread(fd, &c, 1, off) != 1)
