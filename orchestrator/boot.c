@@ -35,8 +35,12 @@
 #include "units.h"
 #include "util.h"
 
-#define CHECKPOINTED_DROPIN "50-kupdate-checkpointed.conf"
-#define RESTORE_DROPIN	    "50-kupdate-restore.conf"
+/* systemd applies a unit's drop-ins in the order of their file names, from
+ * every directory together: ours must come last, after an administrator's
+ * override.conf (systemctl edit) or any NN-name.conf, or those would undo
+ * our Restart=no / ExecStart= */
+#define CHECKPOINTED_DROPIN "zz-kupdate-checkpointed.conf"
+#define RESTORE_DROPIN	    "zz-kupdate-restore.conf"
 #define PID_DIR		    "/run/kupdate"
 
 const char *runtime_unit_dir(void)

@@ -16,6 +16,8 @@
  * disable: kupdate.c) finds a partial directory whose lock is free, and for
  * each unit of its record: thaws it, takes its established TCP sockets out
  * of repair mode (pidfd_getfd) and removes their network lock elements;
+ * removes its hand-over drop-in (daemon reload) and starts it again if it
+ * stopped meanwhile;
  * then unloads the kexec kernel and removes the partial directory; unless
  * this boot restores a cycle (kupdate.cycle= on the command line), the
  * whole network lock goes: nothing else can hold one here.  At boot
@@ -202,20 +204,29 @@ static void recover_one(struct sd *s, const char *dir, const char *name)
 		return;
 	if (read_file_at(AT_FDCWD, rec, &text, NULL) == 0) {
 		_cleanup_free_ char *cyc = cmdline_cycle();
+		char *end = text + strlen(text), *first = strchr(text, '\n');
 
 		fprintf(stderr,
 			"kupdate: recovery: an apply (pid %d) died before its cycle was ready; "
 			"resuming its units\n",
 			atoi(text));
-		l = strchr(text, '\n');
-		for (l = l ? l + 1 : NULL; l && *l; l = nl) {
+		first = first ? first + 1 : NULL;
+		for (l = first; l && *l; l = nl) {
 			nl = strchr(l, '\n');
 			if (nl)
 				*nl++ = 0;
 			if (unit_name_valid(l)) {
 				recover_unit(s, l);
+				remove_checkpointed_dropin(l);
 				n++;
 			}
+		}
+		/* the hand-over drop-ins (apply.c: prepare_handover) go; a unit
+		 * that stopped while they held is started again */
+		if (n && sd_reload(s) == 0) {
+			for (l = first; l && l < end; l += strlen(l) + 1)
+				if (unit_name_valid(l))
+					restart_if_stopped(s, l, "while kupdate was interrupted");
 		}
 		/* the kernel it loaded: no cycle goes with it */
 		kexec_unload();

@@ -242,6 +242,26 @@ int sd_reset_failed(struct sd *s, const char *unit)
 	return call(s, MPATH, MIFACE, "ResetFailedUnit", NULL, w, "s", unit);
 }
 
+void restart_if_stopped(struct sd *s, const char *unit, const char *when)
+{
+	struct unit_info ui;
+	bool stopped;
+
+	if (sd_unit_info(s, unit, &ui))
+		return;
+	stopped = ui.active && strcmp(ui.active, "active") && strcmp(ui.active, "activating") &&
+		  strcmp(ui.active, "reloading");
+	unit_info_free(&ui);
+	if (!stopped)
+		return;
+	sd_reset_failed(s, unit);
+	if (sd_start(s, unit, "replace"))
+		pr_err("unit %s stopped %s and does not start again: see systemctl status %s", unit,
+		       when, unit);
+	else
+		fprintf(stderr, "kupdate: unit %s stopped %s: started again\n", unit, when);
+}
+
 /* journald's stdout stream for a restored process: it attributes the
  * stream to the unit of the process that opens it (we run in the unit) */
 int journal_stream(const char *peer, const char *comm, void *arg)

@@ -35,6 +35,10 @@ int sd_reload(struct sd *s);
 int64_t sd_userspace_start_ns(void);
 int sd_start(struct sd *s, const char *unit, const char *mode);
 int sd_reset_failed(struct sd *s, const char *unit);
+/* a unit neither active nor starting is started again (failed state reset
+ * first), and that is said: for the units of an apply that failed, which
+ * ran for a moment without their Restart= (WHEN: "during ...") */
+void restart_if_stopped(struct sd *s, const char *unit, const char *when);
 /* wait until the unit settles (active, failed or inactive, no job): 0 if
  * active, -ENOENT/-EIO otherwise, -ETIMEDOUT */
 int sd_wait_settled(struct sd *s, const char *unit, int timeout_s);

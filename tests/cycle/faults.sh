@@ -14,7 +14,8 @@
 #   image-write:2, manifest, kexec-load, a full image filesystem (a 128 KiB
 #   tmpfs as KUPDATE_STATE_DIR: refused by the preflight; with the room check
 #   off, met by the writes: ENOSPC), kill-dump:2 (kupdate SIGKILLs itself in
-#   the middle of demo-pipe's dump; the next kupdate command recovers),
+#   the middle of demo-pipe's dump; the next kupdate command recovers; once
+#   more with demo-echo killed before the recovery: started again by it),
 #   kexec-exec (the units are restored on this kernel with their pids).
 # The host client's connection saw no reset through all of it (up to the
 # kill, then a new one); an idle connection is held through the kill.
@@ -31,8 +32,10 @@
 # same kernel, without the cycle): nothing is restored, the cycle is
 # abandoned and its images removed.
 #
-# demo-counter and demo-echo are Restart=always (a drop-in of the test): after
-# the kill-dump they were not started again and keep their restart policy.
+# demo-counter and demo-echo are Restart=always, demo-counter's ExecStart= is
+# set again, by an administrator's override.conf (as systemctl edit writes
+# it, sorting after kupdate's old 50-kupdate-*.conf drop-ins): kupdate's
+# drop-ins still win (a kill-dump does not restart them, a restore is one).
 #
 # Only one QEMU runs on this machine at a time: the script holds
 # /tmp/kupdate-qemu.lock (flock) while it runs.
@@ -115,6 +118,8 @@ intact() { # intact WHAT [images-only]
 	fi
 	check "$what: no cycle left ready or half-made${left:+ ($left)}" test -z "$left"
 	check "$what: no kernel left loaded for kexec" test "$(run 'cat /sys/kernel/kexec_loaded')" = 0
+	left=$(run 'ls /run/systemd/system/*.service.d/*kupdate-* 2>/dev/null')
+	check "$what: no kupdate drop-in left on the units${left:+ ($left)}" test -z "$left"
 }
 
 apply_fault() { # apply_fault WHAT EXPECTED-REGEX ENV...
@@ -137,7 +142,9 @@ run 'cp -a /payload/root/. / && systemctl daemon-reload &&
 	systemctl enable --now demo-counter.service demo-pipe.service demo-echo.service &&
 	systemctl enable kupdate-finish.service &&
 	for u in demo-counter demo-echo; do mkdir -p /etc/systemd/system/$u.service.d &&
-		printf "[Service]\nRestart=always\nRestartSec=1\n" >/etc/systemd/system/$u.service.d/restart.conf; done &&
+		printf "[Service]\nRestart=always\nRestartSec=1\n" >/etc/systemd/system/$u.service.d/override.conf; done &&
+	printf "ExecStart=\nExecStart=/usr/local/bin/kupdate-demo counter /run/demo-counter.sock 8080\n" \
+		>>/etc/systemd/system/demo-counter.service.d/override.conf &&
 	systemctl daemon-reload && systemctl restart demo-counter.service demo-echo.service &&
 	kupdate enable demo-counter.service demo-pipe.service demo-echo.service' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
@@ -207,12 +214,30 @@ intact "kill-dump:2"
 # nothing of kupdate's overrides them afterwards
 check "kill-dump:2: the Restart=always units keep Restart=always, no kupdate drop-in left" \
 	run 'for u in demo-counter demo-echo; do test "$(systemctl show -p Restart --value $u.service)" = always || exit 1
-		! ls /run/systemd/system/$u.service.d/50-kupdate-* 2>/dev/null || exit 1; done'
+		! ls /run/systemd/system/$u.service.d/*kupdate-* 2>/dev/null || exit 1; done'
 echo get >&$held
 l1=
 read -r -t 15 -u $held l1
 check "kill-dump:2: the connection held across it answers again ('$l1')" test -n "$l1"
 exec {held}>&-
+# once more, and demo-echo (not yet frozen when kupdate died) dies of itself
+# before the recovery: its hand-over drop-in (Restart=no) holds it down, the
+# recovery removes the drop-in and starts it again, saying so
+"$vm" run "$name" -t 300 -- "KUPDATE_FAULT=kill-dump:2 kupdate apply /payload/boot/bzImage-B $unit_args" >"$work/apply" 2>&1
+run 'kill -9 $(systemctl show -p MainPID --value demo-echo.service)'
+sleep 3
+check "kill-dump:2 + demo-echo killed: systemd does not restart it while kupdate's drop-in holds" \
+	run '! systemctl is-active demo-echo.service >/dev/null'
+out=$(run 'kupdate status' 2>&1)
+echo "$out" | sed 's/^/# status: /'
+check "kill-dump:2 + demo-echo killed: the recovery starts it again and says so" \
+	grep -q 'demo-echo.service stopped while kupdate was interrupted: started again' <<<"$out"
+sleep 2
+new_echo=$(unit_pids demo-echo.service)
+check "kill-dump:2 + demo-echo killed: demo-echo is active (pids ${pids[demo-echo]}-> $new_echo), Restart=always again" \
+	run 'systemctl is-active demo-echo.service >/dev/null && test "$(systemctl show -p Restart --value demo-echo.service)" = always'
+snapshot
+intact "kill-dump:2 + demo-echo killed"
 start_client
 
 # kexec-exec: the jump fails after the units were retired: they are restored
@@ -222,7 +247,7 @@ check "kexec-exec: the units were restored on this kernel" grep -q 'restored on 
 intact "kexec-exec" images-only
 check "kexec-exec: the Restart=always units were not restarted by systemd when retired, and keep Restart=always" \
 	run 'for u in demo-counter demo-echo; do test "$(systemctl show -p Restart --value $u.service)" = always || exit 1
-		! ls /run/systemd/system/$u.service.d/50-kupdate-* 2>/dev/null || exit 1; done'
+		! ls /run/systemd/system/$u.service.d/*kupdate-* 2>/dev/null || exit 1; done'
 stop_client "kexec-exec (restored on this kernel)"
 
 # ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B --------

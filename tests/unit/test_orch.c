@@ -215,7 +215,7 @@ static void test_dropins(void **state)
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
 					      "20261203T045532-7d6c", false),
 			 0);
-	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-restore.conf", dir);
+	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(strstr(text, "Type=forking\n"));
 	assert_non_null(strstr(text, "PIDFile=/run/kupdate/demo.service.pid\n"));
@@ -225,7 +225,7 @@ static void test_dropins(void **state)
 	free(text);
 	setenv("KUPDATE_RUNTIME_UNIT_DIR", dir, 1);
 	assert_int_equal(write_checkpointed_dropin("demo.service"), 0);
-	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-checkpointed.conf", dir);
+	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-checkpointed.conf", dir);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(strstr(text, "Restart=no\n"));
 	assert_non_null(strstr(text, "SuccessExitStatus=SIGKILL\n"));
@@ -271,11 +271,11 @@ static void test_generator(void **state)
 	snprintf(early, sizeof(early), "%s/gen", tmpdir);
 	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0001 pid_reserve=42-43", 1);
 	assert_int_equal(cmd_generator(4, argv), 0);
-	snprintf(path, sizeof(path), "%s/demo.service.d/50-kupdate-restore.conf", early);
+	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", early);
 	assert_int_equal(access(path, F_OK), 0);
-	snprintf(path, sizeof(path), "%s/done.service.d/50-kupdate-restore.conf", early);
+	snprintf(path, sizeof(path), "%s/done.service.d/zz-kupdate-restore.conf", early);
 	assert_int_not_equal(access(path, F_OK), 0);
-	snprintf(path, sizeof(path), "%s/multi-user.target.d/50-kupdate-restore.conf", early);
+	snprintf(path, sizeof(path), "%s/multi-user.target.d/zz-kupdate-restore.conf", early);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(strstr(text, "Wants= demo.service kupdate-finish.service"));
 	free(text);
