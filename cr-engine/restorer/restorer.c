@@ -450,6 +450,36 @@ static void fill_pages(struct rst_args *a, struct rst_vma *v, uint32_t vi, uint3
 	}
 }
 
+/* an anonymous mapping made elsewhere, with an anon_vma, then moved to
+ * v->start (map_vmas: apart); returns where it is, or an error */
+static long map_apart(const struct rst_vma *v, uint64_t len, uint32_t prot)
+{
+	long tmp =
+		rsys6(NR_mmap, 0, len, prot | R_PROT_WRITE, v->mmap_flags | R_MAP_ANONYMOUS, -1, 0);
+	long r;
+
+	if (tmp < 0)
+		return tmp;
+	if ((uint64_t)tmp == v->start) {
+		/* the hole it is meant for: made once more, elsewhere */
+		long t2 = rsys6(NR_mmap, 0, len, prot | R_PROT_WRITE,
+				v->mmap_flags | R_MAP_ANONYMOUS, -1, 0);
+
+		rsys2(NR_munmap, tmp, len);
+		if (t2 < 0)
+			return t2;
+		tmp = t2;
+	}
+	*(volatile char *)tmp = 0;
+	rsys3(NR_madvise, tmp, 4096, R_MADV_DONTNEED);
+	r = rsys5(NR_mremap, tmp, len, len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED, v->start);
+	if (r != (long)v->start)
+		rsys2(NR_munmap, tmp, len);
+	if (r >= 0 && (prot | R_PROT_WRITE) != prot)
+		r = rsys3(NR_mprotect, v->start, len, prot) ?: r;
+	return r;
+}
+
 static void map_vmas(struct rst_args *a)
 {
 	struct rst_vma *vmas = AT(a, a->vmas_off);
@@ -459,6 +489,21 @@ static void map_vmas(struct rst_args *a)
 		struct rst_vma *v = &vmas[i];
 		uint64_t len = v->end - v->start;
 		uint32_t prot = v->prot | (v->nr_runs || v->src_len ? R_PROT_WRITE : 0);
+		/* Two private anonymous mappings side by side, alike in all
+		 * that the dump saw, were apart for a reason it does not see
+		 * (one moved there by mremap, or inherited through fork: its
+		 * page offset or anon_vma differs).  Mapped plainly, this one
+		 * would merge into the one before (and its first fault would
+		 * even take that one's anon_vma).  So it is made elsewhere,
+		 * given an anon_vma there (a page written and dropped), and
+		 * moved into place: it keeps the page offset of where it was
+		 * made, and the kernel merges no mappings whose offsets do not
+		 * follow on. */
+		const struct rst_vma *pv = i ? &vmas[i - 1] : 0;
+		int apart = pv && pv->end == v->start && v->fd < 0 && pv->fd < 0 &&
+			    !((v->flags | pv->flags) & (RST_VMA_SYSV_ATTACH | RST_VMA_SYSV_PART)) &&
+			    pv->prot == v->prot && pv->mmap_flags == v->mmap_flags &&
+			    !(v->mmap_flags & (R_MAP_SHARED | R_MAP_GROWSDOWN));
 		long r;
 
 		if (v->flags & (RST_VMA_SYSV_ATTACH | RST_VMA_SYSV_PART)) {
@@ -475,6 +520,8 @@ static void map_vmas(struct rst_args *a)
 		} else if (v->fd >= 0)
 			r = rsys6(NR_mmap, v->start, len, prot, v->mmap_flags | R_MAP_FIXED, v->fd,
 				  v->pgoff);
+		else if (apart)
+			r = map_apart(v, len, prot);
 		else
 			r = rsys6(NR_mmap, v->start, len, prot,
 				  v->mmap_flags | R_MAP_FIXED | R_MAP_ANONYMOUS, -1, 0);

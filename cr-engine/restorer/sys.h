@@ -73,13 +73,17 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 /* constants, spelled out: the restorer includes no system headers */
 #define R_PROT_READ		   0x1
 #define R_PROT_WRITE		   0x2
+#define R_PROT_EXEC		   0x4
+#define R_MAP_SHARED		   0x01
 #define R_MAP_FIXED		   0x10
 #define R_MAP_ANONYMOUS		   0x20
+#define R_MAP_GROWSDOWN		   0x100
 #define R_SHM_RDONLY		   010000
 #define R_SHM_REMAP		   040000
 #define R_MREMAP_MAYMOVE	   1
 #define R_MREMAP_FIXED		   2
 #define R_MADV_RANDOM		   1
+#define R_MADV_DONTNEED		   4
 #define R_MADV_SEQUENTIAL	   2
 #define R_MADV_MERGEABLE	   12
 #define R_MADV_DONTFORK		   10
