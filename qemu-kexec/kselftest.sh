@@ -9,10 +9,7 @@
 #
 # usage: qemu-kexec/kselftest.sh SELFTEST_BINARY...
 set -uo pipefail
-# one QEMU on this machine at a time (other QEMU scripts take the same lock)
-if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
-	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
-fi
+. "$(dirname "$0")/qemu-lock.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 BUILD=${BUILD:-build}

@@ -7,10 +7,7 @@
 #
 # usage: tests/cr/guest.sh        (BUILD: the build directory, default build)
 set -uo pipefail
-# one QEMU on this machine at a time (other QEMU scripts take the same lock)
-if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
-	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
-fi
+. "$(dirname "$0")/../../qemu-kexec/qemu-lock.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-build}

@@ -34,10 +34,7 @@
 #
 # usage: tests/cycle/cycle.sh [--demo]   (--demo: only 2, narrated)
 set -uo pipefail
-# one QEMU on this machine at a time (other QEMU scripts take the same lock)
-if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
-	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
-fi
+. "$(dirname "$0")/../../qemu-kexec/qemu-lock.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -49,7 +46,6 @@ demo=false
 name=cycle-$$
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
 payload=$BUILD/cycle-payload
-client=$BUILD/tests/cycle/demo-client
 work=$(mktemp -d /tmp/kupdate-cycle.XXXXXX)
 client_pid= stream_pid= redis_pid= curl_pid=
 # shellcheck source=tests/cycle/lib.sh
@@ -163,13 +159,7 @@ creds() {
 priv_before=$(creds demo-priv.service)
 echo "$priv_before" | sed 's/^/# demo-priv before: /'
 say "pids before: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
-rm -f "$work/stop"
-"$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
-client_pid=$!
-"$BUILD/tests/cycle/stream-client" 127.0.0.1 "$port_echo" "$work/stop" >"$work/stream" 2>&1 &
-stream_pid=$!
-"$BUILD/tests/cycle/redis-client" 127.0.0.1 "$port_redis" "$work/stop" >"$work/redis" 2>&1 &
-redis_pid=$!
+start_clients
 curl -s --max-time 1200 --limit-rate 150k -o "$work/big.bin" "http://127.0.0.1:$port_http/big.bin" \
 	>"$work/curl" 2>&1 &
 curl_pid=$!
@@ -345,13 +335,7 @@ if ! wait_payload || ! run 'test -e /payload/boot/bzImage-A2'; then
 fi
 sleep 3
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
-rm -f "$work/stop"
-"$client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
-client_pid=$!
-"$BUILD/tests/cycle/stream-client" 127.0.0.1 "$port_echo" "$work/stop" >"$work/stream" 2>&1 &
-stream_pid=$!
-"$BUILD/tests/cycle/redis-client" 127.0.0.1 "$port_redis" "$work/stop" >"$work/redis" 2>&1 &
-redis_pid=$!
+start_clients
 sleep 5
 before=$(query demo-counter check)
 rel_a=$(run 'uname -r')

@@ -40,9 +40,7 @@
 # Only one QEMU runs on this machine at a time: the script holds
 # /tmp/kupdate-qemu.lock (flock) while it runs.
 set -uo pipefail
-if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
-	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
-fi
+. "$(dirname "$0")/../../qemu-kexec/qemu-lock.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -130,6 +128,22 @@ apply_fault() { # apply_fault WHAT EXPECTED-REGEX ENV...
 	sed 's/^/# apply: /' "$work/apply"
 	check "$what: apply fails (exit $rc)" test "$rc" != 0 -a "$rc" != 252
 	check "$what: the message names it (/$re/)" grep -Eq "$re" "$work/apply"
+}
+
+# kexec_with_fault FAULTS: apply into kernel B with kupdate.fault=FAULTS on its
+# command line (the running one's, less the cycle's own arguments), wait for
+# that boot; $status is then kupdate status there
+kexec_with_fault() {
+	local b rc cmdl
+	b=$(boot_id)
+	cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
+	"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=$1'" >"$work/apply" 2>&1
+	rc=$?
+	sed 's/^/# apply: /' "$work/apply"
+	check "$1: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
+	new_boot "$b" || bail "$1: kernel B did not come up"
+	status=$(run 'kupdate status')
+	echo "$status" | sed 's/^/# status: /'
 }
 
 # ---- boot A, install, start the services ----------------------------------------
@@ -253,15 +267,7 @@ stop_client "kexec-exec (restored on this kernel)"
 # ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B --------
 start_client
 snapshot
-boot1=$(boot_id)
-cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
-"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=restore:2,unlock:1'" >"$work/apply" 2>&1
-rc=$?
-sed 's/^/# apply: /' "$work/apply"
-check "restore:2,unlock:1: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
-new_boot "$boot1" || bail "restore:2,unlock:1: kernel B did not come up"
-status=$(run 'kupdate status')
-echo "$status" | sed 's/^/# status: /'
+kexec_with_fault restore:2,unlock:1
 check "restore:2: demo-pipe was started the ordinary way, with the reason" \
 	grep -q '^demo-pipe.service *cold-started.*fault injected' <<<"$status"
 newpipe=$(unit_pids demo-pipe.service)
@@ -283,15 +289,7 @@ stop_client "restore:2,unlock:1"
 
 # ---- the generator fails in kernel B ---------------------------------------------
 snapshot
-boot2=$(boot_id)
-cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
-"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=generator'" >"$work/apply" 2>&1
-rc=$?
-sed 's/^/# apply: /' "$work/apply"
-check "generator: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
-new_boot "$boot2" || bail "generator: kernel B did not come up"
-status=$(run 'kupdate status')
-echo "$status" | sed 's/^/# status: /'
+kexec_with_fault generator
 check "generator: the failure is in the kernel log" run 'journalctl -b -k | grep -q "generator fault injected"'
 for u in $units; do
 	check "generator: $u.service started the ordinary way and reported" \

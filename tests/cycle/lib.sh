@@ -1,6 +1,7 @@
-# Helpers of the QEMU cycle scripts (cycle.sh, faults.sh), sourced by them.
+# Helpers of the QEMU cycle scripts (cycle.sh, faults.sh, soak.sh), sourced by them.
 # The script defines vm, name, work, BOOT_TIMEOUT, run (vm run with its own
-# timeout) and finish (its own cleanup, then the TAP plan and exit status).
+# timeout) and finish (its own cleanup, then the TAP plan and exit status);
+# start_clients needs BUILD and the forwarded ports.
 # shellcheck shell=bash
 
 n=0 failed=0
@@ -36,3 +37,15 @@ unit_pids() { # every pid of a unit's cgroup, sorted
 	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
 }
 query() { run "kupdate-demo query /run/$1.sock $2"; }
+# the host's three clients, through QEMU's forwards to the guest's ports
+# $port (counter), $port_echo (record stream) and $port_redis, until
+# $work/stop appears; their verdicts go to $work/client, stream and redis
+start_clients() {
+	rm -f "$work/stop"
+	"$BUILD/tests/cycle/demo-client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
+	client_pid=$!
+	"$BUILD/tests/cycle/stream-client" 127.0.0.1 "$port_echo" "$work/stop" >"$work/stream" 2>&1 &
+	stream_pid=$!
+	"$BUILD/tests/cycle/redis-client" 127.0.0.1 "$port_redis" "$work/stop" >"$work/redis" 2>&1 &
+	redis_pid=$!
+}

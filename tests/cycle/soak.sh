@@ -17,9 +17,7 @@
 # Only one QEMU runs on this machine at a time: the script holds
 # /tmp/kupdate-qemu.lock (flock) while it runs.
 set -uo pipefail
-if [ -z "${KUPDATE_QEMU_LOCKED:-}" ]; then
-	KUPDATE_QEMU_LOCKED=1 exec flock /tmp/kupdate-qemu.lock "$0" "$@"
-fi
+. "$(dirname "$0")/../../qemu-kexec/qemu-lock.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -100,13 +98,7 @@ declare -A pids
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
 say "pids: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
 
-rm -f "$work/stop"
-"$BUILD/tests/cycle/demo-client" 127.0.0.1 "$port" "$work/stop" >"$work/client" 2>&1 &
-client_pid=$!
-"$BUILD/tests/cycle/stream-client" 127.0.0.1 "$port_echo" "$work/stop" >"$work/stream" 2>&1 &
-stream_pid=$!
-"$BUILD/tests/cycle/redis-client" 127.0.0.1 "$port_redis" "$work/stop" >"$work/redis" 2>&1 &
-redis_pid=$!
+start_clients
 sleep 5
 
 # ---- N cycles --------------------------------------------------------------------
