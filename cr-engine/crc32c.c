@@ -29,10 +29,3 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 		k_block = crc32c_x_pow_bytes(CRC32C_BLOCK);
 	return ~crc32c_hw_update(~crc, buf, len, k_block);
 }
-
-/* With the register inverted on entry and exit the inversions cancel:
- * crc(A B) = crc(A) * x^(8 len(B)) + crc(B) over GF(2) mod P. */
-uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
-{
-	return crc32c_gf2_mul(crc_a, crc32c_x_pow_bytes(len_b)) ^ crc_b;
-}

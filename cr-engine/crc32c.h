@@ -8,10 +8,6 @@
  * instruction when the CPU has it. crc32c(0, ...) starts a new sum. */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
 int crc32c_hw(void);
-/* the sum of A followed by B from crc32c(0, A) and crc32c(0, B), B being
- * len_b bytes long: pieces summed apart (on several threads) make the sum
- * of the whole */
-uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* the portable path, for tests and CPUs without SSE4.2 */
 uint32_t crc32c_soft(uint32_t crc, const void *buf, size_t len);
 

@@ -97,6 +97,7 @@ struct cr_vma {
 struct cr_pagerun {
 	uint64_t vaddr, nr_pages;
 	uint32_t crc;
+	uint32_t file;	/* its data is in page file N (memory.c: mem_pages_name) */
 	bool in_parent; /* unchanged since the --prev dump: no data here */
 };
 
@@ -192,6 +193,7 @@ struct cr_proc {
 	struct cr_pagerun *runs;
 	int nr_runs;
 	uint64_t nr_pages; /* pages whose data this dump writes (not in_parent) */
+	int nr_page_files; /* written by that many threads, a file each */
 	/* predump.c: pages present and unchanged since the --prev dump, which
 	 * the parent images hold (sorted) */
 	struct cr_range *inpar;

@@ -7,7 +7,8 @@
  *
  * The reader loads the whole file, checks header, trailer, checksum and
  * every record length before anything is decoded.  Page data is raw, in
- * pages-PID.img, after a one-page header with its own magic.
+ * pages-PID.img (and pages-PID.N.img), after a one-page header with its own
+ * magic.
  */
 #ifndef CR_IMAGE_H
 #define CR_IMAGE_H
@@ -61,13 +62,15 @@ struct img_trailer {
 	uint32_t end;
 };
 
-/* header page of pages-PID.img */
+/* header page of pages-PID.img (and pages-PID.N.img, the page file N of a
+ * dump written by several threads: pagemap.proto) */
 struct pages_header {
 	struct img_header h;
-	uint64_t nr_pages;
+	uint64_t nr_pages; /* in this file */
 	uint32_t pid;
-	uint32_t reserved;
+	uint32_t file; /* N; 0 in pages-PID.img */
 };
+#define PAGES_MAX_FILES	  4
 #define PAGES_DATA_OFFSET 4096UL
 
 struct img_writer {

@@ -425,150 +425,155 @@ static bool vma_readable(struct cr_proc *p, uint64_t addr)
 	return false;
 }
 
-/* The page data is written by up to PW_MAX_THREADS threads, each taking
- * the next piece of PW_PIECE bytes (a run is cut into pieces, a piece never
- * spans two runs): process_vm_readv into the thread's buffer, crc32c, and
- * pwrite at the piece's offset in the image, which is known from the runs
- * before it.  So the file is exactly what one thread would write, and the
- * pieces' sums are combined into their run's.  A piece goes in PW_BUF
- * steps, so that the crc and the write read each step from the cache.
- * The writes to one file take its inode lock in turn; what the threads
- * overlap is the reading and summing of one with the writing of another.
- * (Reading straight into a shared mapping of the image, one copy fewer,
- * was slower on tmpfs: bench/README.md.) */
-enum { PW_MAX_THREADS = 4, PW_PIECE = 4 << 20, PW_BUF = 512 << 10 };
+/* The page data is written by up to PW_MAX_THREADS threads, each into a
+ * file of its own: the pages are cut in as many parts of about the same
+ * size (a run that straddles two parts becomes two runs, each with its own
+ * file and sum), part 0 goes to pages-PID.img, part N to pages-PID.N.img.
+ * A thread reads its part with process_vm_readv in PW_BUF steps, sums each
+ * step while it is in the cache and appends it to its file.  One file per
+ * thread because every write to a tmpfs file takes that file's inode lock:
+ * two threads writing one file took turns (bench/README.md). */
+enum { PW_MAX_THREADS = PAGES_MAX_FILES, PW_BUF = 512 << 10, PW_MIN_PART = 4 << 20 };
 
-struct pw_piece {
-	uint64_t vaddr, len, off;
-	int run;
-	uint32_t crc;
-};
-
-struct page_writer {
+struct pw_part {
 	struct cr_proc *p;
-	const char *name;
-	int fd;
 	bool crc;
-	struct pw_piece *pieces;
-	size_t nr_pieces;
-	size_t next; /* the next piece to take (atomic) */
-	int err;     /* the first error (atomic) */
+	int file, fd;
+	char name[64];
+	int first_run, end_run; /* its runs in p->runs */
+	uint64_t nr_pages;
+	int err;
 };
 
-static int pw_piece(struct page_writer *w, struct pw_piece *pc, unsigned char *buf)
+static int pw_write(struct pw_part *w, unsigned char *buf)
 {
-	bool readable = vma_readable(w->p, pc->vaddr);
-	uint32_t c = 0;
+	uint64_t off = PAGES_DATA_OFFSET;
 
-	for (uint64_t done = 0; done < pc->len;) {
-		uint64_t n = MIN(pc->len - done, (uint64_t)PW_BUF), a = pc->vaddr + done;
-		int ret = copy_pages(w->p, buf, a, n, readable);
+	for (int i = w->first_run; i < w->end_run; i++) {
+		struct cr_pagerun *r = &w->p->runs[i];
+		uint64_t len = r->nr_pages * PAGE_SIZE;
+		bool readable = vma_readable(w->p, r->vaddr);
+		uint32_t c = 0;
 
-		if (ret) {
-			pr_err("pid %d: cannot read memory at %lx (+%lu bytes): %s", w->p->pid,
-			       (unsigned long)a, (unsigned long)n, strerror(-ret));
-			return ret;
+		if (r->in_parent)
+			continue;
+		for (uint64_t done = 0; done < len;) {
+			uint64_t n = MIN(len - done, (uint64_t)PW_BUF), a = r->vaddr + done;
+			int ret = copy_pages(w->p, buf, a, n, readable);
+
+			if (ret) {
+				pr_err("pid %d: cannot read memory at %lx (+%lu bytes): %s",
+				       w->p->pid, (unsigned long)a, (unsigned long)n,
+				       strerror(-ret));
+				return ret;
+			}
+			if (w->crc)
+				c = crc32c(c, buf, n);
+			ret = pwrite_all(w->fd, buf, n, off);
+			if (ret) {
+				pr_err("cannot write image %s: %s", w->name, strerror(-ret));
+				return ret;
+			}
+			done += n;
+			off += n;
 		}
-		if (w->crc)
-			c = crc32c(c, buf, n);
-		ret = pwrite_all(w->fd, buf, n, pc->off + done);
-		if (ret) {
-			pr_err("cannot write image %s: %s", w->name, strerror(-ret));
-			return ret;
-		}
-		done += n;
+		r->crc = c;
 	}
-	pc->crc = c;
 	return 0;
 }
 
 static void *pw_worker(void *arg)
 {
-	struct page_writer *w = arg;
+	struct pw_part *w = arg;
 	unsigned char *buf = malloc(PW_BUF);
-	int ret = buf ? 0 : -ENOMEM;
 
-	while (!ret) {
-		size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
-
-		if (i >= w->nr_pieces || __atomic_load_n(&w->err, __ATOMIC_RELAXED))
-			break;
-		ret = pw_piece(w, &w->pieces[i], buf);
-	}
-	if (ret) {
-		int zero = 0;
-
-		__atomic_compare_exchange_n(&w->err, &zero, ret, false, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED);
-	}
+	w->err = buf ? pw_write(w, buf) : -ENOMEM;
 	free(buf);
 	return NULL;
 }
 
-/* One thread a CPU, at most PW_MAX_THREADS; none more for less than two
- * pieces of data (a small process of a big tree); KUPDATE_PAGE_THREADS=N
- * sets it (measurements). */
-static int pw_threads(size_t nr_pieces, uint64_t nr_pages)
+/* One thread a CPU, at most PW_MAX_THREADS, and parts of at least
+ * PW_MIN_PART (a small process of a big tree has one file);
+ * KUPDATE_PAGE_THREADS=N sets it (measurements). */
+static int pw_threads(uint64_t nr_pages)
 {
 	const char *e = getenv("KUPDATE_PAGE_THREADS");
 	long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (!e && nr_pages * PAGE_SIZE < 2 * (uint64_t)PW_PIECE)
-		n = 1;
-
+	if (!e && (uint64_t)n * PW_MIN_PART > nr_pages * PAGE_SIZE)
+		n = (long)(nr_pages * PAGE_SIZE / PW_MIN_PART);
 	if (n > PW_MAX_THREADS)
 		n = PW_MAX_THREADS;
-	if ((size_t)n > nr_pieces)
-		n = (long)nr_pieces;
+	if ((uint64_t)n > nr_pages)
+		n = (long)nr_pages;
 	return n < 1 ? 1 : (int)n;
 }
 
-static int pw_plan(struct page_writer *w)
+/* Cut p->runs into nt parts of about the same number of pages (runs with
+ * data; in_parent runs go with the part they lie in), set each run's file
+ * and fill parts[].first_run/end_run/nr_pages. */
+static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 {
-	uint64_t off = PAGES_DATA_OFFSET;
-	size_t n = 0;
+	uint64_t per = (p->nr_pages + nt - 1) / nt, in_part = 0;
+	struct cr_pagerun *out;
+	int n = 0, part = 0;
 
-	for (int i = 0; i < w->p->nr_runs; i++)
-		if (!w->p->runs[i].in_parent)
-			n += (w->p->runs[i].nr_pages * PAGE_SIZE + PW_PIECE - 1) / PW_PIECE;
-	w->pieces = xrealloc_array(NULL, n ? n : 1, sizeof(*w->pieces));
-	if (!w->pieces)
+	out = xrealloc_array(NULL, (size_t)p->nr_runs + nt, sizeof(*out));
+	if (!out)
 		return -ENOMEM;
-	for (int i = 0; i < w->p->nr_runs; i++) {
-		const struct cr_pagerun *r = &w->p->runs[i];
-		uint64_t len = r->nr_pages * PAGE_SIZE;
+	parts[0].first_run = 0;
+	for (int i = 0; i < p->nr_runs; i++) {
+		struct cr_pagerun r = p->runs[i];
 
-		if (r->in_parent)
-			continue;
-		for (uint64_t d = 0; d < len; d += PW_PIECE) {
-			struct pw_piece *pc = &w->pieces[w->nr_pieces++];
+		while (!r.in_parent && part < nt - 1 && in_part + r.nr_pages >= per) {
+			uint64_t take = per - in_part;
 
-			pc->vaddr = r->vaddr + d;
-			pc->len = MIN(len - d, (uint64_t)PW_PIECE);
-			pc->off = off + d;
-			pc->run = i;
-			pc->crc = 0;
+			if (take) {
+				out[n] = r;
+				out[n].nr_pages = take;
+				out[n++].file = (uint32_t)part;
+				r.vaddr += take * PAGE_SIZE;
+				r.nr_pages -= take;
+			}
+			parts[part].nr_pages = per;
+			parts[part].end_run = n;
+			parts[++part].first_run = n;
+			in_part = 0;
 		}
-		off += len;
+		if (!r.nr_pages)
+			continue;
+		r.file = (uint32_t)part;
+		out[n++] = r;
+		if (!r.in_parent)
+			in_part += r.nr_pages;
 	}
+	parts[part].nr_pages = in_part;
+	parts[part].end_run = n;
+	free(p->runs);
+	p->runs = out;
+	p->nr_runs = n;
+	p->nr_page_files = part + 1;
 	return 0;
 }
 
-static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
+int mem_pages_name(char *buf, size_t size, pid_t pid, uint32_t file)
+{
+	if (file)
+		return snprintf(buf, size, "pages-%d.%u.img", pid, file);
+	return snprintf(buf, size, "pages-%d.img", pid);
+}
+
+static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 {
 	struct pages_header h;
-	_cleanup_close_ int fd = -1;
 	unsigned char hdr[PAGES_DATA_OFFSET];
-	struct page_writer w;
-	pthread_t tids[PW_MAX_THREADS];
-	char name[64];
-	int ret, nt, started = 0;
+	int ret;
 
-	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
-	fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
+	mem_pages_name(w->name, sizeof(w->name), w->p->pid, (uint32_t)w->file);
+	w->fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (w->fd < 0) {
 		ret = -errno;
-		pr_perror("cannot create image %s", name);
+		pr_perror("cannot create image %s", w->name);
 		return ret;
 	}
 	memset(hdr, 0, sizeof(hdr));
@@ -577,47 +582,65 @@ static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	h.h.kind = IMG_PAGES;
 	h.h.version = IMG_FORMAT_VERSION;
 	h.h.hdr_size = sizeof(h);
-	h.nr_pages = p->nr_pages;
-	h.pid = p->pid;
+	h.nr_pages = w->nr_pages;
+	h.pid = (uint32_t)w->p->pid;
+	h.file = (uint32_t)w->file;
 	memcpy(hdr, &h, sizeof(h));
-	ret = write_all(fd, hdr, sizeof(hdr));
+	ret = write_all(w->fd, hdr, sizeof(hdr));
 	if (ret)
-		goto werr;
+		pr_err("cannot write image %s: %s", w->name, strerror(-ret));
+	return ret;
+}
 
-	memset(&w, 0, sizeof(w));
-	w.p = p;
-	w.name = name;
-	w.fd = fd;
-	w.crc = !ctx->opts->no_page_crc;
-	ret = pw_plan(&w);
-	if (ret)
-		return ret;
-	nt = pw_threads(w.nr_pieces, p->nr_pages);
-	for (; started < nt - 1; started++)
-		if (pthread_create(&tids[started], NULL, pw_worker, &w))
-			break;
-	pw_worker(&w);
-	for (int i = 0; i < started; i++)
-		pthread_join(tids[i], NULL);
-	ret = w.err;
-	for (size_t i = 0; !ret && i < w.nr_pieces; i++) {
-		struct pw_piece *pc = &w.pieces[i];
-		struct cr_pagerun *r = &p->runs[pc->run];
+static int write_page_data(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct pw_part parts[PW_MAX_THREADS];
+	pthread_t tids[PW_MAX_THREADS];
+	int nt = pw_threads(p->nr_pages), started = 0, ret;
 
-		r->crc = pc->vaddr == r->vaddr ? pc->crc : crc32c_combine(r->crc, pc->crc, pc->len);
+	memset(parts, 0, sizeof(parts));
+	for (int i = 0; i < nt; i++) {
+		parts[i].p = p;
+		parts[i].crc = !ctx->opts->no_page_crc;
+		parts[i].file = i;
+		parts[i].fd = -1;
 	}
-	free(w.pieces);
-	if (ret)
-		return ret;
-	if (close(fd)) {
-		fd = -1;
-		ret = -errno;
-		goto werr;
+	if (nt > 1) {
+		ret = pw_split(p, nt, parts);
+		if (ret)
+			return ret;
+	} else {
+		parts[0].end_run = p->nr_runs;
+		parts[0].nr_pages = p->nr_pages;
+		p->nr_page_files = 1;
+		for (int i = 0; i < p->nr_runs; i++)
+			p->runs[i].file = 0;
 	}
-	fd = -1;
-	return 0;
-werr:
-	pr_err("cannot write image %s: %s", name, strerror(-ret));
+	nt = p->nr_page_files;
+	ret = 0;
+	for (int i = 0; i < nt && !ret; i++)
+		ret = pw_open(ctx, &parts[i]);
+	if (!ret) {
+		for (; started < nt - 1; started++)
+			if (pthread_create(&tids[started], NULL, pw_worker, &parts[started + 1]))
+				break;
+		/* parts no thread could be started for are written here */
+		for (int i = started + 1; i < nt; i++)
+			pw_worker(&parts[i]);
+		pw_worker(&parts[0]);
+		for (int i = 0; i < started; i++)
+			pthread_join(tids[i], NULL);
+		for (int i = 0; i < nt && !ret; i++)
+			ret = parts[i].err;
+	}
+	for (int i = 0; i < nt; i++) {
+		if (parts[i].fd < 0)
+			continue;
+		if (close(parts[i].fd) && !ret) {
+			ret = -errno;
+			pr_err("cannot write image %s: %s", parts[i].name, strerror(-ret));
+		}
+	}
 	return ret;
 }
 
@@ -785,6 +808,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	buf = malloc(BUF);
 	if (!buf)
 		return -ENOMEM;
+	p->nr_page_files = 1; /* written as it is read, by one thread */
 	ret = pwrite(fd, "", 1, PAGES_DATA_OFFSET - 1) == 1 ? 0 : -errno;
 	if (ret)
 		goto werr;
@@ -817,7 +841,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 				len += PAGE_SIZE;
 			if (len) {
 				if (!open_run) {
-					struct cr_pagerun nr = { a, 0, 0, false };
+					struct cr_pagerun nr = { .vaddr = a };
 
 					ret = push_run(&out, &n, &cap, &nr);
 					if (ret)
@@ -1043,6 +1067,10 @@ int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			h.uffd_ino = p->uffd_ino;
 		}
 	}
+	if (p->nr_page_files > 1) {
+		h.has_nr_files = 1;
+		h.nr_files = (uint32_t)p->nr_page_files;
+	}
 	img_write(&w, &h.base);
 	for (int i = 0; i < p->nr_runs; i++) {
 		PagemapEntry e = PAGEMAP_ENTRY__INIT;
@@ -1055,6 +1083,10 @@ int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		} else {
 			e.has_crc32c = 1;
 			e.crc32c = p->runs[i].crc;
+			if (p->nr_page_files > 1 && p->runs[i].file) {
+				e.has_file = 1;
+				e.file = p->runs[i].file;
+			}
 		}
 		img_write(&w, &e.base);
 	}
@@ -1235,14 +1267,14 @@ out:
 	return ret;
 }
 
-static int open_pages(int dirfd, pid_t pid, uint64_t nr_pages)
+static int open_pages(int dirfd, pid_t pid, uint32_t file, uint64_t nr_pages)
 {
 	struct pages_header h;
 	struct stat st;
 	char name[64];
 	int fd, ret;
 
-	snprintf(name, sizeof(name), "pages-%d.img", pid);
+	mem_pages_name(name, sizeof(name), pid, file);
 	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
@@ -1255,10 +1287,10 @@ static int open_pages(int dirfd, pid_t pid, uint64_t nr_pages)
 		return -EINVAL;
 	}
 	if (h.h.magic != IMG_MAGIC || h.h.kind != IMG_PAGES || h.h.version != IMG_FORMAT_VERSION ||
-	    h.nr_pages != nr_pages || h.pid != (uint32_t)pid) {
+	    h.nr_pages != nr_pages || h.pid != (uint32_t)pid || h.file != file) {
 		pr_err("image %s is damaged or belongs to another dump (header: kind %u, version "
-		       "%u, %lu pages, pid %u)",
-		       name, h.h.kind, h.h.version, (unsigned long)h.nr_pages, h.pid);
+		       "%u, %lu pages, pid %u, file %u)",
+		       name, h.h.kind, h.h.version, (unsigned long)h.nr_pages, h.pid, h.file);
 		close(fd);
 		return -EINVAL;
 	}
@@ -1270,6 +1302,71 @@ static int open_pages(int dirfd, pid_t pid, uint64_t nr_pages)
 		return -EINVAL;
 	}
 	return fd;
+}
+
+static uint32_t run_file(const PagemapEntry *e)
+{
+	return e->has_file ? e->file : 0;
+}
+
+void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size)
+{
+	for (size_t i = 0; i < mm->nr_runs; i++) {
+		const PagemapEntry *e = mm->runs[i];
+
+		if (addr < e->vaddr || addr >= e->vaddr + e->nr_pages * PAGE_SIZE)
+			continue;
+		if (e->in_parent) {
+			snprintf(buf, size, "a parent layer's pages-%d.img", pid);
+			return;
+		}
+		mem_pages_name(buf, size, pid, run_file(e));
+		return;
+	}
+	mem_pages_name(buf, size, pid, 0);
+}
+
+/* Open the page files of one layer's pagemap (runs[0..nr)), place them for
+ * the restorer in fds[file], and give each run with data its offset in its
+ * file (off[i]; 0 for the in_parent ones).  name: the pagemap, for errors. */
+static int open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHead *head,
+			   PagemapEntry *const *runs, size_t nr, uint64_t *off, int *fds,
+			   struct rst_builder *b)
+{
+	uint32_t nf = head->has_nr_files ? head->nr_files : 1;
+	uint64_t at[PAGES_MAX_FILES];
+
+	if (nf < 1 || nf > PAGES_MAX_FILES) {
+		pr_err("image %s is damaged: it names %u page files (1 to %d)", name, nf,
+		       PAGES_MAX_FILES);
+		return -EINVAL;
+	}
+	for (uint32_t f = 0; f < nf; f++)
+		at[f] = PAGES_DATA_OFFSET;
+	for (size_t i = 0; i < nr; i++) {
+		uint32_t f = run_file(runs[i]);
+
+		off[i] = 0;
+		if (runs[i]->in_parent)
+			continue;
+		if (f >= nf) {
+			pr_err("image %s is damaged: run %zu at %lx is in page file %u of %u", name,
+			       i, (unsigned long)runs[i]->vaddr, f, nf);
+			return -EINVAL;
+		}
+		off[i] = at[f];
+		at[f] += runs[i]->nr_pages * PAGE_SIZE;
+	}
+	for (uint32_t f = 0; f < nf; f++) {
+		int fd = open_pages(dirfd, pid, f, (at[f] - PAGES_DATA_OFFSET) / PAGE_SIZE);
+
+		if (fd < 0)
+			return fd;
+		fds[f] = builder_place_fd(b, fd);
+		if (fds[f] < 0)
+			return fds[f];
+	}
+	return 0;
 }
 
 struct map_file {
@@ -1368,7 +1465,11 @@ struct fill_helper {
 	pthread_t thread;
 	bool threaded;
 	long result;
+	uint64_t bad_addr; /* the run whose data did not match its sum */
 };
+
+/* page files the helper may read: 16 layers of up to 4 files */
+enum { HELPER_FDS = 16 * PAGES_MAX_FILES };
 
 static int helper_fd(struct fill_helper *h, int num, int (*cache)[2], int *nc)
 {
@@ -1378,7 +1479,7 @@ static int helper_fd(struct fill_helper *h, int num, int (*cache)[2], int *nc)
 	for (int i = 0; i < *nc; i++)
 		if (cache[i][0] == num)
 			return cache[i][1];
-	if (*nc == 16)
+	if (*nc == HELPER_FDS)
 		return -EMFILE;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", h->pid, num);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1396,7 +1497,7 @@ static long helper_fill(struct fill_helper *h)
 {
 	enum { STEP = 512 << 10 };
 	_cleanup_free_ unsigned char *buf = malloc(STEP);
-	int cache[16][2], nc = 0;
+	int cache[HELPER_FDS][2], nc = 0;
 	long result = 0;
 
 	if (!buf)
@@ -1437,7 +1538,8 @@ static long helper_fill(struct fill_helper *h)
 		if (!i && h->first_off)
 			result = c; /* the blob sums the whole run */
 		else if (check && c != r->crc) {
-			/* the blob reports it, naming the image */
+			/* the blob reports it, kupdate names the image */
+			h->bad_addr = r->vaddr;
 			pr_debug("pid %d: the page data of %lx-%lx does not match its checksum",
 				 h->pid, (unsigned long)r->vaddr, (unsigned long)(r->vaddr + len));
 			result = -EBADMSG;
@@ -1504,7 +1606,7 @@ int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t
 	return 0;
 }
 
-long mem_helper_wait(struct fill_helper **hp)
+long mem_helper_wait(struct fill_helper **hp, uint64_t *bad_addr)
 {
 	struct fill_helper *h = *hp;
 	long ret;
@@ -1514,6 +1616,8 @@ long mem_helper_wait(struct fill_helper **hp)
 	if (h->threaded)
 		pthread_join(h->thread, NULL);
 	ret = h->result;
+	if (h->bad_addr)
+		*bad_addr = h->bad_addr;
 	free(h->runs);
 	free(h);
 	*hp = NULL;
@@ -1528,7 +1632,7 @@ long mem_helper_wait(struct fill_helper **hp)
 
 struct layer {
 	int dirfd; /* -1: not loaded */
-	int pages_fd;
+	int pages_fd[PAGES_MAX_FILES];
 	PagemapHead *head;
 	PagemapEntry **runs;
 	uint64_t *off; /* data offset of each run without in_parent */
@@ -1575,8 +1679,8 @@ static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struc
 	struct img_reader r;
 	ProtobufCMessage *m;
 	char name[64];
-	uint64_t off = PAGES_DATA_OFFSET, total = 0;
-	int ret, fd;
+	uint64_t total = 0;
+	int ret;
 
 	l->dirfd = openat(child_fd, "parent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (l->dirfd < 0) {
@@ -1620,11 +1724,8 @@ static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struc
 			ret = -EINVAL;
 			goto out;
 		}
-		if (!e->in_parent) {
-			l->off[l->nr] = off;
-			off += e->nr_pages * PAGE_SIZE;
+		if (!e->in_parent)
 			total += e->nr_pages;
-		}
 		l->nr++;
 	}
 	if (ret < 0)
@@ -1636,18 +1737,7 @@ static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struc
 		ret = -EINVAL;
 		goto out;
 	}
-	fd = open_pages(l->dirfd, pid, l->head->nr_pages);
-	if (fd < 0) {
-		ret = fd;
-		goto out;
-	}
-	fd = builder_place_fd(b, fd);
-	if (fd < 0) {
-		ret = fd;
-		goto out;
-	}
-	l->pages_fd = fd;
-	ret = 0;
+	ret = open_page_files(l->dirfd, pid, name, l->head, l->runs, l->nr, l->off, l->pages_fd, b);
 out:
 	img_reader_close(&r);
 	return ret;
@@ -1707,7 +1797,7 @@ static int resolve_parent(int child_fd, pid_t pid, struct layer *layers, int dep
 				r->vaddr = a;
 				r->nr_pages = (piece_end - a) / PAGE_SIZE;
 				r->file_off = l->off[i] + (a - e->vaddr);
-				r->fd = l->pages_fd;
+				r->fd = l->pages_fd[run_file(e)];
 				r->crc = e->crc32c;
 				/* the crc covers the parent's whole run */
 				if (a != e->vaddr || piece_end != e_end || !l->head->crc_valid)
@@ -1726,14 +1816,15 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 {
 	_cleanup_free_ int *shm_cache = malloc(sizeof(int) * (shm->n ? shm->n : 1));
 	_cleanup_free_ struct map_file *cache = NULL;
+	_cleanup_free_ uint64_t *off = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*off));
 	size_t ncache = 0, run = 0;
-	uint64_t off = PAGES_DATA_OFFSET;
-	int pages_fd, ret;
+	int pages_fd[PAGES_MAX_FILES], ret;
+	char name[64];
 
 	__attribute__((cleanup(layers_free))) struct layer *layers = NULL;
 	size_t cap_runs = mm->nr_runs ? mm->nr_runs : 1;
 
-	if (!shm_cache)
+	if (!shm_cache || !off)
 		return -ENOMEM;
 	for (size_t i = 0; i < shm->n; i++)
 		shm_cache[i] = -1;
@@ -1742,13 +1833,11 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 		return -ENOMEM;
 	for (int i = 0; i < MAX_LAYERS; i++)
 		layers[i].dirfd = -1;
-	pages_fd = open_pages(dirfd, pid, mm->head->nr_pages);
-	if (pages_fd < 0)
-		return pages_fd;
-	pages_fd = builder_place_fd(b, pages_fd);
-	if (pages_fd < 0)
-		return pages_fd;
-	b->args.pages_fd = pages_fd;
+	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
+	ret = open_page_files(dirfd, pid, name, mm->head, mm->runs, mm->nr_runs, off, pages_fd, b);
+	if (ret)
+		return ret;
+	b->args.pages_fd = pages_fd[0];
 	/* the restorer checks with the SSE4.2 instruction (1), or without (2) */
 	b->args.verify_crc = verify && mm->head->crc_valid ? (crc32c_hw() ? 1 : 2) : 0;
 	b->args.populate = !getenv("KUPDATE_NO_POPULATE");
@@ -1826,10 +1915,9 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 			r = &b->runs[b->nr_runs++];
 			r->vaddr = pe->vaddr;
 			r->nr_pages = pe->nr_pages;
-			r->file_off = off;
+			r->file_off = off[run];
 			r->crc = pe->crc32c;
-			r->fd = pages_fd;
-			off += r->nr_pages * PAGE_SIZE;
+			r->fd = pages_fd[run_file(pe)];
 		}
 		v->nr_runs = b->nr_runs - v->first_run;
 	}

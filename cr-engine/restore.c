@@ -1445,10 +1445,14 @@ static void report_blob_failure(struct rctx *c, struct rproc *rp)
 				e = rp->mm.vmas[i];
 		}
 		if (a.err_step == RST_STEP_CRC) {
-			pr_err("pid %d: page data at %lx does not match its checksum: pages-%d.img "
-			       "is "
+			char name[80];
+
+			uint64_t at = rp->helper_bad_addr ? rp->helper_bad_addr : a.err_addr;
+
+			mem_pages_name_at(&rp->mm, rp->pid, at, name, sizeof(name));
+			pr_err("pid %d: page data at %lx does not match its checksum: %s is "
 			       "damaged",
-			       rp->pid, (unsigned long)a.err_addr, rp->pid);
+			       rp->pid, (unsigned long)at, name);
 			return;
 		}
 		pr_err("pid %d: cannot restore mapping %lx-%lx%s%s: %s at %lx failed: %s", rp->pid,
@@ -1582,7 +1586,8 @@ static int follow_blobs(struct rctx *c)
 				continue;
 			}
 			if (r.rip == rp->blob_start + RST_HELPER_WAIT_OFFSET + 1) {
-				r.rax = (unsigned long long)mem_helper_wait(&rp->helper);
+				r.rax = (unsigned long long)mem_helper_wait(&rp->helper,
+									    &rp->helper_bad_addr);
 				if (ptrace(PTRACE_SETREGS, tid, 0, &r)) {
 					ret = -errno;
 					pr_perror("pid %d: cannot hand the fill's result to the "
@@ -1628,7 +1633,7 @@ static int run_blobs(struct rctx *c)
 			ret = ret ? ret : -EPROTO;
 			if (c->procs[i].pid > 0)
 				kill(c->procs[i].pid, SIGKILL);
-			mem_helper_wait(&c->procs[i].helper);
+			mem_helper_wait(&c->procs[i].helper, &c->procs[i].helper_bad_addr);
 		}
 	return ret;
 }

@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <regex.h>
 #include <signal.h>
@@ -56,6 +57,7 @@ struct opts {
 	int iterations;
 	bool leave_running;
 	long max_image_kb;
+	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
 	int timeout;
 	const char *expect_dump_fail;
 	const char *expect_restore_fail;
@@ -335,6 +337,32 @@ static long dir_kb(const char *path)
 	return kb;
 }
 
+/* --expect-images PATTERN=N: exactly N files of the dump match PATTERN */
+static bool images_as_expected(const char *path)
+{
+	const char *eq = strrchr(o.expect_images, '=');
+	char pat[256];
+	DIR *d = opendir(path);
+	struct dirent *de;
+	long n = 0, want;
+
+	if (!eq || eq == o.expect_images || (size_t)(eq - o.expect_images) >= sizeof(pat)) {
+		diag("--expect-images wants PATTERN=N, not %s", o.expect_images);
+		if (d)
+			closedir(d);
+		return false;
+	}
+	snprintf(pat, sizeof(pat), "%.*s", (int)(eq - o.expect_images), o.expect_images);
+	want = atol(eq + 1);
+	while (d && (de = readdir(d)))
+		n += !fnmatch(pat, de->d_name, 0);
+	if (d)
+		closedir(d);
+	if (n != want)
+		diag("%ld image files match %s, %ld expected", n, pat, want);
+	return n == want;
+}
+
 static bool matches(const char *text, const char *re)
 {
 	regex_t r;
@@ -347,7 +375,8 @@ static bool matches(const char *text, const char *re)
 	return m;
 }
 
-/* Damage the first image whose name starts with the prefix:
+/* Damage the first image whose name starts with the prefix (or, if it has
+ * a '*', matches it as a shell pattern: "pages-*.1.img"):
  *   truncate:P  cut it to half its size
  *   flip:P      flip one bit (page data: inside the first page)
  *   flipqN:P    flip one bit N quarters (1-3) into the file
@@ -374,7 +403,9 @@ static int corrupt_images(const char *img, const char *prev)
 	}
 	d = opendir(dir);
 	while (d && (de = readdir(d)))
-		if (!strncmp(de->d_name, prefix, strlen(prefix)) && strstr(de->d_name, ".img")) {
+		if ((strchr(prefix, '*') ? !fnmatch(prefix, de->d_name, 0)
+					 : !strncmp(de->d_name, prefix, strlen(prefix))) &&
+		    strstr(de->d_name, ".img")) {
 			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 			snprintf(name, sizeof(name), "%s", de->d_name);
 			break;
@@ -1155,6 +1186,8 @@ static int test_main(char **targv)
 			     o.max_image_kb);
 			return 1;
 		}
+		if (o.expect_images && !images_as_expected(img))
+			return 1;
 
 		if (o.drop_sysvshm && drop_sysvshm())
 			return 1;
@@ -1349,6 +1382,7 @@ int main(int argc, char **argv)
 		{ "iterations", required_argument, NULL, 'i' },
 		{ "leave-running", no_argument, NULL, 'l' },
 		{ "max-image-kb", required_argument, NULL, 'm' },
+		{ "expect-images", required_argument, NULL, 'I' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "expect-dump-fail", required_argument, NULL, 'F' },
 		{ "expect-restore-fail", required_argument, NULL, 'R' },
@@ -1391,6 +1425,9 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			o.max_image_kb = atol(optarg);
+			break;
+		case 'I':
+			o.expect_images = optarg;
 			break;
 		case 't':
 			o.timeout = atoi(optarg);

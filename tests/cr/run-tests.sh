@@ -2,7 +2,7 @@
 # usage: tests/cr/run-tests.sh KUPDATE BINDIR [EXCLUDE-NAME-REGEX [ONLY-NAME-REGEX]]
 # Runs the checkpoint/restore tests of tests/cr/tests.list (or $CR_TESTS_LIST)
 # with the given kupdate binary; prints TAP.
-set -u
+set -u -f # no globbing: the options hold shell patterns (--expect-images)
 kupdate=$1 bindir=$2 exclude=${3:-} only=${4:-}
 list=${CR_TESTS_LIST:-$(dirname "$0")/tests.list}
 mapfile -t lines < <(grep -v '^\s*#' "$list" | grep -v '^\s*$' |

@@ -48,15 +48,8 @@ static void test_crc_hw_matches_soft(void **state)
 						buf + align + sizes[s] / 3,
 						sizes[s] - sizes[s] / 3),
 					 a);
-			/* sums of two pieces taken apart combine into the whole */
-			assert_int_equal(crc32c_combine(crc32c(0, buf + align, sizes[s] / 3),
-							crc32c(0, buf + align + sizes[s] / 3,
-							       sizes[s] - sizes[s] / 3),
-							sizes[s] - sizes[s] / 3),
-					 a);
 		}
-	assert_int_equal(crc32c_combine(0, crc32c(0, "123456789", 9), 9), 0xe3069283);
-	assert_int_equal(crc32c_combine(0xe3069283, 0, 0), 0xe3069283);
+	assert_int_equal(crc32c(0, "123456789", 9), 0xe3069283);
 	free(buf);
 }
 
