@@ -165,34 +165,49 @@ void netlock_close(struct netlock *l)
 	free(l);
 }
 
-static bool set_empty(struct nft_ctx *nft, const char *set)
+/* no connection held in either set (or no table at all) */
+static bool table_empty(struct nft_ctx *nft)
 {
-	char cmd[96];
 	const char *out;
 
-	snprintf(cmd, sizeof(cmd), "list set " TABLE " %s", set);
-	if (nft_run_cmd_from_buffer(nft, cmd))
+	if (nft_run_cmd_from_buffer(nft, "list table " TABLE))
 		return true;
 	out = nft_ctx_get_output_buffer(nft);
 	return !out || !strstr(out, "elements");
 }
 
+/* Every nftables command fetches the ruleset and makes a netlink
+ * transaction (tens of milliseconds in an emulated guest): the elements go
+ * in one batch, and only if it is refused (one of them gone already: a
+ * restore repeated, say) one at a time. */
 int netlock_del(const struct cr_conn *c, size_t n)
 {
 	struct nft_ctx *nft = open_nft();
+	char *batch = malloc(n * 200 + 1);
+	size_t len = 0;
 
-	if (!nft)
-		return -EIO;
+	if (!nft || !batch) {
+		nft_ctx_free(nft);
+		free(batch);
+		return nft ? -ENOMEM : -EIO;
+	}
+	batch[0] = 0;
 	for (size_t i = 0; i < n; i++) {
-		char el[160], cmd[256];
+		char el[160];
 		const char *set;
 
 		element(&c[i], el, sizeof(el), &set);
-		snprintf(cmd, sizeof(cmd), "delete element " TABLE " %s { %s }", set, el);
-		/* gone already (a restore repeated, say) is fine */
-		run(nft, cmd, true);
+		len += snprintf(batch + len, 200, "delete element " TABLE " %s { %s }\n", set, el);
 	}
-	if (set_empty(nft, "conn4") && set_empty(nft, "conn6"))
+	if (n && run(nft, batch, true)) {
+		for (char *line = batch, *nl; *line; line = nl + 1) {
+			nl = strchr(line, '\n');
+			*nl = 0;
+			run(nft, line, true);
+		}
+	}
+	free(batch);
+	if (table_empty(nft))
 		run(nft, "delete table " TABLE, true);
 	nft_ctx_free(nft);
 	return 0;
