@@ -1,0 +1,30 @@
+#ifndef CR_PAGES_H
+#define CR_PAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "images/pagemap.pb-c.h"
+
+struct cr_dump_ctx;
+struct cr_proc;
+struct rst_builder;
+
+/* write the page data of p->runs (dump side) */
+int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
+
+/* the page file holding a run's data */
+static inline uint32_t mem_run_file(const PagemapEntry *e)
+{
+	return e->has_file ? e->file : 0;
+}
+
+/* Open the page files of one layer's pagemap (runs[0..nr)), place them for
+ * the restorer in fds[file], and give each run with data its offset in its
+ * file (off[i]; 0 for the in_parent ones).  name: the pagemap, for errors. */
+int mem_open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHead *head,
+			PagemapEntry *const *runs, size_t nr, uint64_t *off, int *fds,
+			struct rst_builder *b);
+
+#endif
