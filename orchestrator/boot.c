@@ -116,20 +116,35 @@ void remove_checkpointed_dropin(const char *unit)
 	remove_dropin(runtime_unit_dir(), unit, CHECKPOINTED_DROPIN);
 }
 
+/* At boot a restored unit does not wait for basic.target as a started one
+ * does (that is all of sysinit.target: udev's coldplug, ... several seconds
+ * in our guests): its processes exist already.  It waits for what its
+ * restore needs: the file systems, the sysctls (pid_max), the boot's
+ * clean-up of /tmp and /run (after which its files stay), journald (its
+ * output goes to a new stream) and the network lock.  Its own unit file's
+ * dependencies (After=network.target, ...) still hold. */
+#define BOOT_RESTORE_ORDER                                                             \
+	"Wants=kupdate-netlock.service\n"                                              \
+	"After=kupdate-netlock.service\n"                                              \
+	"DefaultDependencies=no\n"                                                     \
+	"After=local-fs.target systemd-sysctl.service systemd-tmpfiles-setup.service " \
+	"systemd-journald.socket\n"                                                    \
+	"Conflicts=shutdown.target\n"                                                  \
+	"Before=shutdown.target\n"
+
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
 			 bool here)
 {
 	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
-	_cleanup_free_ char *t = xasprintf(
-		"# kupdate: this start restores %s from kernel update cycle %s\n"
-		"[Unit]\n%s"
-		"[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
-		"Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
-		"ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
-		"ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
-		unit, id,
-		here ? "" : "Wants=kupdate-netlock.service\nAfter=kupdate-netlock.service\n", unit,
-		exe, id, unit, here ? " --here" : "");
+	_cleanup_free_ char *t =
+		xasprintf("# kupdate: this start restores %s from kernel update cycle %s\n"
+			  "[Unit]\n%s"
+			  "[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
+			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
+			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
+			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
+			  unit, id, here ? "" : BOOT_RESTORE_ORDER, unit, exe, id, unit,
+			  here ? " --here" : "");
 
 	return p && t ? write_text(p, t) : -ENOMEM;
 }

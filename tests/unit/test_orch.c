@@ -222,6 +222,12 @@ static void test_dropins(void **state)
 	assert_non_null(strstr(text, "ExecStart=\nExecStart=+/usr/sbin/kupdate restore-unit "
 				     "--cycle 20261203T045532-7d6c --unit demo.service\n"));
 	assert_non_null(strstr(text, "After=kupdate-netlock.service"));
+	/* restored at boot without waiting for basic.target, but still
+	 * stopped at shutdown */
+	assert_non_null(strstr(text, "DefaultDependencies=no\n"));
+	assert_non_null(strstr(text, "After=local-fs.target systemd-sysctl.service "
+				     "systemd-tmpfiles-setup.service systemd-journald.socket\n"));
+	assert_non_null(strstr(text, "Conflicts=shutdown.target\n"));
 	free(text);
 	setenv("KUPDATE_RUNTIME_UNIT_DIR", dir, 1);
 	assert_int_equal(write_checkpointed_dropin("demo.service"), 0);
