@@ -68,6 +68,7 @@ struct aunit {
 
 struct apply_opts {
 	const char *kernel, *initrd, *append;
+	char *store; /* --store, made absolute */
 	bool dry_run, fast, no_kexec, no_reserve, pre_dump;
 };
 
@@ -89,6 +90,10 @@ static void usage_apply(FILE *f)
 	      "                    its boot moves the pid allocator above the saved pids\n"
 	      "  --pre-dump        copy the units' memory while they run first; frozen,\n"
 	      "                    only the pages written since are copied\n"
+	      "  --store DIR       write the images into DIR (a file system of its own that\n"
+	      "                    survives the kexec: ext4 with the dax option on the pmem\n"
+	      "                    device of a memmap= region keeps every page in RAM), not\n"
+	      "                    the state directory\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -135,7 +140,7 @@ static uint64_t unit_memory(const struct aunit *u)
 	return total;
 }
 
-static int check_room(struct aunit *u, int n)
+static int check_room(struct aunit *u, int n, const char *dir)
 {
 	struct statvfs sv;
 	uint64_t need = 0, avail;
@@ -144,8 +149,8 @@ static int check_room(struct aunit *u, int n)
 		return 0;
 	for (int i = 0; i < n; i++)
 		need += unit_memory(&u[i]);
-	if (statvfs(state_dir(), &sv)) {
-		pr_perror("cannot look at %s", state_dir());
+	if (statvfs(dir, &sv)) {
+		pr_perror("cannot look at %s", dir);
 		return -errno;
 	}
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
@@ -153,8 +158,7 @@ static int check_room(struct aunit *u, int n)
 	if (avail < need + need / 16 + (16 << 20)) {
 		pr_err("not enough room for the images in %s: %llu MiB free, the units hold up "
 		       "to %llu MiB",
-		       state_dir(), (unsigned long long)(avail >> 20),
-		       (unsigned long long)(need >> 20));
+		       dir, (unsigned long long)(avail >> 20), (unsigned long long)(need >> 20));
 		return -ENOSPC;
 	}
 	return 0;
@@ -353,7 +357,7 @@ fail:
 
 static int write_manifest(struct aunit *u, int n, const char *id, const char *cycdir,
 			  const struct apply_opts *ao, const char *cmdline, const char *reserve,
-			  int64_t started, int64_t preflight)
+			  const char *store, int64_t started, int64_t preflight)
 {
 	CycleManifest m = CYCLE_MANIFEST__INIT;
 	CycleUnit *cu = calloc(n, sizeof(*cu));
@@ -379,6 +383,7 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	m.kernel_path = (char *)ao->kernel;
 	m.cmdline = (char *)cmdline;
 	m.pid_reserve = (char *)reserve;
+	m.store = (char *)store;
 	m.has_started_ns = m.has_preflight_ns = 1;
 	m.started_ns = started;
 	m.preflight_ns = preflight;
@@ -512,6 +517,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "no-kexec", no_argument, NULL, 'K' },
 		{ "no-pid-reserve", no_argument, NULL, 'P' },
 		{ "pre-dump", no_argument, NULL, 'M' },
+		{ "store", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -552,6 +558,28 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		case 'P':
 			ao->no_reserve = true;
 			break;
+		case 'S': {
+			struct stat st;
+
+			free(ao->store);
+			ao->store = realpath(optarg, NULL);
+			if (!ao->store || stat(ao->store, &st) || !S_ISDIR(st.st_mode)) {
+				pr_err("--store %s: not a directory; make it (on a file system "
+				       "that "
+				       "survives the kexec) and mount it",
+				       optarg);
+				return 2;
+			}
+			if (st.st_uid != 0 || (st.st_mode & 022)) {
+				pr_err("--store %s: must be root's and writable by no one else "
+				       "(the "
+				       "restore refuses images others could change): chown root "
+				       "and chmod 700 it",
+				       optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'h':
 			usage_apply(stdout);
 			return -1;
@@ -605,7 +633,7 @@ int cmd_apply(int argc, char **argv)
 	struct aunit *u = NULL;
 	struct sd sd = { 0 };
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
-			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL;
+			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL, *store_dir = NULL;
 	bool loaded = false, handover = false;
 	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
 	/* where a failure happened, for its last message */
@@ -614,6 +642,7 @@ int cmd_apply(int argc, char **argv)
 	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
 	if (ret) {
 		free(names);
+		free(ao.store);
 		return ret < 0 ? 0 : ret;
 	}
 	if (!nr_names) {
@@ -675,7 +704,7 @@ int cmd_apply(int argc, char **argv)
 	pre_cmdline = cmdline;
 	cmdline = NULL;
 	lockfd = lock_state();
-	if (lockfd < 0 || check_room(u, n))
+	if (lockfd < 0 || check_room(u, n, ao.store ? ao.store : state_dir()))
 		goto out;
 	preflight_ns = now_ns(CLOCK_MONOTONIC) - t_start;
 	if (ao.dry_run) {
@@ -709,8 +738,26 @@ int cmd_apply(int argc, char **argv)
 	}
 	{
 		_cleanup_free_ char *units = xasprintf("%s/units", tmp);
+		_cleanup_free_ char *sdir = ao.store ? xasprintf("%s/%s", ao.store, id) : NULL;
+		_cleanup_free_ char *sunits = sdir ? xasprintf("%s/units", sdir) : NULL;
 
-		if (!units || mkdir(units, 0700)) {
+		if (!units || (ao.store && !sunits)) {
+			rm_rf(tmp);
+			goto out;
+		}
+		if (ao.store) {
+			/* the images in the store, reached through the cycle's units */
+			if (mkdir(sdir, 0700) || mkdir(sunits, 0700) || symlink(sunits, units)) {
+				pr_perror("cannot create the cycle's images directory %s", sunits);
+				rmdir(sunits);
+				rmdir(sdir);
+				rm_rf(tmp);
+				goto out;
+			}
+			printf("kupdate: images in %s (--store)\n", sunits);
+			store_dir = sdir;
+			sdir = NULL;
+		} else if (mkdir(units, 0700)) {
 			pr_perror("cannot create %s/units", tmp);
 			rm_rf(tmp);
 			goto out;
@@ -797,7 +844,7 @@ int cmd_apply(int argc, char **argv)
 	else if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
 		goto abort;
 	phase = "manifest";
-	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve, rt_start, preflight_ns))
+	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve, store_dir, rt_start, preflight_ns))
 		goto abort;
 	if (cr_fault_unit("manifest", 0, NULL)) {
 		pr_err("cannot mark the cycle ready: manifest fault injected by KUPDATE_FAULT");
@@ -850,7 +897,7 @@ int cmd_apply(int argc, char **argv)
 abort:
 	resume_all(u, n);
 	if (tmp)
-		rm_rf(tmp);
+		rm_cycle_dir(tmp);
 	if (handover)
 		undo_handover(&sd, u, n);
 out:
@@ -885,6 +932,7 @@ out:
 		close(lockfd);
 	sd_close(&sd);
 	free(names);
+	free(ao.store);
 	strv_free(preserved, nr_pres);
 	return rc;
 }

@@ -133,18 +133,23 @@ void remove_checkpointed_dropin(const char *unit)
 	"Before=shutdown.target\n"
 
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
-			 bool here)
+			 bool here, const char *store)
 {
 	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
+	_cleanup_free_ char *mounts =
+		store ? xasprintf("RequiresMountsFor=%s\n", store) : xstrdup("");
 	_cleanup_free_ char *t =
-		xasprintf("# kupdate: this start restores %s from kernel update cycle %s\n"
-			  "[Unit]\n%s"
-			  "[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
-			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
-			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
-			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
-			  unit, id, here ? "" : BOOT_RESTORE_ORDER, unit, exe, id, unit,
-			  here ? " --here" : "");
+		!mounts ? NULL
+			: xasprintf(
+				  "# kupdate: this start restores %s from kernel update cycle %s\n"
+				  "[Unit]\n%s%s"
+				  "[Service]\nType=forking\nPIDFile=" PID_DIR
+				  "/%s.pid\nGuessMainPID=no\n"
+				  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
+				  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
+				  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
+				  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, exe, id,
+				  unit, here ? " --here" : "");
 
 	return p && t ? write_text(p, t) : -ENOMEM;
 }
@@ -296,7 +301,7 @@ int cmd_generator(int argc, char **argv)
 
 		if (has_status(id, u))
 			continue; /* restored, or handed to an ordinary start */
-		if (write_restore_dropin(early, u, exe, id, false))
+		if (write_restore_dropin(early, u, exe, id, false, m->store))
 			continue;
 		nw = xasprintf("%s %s", wants, u);
 		na = xasprintf("%s %s", after, u);
@@ -316,7 +321,10 @@ int cmd_generator(int argc, char **argv)
 				  id, wants);
 		_cleanup_free_ char *p2 =
 			xasprintf("%s/kupdate-finish.service.d/" RESTORE_DROPIN, early);
-		_cleanup_free_ char *t2 = xasprintf("[Unit]\nAfter=%s\n", after);
+		/* it removes the images: from the store too */
+		_cleanup_free_ char *t2 = xasprintf("[Unit]\nAfter=%s\n%s%s%s", after,
+						    m->store ? "RequiresMountsFor=" : "",
+						    m->store ? m->store : "", m->store ? "\n" : "");
 
 		if (p1 && t1)
 			write_text(p1, t1);
@@ -593,7 +601,7 @@ int finish_cycle(struct sd *s, const char *id, bool here)
 	if (manifest_read(id, &m)) {
 		pr_err("cycle %s: no readable manifest; its images are removed", id);
 		if (imgs)
-			rm_rf(imgs);
+			rm_cycle_images(imgs);
 		return -EINVAL;
 	}
 	cold = calloc(m->n_units + 1, sizeof(*cold));
@@ -665,7 +673,7 @@ int finish_cycle(struct sd *s, const char *id, bool here)
 	lock_units(m, id, false, NULL);
 	release_pid_reserve();
 	if (imgs)
-		rm_rf(imgs);
+		rm_cycle_images(imgs);
 	free(cold);
 	cycle_manifest__free_unpacked(m, NULL);
 	return ret;
@@ -697,7 +705,7 @@ static void abandon(const char *id, const char *me)
 			     id);
 		cycle_manifest__free_unpacked(m, NULL);
 	}
-	rm_rf(imgs);
+	rm_cycle_images(imgs);
 }
 
 /* the newest cycles are kept for kupdate status, without images */
@@ -729,7 +737,7 @@ static void sweep(const char *current)
 			_cleanup_free_ char *p = xasprintf("%s/%s", dir, de->d_name);
 
 			if (p)
-				rm_rf(p);
+				rm_cycle_dir(p);
 			continue;
 		}
 		if (!cycle_id_valid(de->d_name))
@@ -750,7 +758,7 @@ static void sweep(const char *current)
 		_cleanup_free_ char *p = xasprintf("%s/%s", dir, names[i]);
 
 		if (p && (!current || strcmp(current, names[i])))
-			rm_rf(p);
+			rm_cycle_dir(p);
 	}
 	strv_free(names, n);
 }
@@ -794,7 +802,8 @@ int restore_here(struct sd *s, const char *id)
 		return -EINVAL;
 	for (size_t i = 0; i < m->n_units; i++) {
 		remove_checkpointed_dropin(m->units[i]->name);
-		if (write_restore_dropin(runtime_unit_dir(), m->units[i]->name, exe, id, true))
+		if (write_restore_dropin(runtime_unit_dir(), m->units[i]->name, exe, id, true,
+					 NULL))
 			ret = -EIO;
 	}
 	if (!ret)

@@ -13,9 +13,10 @@ const char *runtime_unit_dir(void);
  * processes are killed */
 int write_checkpointed_dropin(const char *unit);
 void remove_checkpointed_dropin(const char *unit);
-/* the drop-in that makes a unit's start restore it from cycle id */
+/* the drop-in that makes a unit's start restore it from cycle id; store:
+ * apply --store's directory, which the restore waits to be mounted */
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
-			 bool here);
+			 bool here, const char *store);
 /* restore the units of cycle id on this kernel (the kexec failed) */
 int restore_here(struct sd *s, const char *id);
 /* cold-start what was not restored, record, clean up (kupdate finish) */

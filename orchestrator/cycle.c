@@ -97,6 +97,35 @@ int rm_rf(const char *path)
 	return ret;
 }
 
+int rm_cycle_images(const char *units)
+{
+	struct stat st;
+
+	if (!lstat(units, &st) && S_ISLNK(st.st_mode)) {
+		char *target = realpath(units, NULL);
+		size_t l = target ? strlen(target) : 0;
+
+		/* STORE/ID/units: the images, then STORE/ID if nothing else is there */
+		if (l > 6 && !strcmp(target + l - 6, "/units")) {
+			rm_rf(target);
+			target[l - 6] = 0;
+			rmdir(target);
+		}
+		free(target);
+		return unlink(units) && errno != ENOENT ? -errno : 0;
+	}
+	return rm_rf(units);
+}
+
+int rm_cycle_dir(const char *dir)
+{
+	_cleanup_free_ char *units = xasprintf("%s/units", dir);
+
+	if (units)
+		rm_cycle_images(units);
+	return rm_rf(dir);
+}
+
 int current_boot_id(char *buf, size_t len)
 {
 	_cleanup_free_ char *b = NULL;
@@ -174,6 +203,12 @@ int manifest_validate(const CycleManifest *m)
 	if (!cycle_id_valid(m->id) || m->format_version != CYCLE_FORMAT_VERSION) {
 		pr_err("the cycle manifest is damaged or of another format (%u)",
 		       m->format_version);
+		return -EINVAL;
+	}
+	/* written into a unit file's RequiresMountsFor= by the generator */
+	if (m->store &&
+	    (m->store[0] != '/' || strstr(m->store, "..") || strpbrk(m->store, " \t\n\\%$\"'"))) {
+		pr_err("the cycle manifest is damaged: image store '%s'", m->store);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < m->n_units; i++) {

@@ -14,6 +14,10 @@ const char *state_dir(void);
 char *cycle_path(const char *id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mkdir_p(const char *path, mode_t mode);
 int rm_rf(const char *path);
+/* A cycle's images, DIR/units: a directory, or with apply --store a symlink
+ * to STORE/ID/units, which goes too.  rm_cycle_dir: a whole cycle. */
+int rm_cycle_images(const char *units);
+int rm_cycle_dir(const char *dir);
 int current_boot_id(char *buf, size_t len);
 char *new_cycle_id(void);
 bool cycle_id_valid(const char *id);

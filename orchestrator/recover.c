@@ -233,7 +233,7 @@ static void recover_one(struct sd *s, const char *dir, const char *name)
 		if (!cyc && cr_net_unlock_all() == 0)
 			fprintf(stderr, "kupdate: recovery: the network lock it left is removed\n");
 	}
-	rm_rf(tmp);
+	rm_cycle_dir(tmp);
 	if (n)
 		fprintf(stderr, "kupdate: recovery: %d units resumed, partial cycle %s removed\n",
 			n, name);

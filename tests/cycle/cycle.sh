@@ -360,10 +360,18 @@ sleep 5
 before=$(query demo-counter check)
 rel_a=$(run 'uname -r')
 boot5=$(boot_id)
-"$vm" run "$name" -t 600 -- 'kupdate apply --pre-dump /payload/boot/bzImage-A2' >"$work/apply" 2>&1
+# the images in RAM both kernels leave alone: ext4 -o dax on the pmem region
+# (memmap=128M!1G), mounted through fstab in both boots
+store=/var/lib/kupdate-store
+check "A->A': an image store on pmem, ext4 -o dax, mounted through fstab" \
+	run "mkfs.ext4 -q -F -b 4096 /dev/pmem0 && mkdir -p $store &&
+		echo '/dev/pmem0 $store ext4 dax,nofail 0 0' >>/etc/fstab && systemctl daemon-reload &&
+		mount $store && chmod 700 $store && grep -q ' $store ext4 .*dax' /proc/mounts"
+"$vm" run "$name" -t 600 -- "kupdate apply --pre-dump --store $store /payload/boot/bzImage-A2" >"$work/apply" 2>&1
 rc=$?
 sed 's/^/# apply: /' "$work/apply"
-check "A->A': kupdate apply --pre-dump kexecs" test "$rc" = 252 -o "$rc" = 0
+check "A->A': kupdate apply --pre-dump --store kexecs" test "$rc" = 252 -o "$rc" = 0
+check "A->A': the images went to the store" grep -q "images in $store/.*/units (--store)" "$work/apply"
 check "A->A': every unit was pre-dumped while it ran (soft-dirty on this kernel)" \
 	test "$(grep -c 'pre-dumped .* while it ran' "$work/apply")" = $nunits
 new_boot "$boot5" || bail "A->A': kernel A' did not come up"
@@ -383,6 +391,10 @@ status=$(run 'kupdate status')
 report_aa=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
 check "A->A': kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
+run 'for i in $(seq 120); do test "$(systemctl show -p ActiveState --value kupdate-finish.service)" != activating && break; sleep 1; done'
+check "A->A': the store was mounted with dax in the new boot, and kupdate-finish emptied it" \
+	run "grep -q ' $store ext4 .*dax' /proc/mounts && test -z \"\$(ls -A $store | grep -v '^lost+found\$')\" &&
+		! ls -d /var/lib/kupdate/cycles/*/units 2>/dev/null"
 sleep 2
 touch "$work/stop"
 wait "$client_pid" "$stream_pid" "$redis_pid"

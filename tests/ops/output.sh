@@ -54,5 +54,16 @@ else
 	nok "show --json: $(head -c 300 "$t/show.json")"
 fi
 "$k" show "$t/img" >"$t/show.txt" 2>&1 && grep -q "pstree" "$t/show.txt" && ok "show as text" || nok "show as text"
+# apply --store: a directory the images could not safely go to is refused
+# before anything is looked at (no unit, no kernel needed)
+out=$("$k" apply --store "$t/nostore" /nonexistent-vmlinuz 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q -- "--store $t/nostore: not a directory" <<<"$out" &&
+	ok "apply --store on a missing directory: refused, naming it ($out)" || nok "apply --store missing: rc $rc, $out"
+mkdir "$t/open" && chmod 0777 "$t/open"
+out=$("$k" apply --store "$t/open" /nonexistent-vmlinuz 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q "writable by no one else.*chmod 700" <<<"$out" &&
+	ok "apply --store on a directory others can write: refused with the fix" || nok "apply --store 0777: rc $rc, $out"
 echo "1..$n"
 exit $failed

@@ -213,7 +213,7 @@ static void test_dropins(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s/early", tmpdir);
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
-					      "20261203T045532-7d6c", false),
+					      "20261203T045532-7d6c", false, NULL),
 			 0);
 	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
@@ -289,6 +289,59 @@ static void test_generator(void **state)
 	m->n_units = 1;
 }
 
+/* apply --store: the restore waits for the store's mount, a cycle's units
+ * symlink takes its target with it, a manifest naming a strange store is
+ * refused */
+static void test_store(void **state)
+{
+	CycleUnit u, *pu[1];
+	int32_t ids[2] = { 42, 43 };
+	CycleManifest *m = sample(&u, pu, ids);
+	char dir[128], store[160], cyc[160], path[256], *text;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/store-early", tmpdir);
+	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
+					      "20261203T045532-7d6c", false,
+					      "/var/lib/kupdate-store/20261203T045532-7d6c"),
+			 0);
+	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_non_null(
+		strstr(text, "RequiresMountsFor=/var/lib/kupdate-store/20261203T045532-7d6c\n"));
+	free(text);
+
+	/* STORE/ID/units with an image, the cycle's units linking to it */
+	snprintf(store, sizeof(store), "%s/store/20261203T045532-7d6c/units", tmpdir);
+	assert_int_equal(mkdir_p(store, 0700), 0);
+	snprintf(path, sizeof(path), "%s/pages-1.img", store);
+	{
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	snprintf(cyc, sizeof(cyc), "%s/cycle", tmpdir);
+	assert_int_equal(mkdir_p(cyc, 0700), 0);
+	snprintf(path, sizeof(path), "%s/units", cyc);
+	assert_int_equal(symlink(store, path), 0);
+	assert_int_equal(rm_cycle_dir(cyc), 0);
+	assert_int_not_equal(access(cyc, F_OK), 0);
+	assert_int_not_equal(access(store, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/store/20261203T045532-7d6c", tmpdir);
+	assert_int_not_equal(access(path, F_OK), 0); /* STORE/ID too */
+	snprintf(path, sizeof(path), "%s/store", tmpdir);
+	assert_int_equal(access(path, F_OK), 0); /* not the store itself */
+
+	m->store = "/var/lib/kupdate-store/x";
+	assert_int_equal(manifest_validate(m), 0);
+	m->store = "relative/x";
+	assert_int_not_equal(manifest_validate(m), 0);
+	m->store = "/a b\nExecStart=/bin/evil";
+	assert_int_not_equal(manifest_validate(m), 0);
+	m->store = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_names),		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
 		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
+		cmocka_unit_test(test_store),
 	};
 	char cmd[96];
 	int ret;
