@@ -544,7 +544,6 @@ static int push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_p
 int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	enum { BUF = 512 << 10 };
-	struct pages_header h;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ unsigned char *buf = NULL;
 	_cleanup_free_ struct cr_pagerun *out = NULL;
@@ -623,15 +622,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			left -= step;
 		}
 	}
-	memset(hdr, 0, sizeof(hdr));
-	memset(&h, 0, sizeof(h));
-	h.h.magic = IMG_MAGIC;
-	h.h.kind = IMG_PAGES;
-	h.h.version = IMG_FORMAT_VERSION;
-	h.h.hdr_size = sizeof(h);
-	h.nr_pages = written;
-	h.pid = p->pid;
-	memcpy(hdr, &h, sizeof(h));
+	mem_pages_header(hdr, p->pid, 0, written);
 	if (pwrite(fd, hdr, sizeof(hdr), 0) != sizeof(hdr)) {
 		ret = -errno;
 		goto werr;

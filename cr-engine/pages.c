@@ -184,6 +184,22 @@ static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 	return 0;
 }
 
+void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_pages)
+{
+	struct pages_header h;
+
+	memset(hdr, 0, PAGES_DATA_OFFSET);
+	memset(&h, 0, sizeof(h));
+	h.h.magic = IMG_MAGIC;
+	h.h.kind = IMG_PAGES;
+	h.h.version = IMG_FORMAT_VERSION;
+	h.h.hdr_size = sizeof(h);
+	h.nr_pages = nr_pages;
+	h.pid = (uint32_t)pid;
+	h.file = file;
+	memcpy(hdr, &h, sizeof(h));
+}
+
 int mem_pages_name(char *buf, size_t size, pid_t pid, uint32_t file)
 {
 	if (file)
@@ -193,7 +209,6 @@ int mem_pages_name(char *buf, size_t size, pid_t pid, uint32_t file)
 
 static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 {
-	struct pages_header h;
 	unsigned char hdr[PAGES_DATA_OFFSET];
 	int ret;
 
@@ -204,16 +219,7 @@ static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 		pr_perror("cannot create image %s", w->name);
 		return ret;
 	}
-	memset(hdr, 0, sizeof(hdr));
-	memset(&h, 0, sizeof(h));
-	h.h.magic = IMG_MAGIC;
-	h.h.kind = IMG_PAGES;
-	h.h.version = IMG_FORMAT_VERSION;
-	h.h.hdr_size = sizeof(h);
-	h.nr_pages = w->nr_pages;
-	h.pid = (uint32_t)w->p->pid;
-	h.file = (uint32_t)w->file;
-	memcpy(hdr, &h, sizeof(h));
+	mem_pages_header(hdr, w->p->pid, (uint32_t)w->file, w->nr_pages);
 	ret = write_all(w->fd, hdr, sizeof(hdr));
 	if (ret)
 		pr_err("cannot write image %s: %s", w->name, strerror(-ret));

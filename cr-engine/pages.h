@@ -11,6 +11,8 @@ struct cr_dump_ctx;
 struct cr_proc;
 struct rst_builder;
 
+/* the header page of page file `file` of process pid (PAGES_DATA_OFFSET bytes) */
+void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_pages);
 /* write the page data of p->runs (dump side) */
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
 

@@ -41,6 +41,7 @@
 #include "kexec.h"
 #include "kupdate.h"
 #include "log.h"
+#include "proc.h"
 #include "recover.h"
 #include "sd.h"
 #include "term.h"
@@ -299,7 +300,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 static char *live_reserve(struct aunit *u, int n)
 {
 	pid_t *all = NULL;
-	size_t nr = 0, cap = 0;
+	size_t nr = 0;
 	char *out = NULL;
 
 	for (int i = 0; i < n; i++) {
@@ -309,43 +310,30 @@ static char *live_reserve(struct aunit *u, int n)
 		if (unit_members(u[i].name, &u[i].ui, &m, &nm))
 			goto fail;
 		for (int k = 0; k < nm; k++) {
-			char path[64], *stat = NULL, *p;
-			long pgid = 0, sid = 0;
-			DIR *d;
-			struct dirent *de;
+			struct proc_stat st;
+			pid_t *tids = NULL, *na;
+			int nt = list_tasks(m[k], &tids);
 
-			snprintf(path, sizeof(path), "/proc/%d/task", m[k]);
-			d = opendir(path);
-			while (d && (de = readdir(d))) {
-				if (de->d_name[0] == '.')
-					continue;
-				if (nr + 3 > cap) {
-					pid_t *na;
-
-					cap = cap ? cap * 2 : 64;
-					na = xrealloc_array(all, cap, sizeof(*na));
-					if (!na) {
-						closedir(d);
-						free(m);
-						goto fail;
-					}
-					all = na;
-				}
-				all[nr++] = (pid_t)atoi(de->d_name);
+			/* a process gone meanwhile: the dumps will differ, the
+			 * kernel is loaded again */
+			if (nt < 0 || parse_stat(m[k], m[k], &st)) {
+				free(tids);
+				continue;
 			}
-			if (d)
-				closedir(d);
-			snprintf(path, sizeof(path), "/proc/%d/stat", m[k]);
-			/* fields 5 and 6, after the command's closing parenthesis */
-			if (!read_file_at(AT_FDCWD, path, &stat, NULL) &&
-			    (p = strrchr(stat, ')')) &&
-			    sscanf(p + 1, " %*c %*d %ld %ld", &pgid, &sid) == 2 && nr + 2 <= cap) {
-				if (pgid > 1 && pgid != m[k])
-					all[nr++] = (pid_t)pgid;
-				if (sid > 1 && sid != m[k] && sid != pgid)
-					all[nr++] = (pid_t)sid;
+			na = xrealloc_array(all, nr + (size_t)nt + 2, sizeof(*na));
+			if (!na) {
+				free(tids);
+				free(m);
+				goto fail;
 			}
-			free(stat);
+			all = na;
+			for (int t = 0; t < nt; t++)
+				all[nr++] = tids[t];
+			free(tids);
+			if (st.pgid > 1 && st.pgid != m[k])
+				all[nr++] = st.pgid;
+			if (st.sid > 1 && st.sid != m[k] && st.sid != st.pgid)
+				all[nr++] = st.sid;
 		}
 		free(m);
 	}
