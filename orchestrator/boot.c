@@ -330,6 +330,17 @@ int cmd_generator(int argc, char **argv)
 			write_text(p1, t1);
 		if (p2 && t2)
 			write_text(p2, t2);
+		if (m->store) {
+			/* the connections to hold are read from the images: the
+			 * network must not come up before the store is mounted */
+			_cleanup_free_ char *p3 =
+				xasprintf("%s/kupdate-netlock.service.d/" RESTORE_DROPIN, early);
+			_cleanup_free_ char *t3 =
+				xasprintf("[Unit]\nRequiresMountsFor=%s\n", m->store);
+
+			if (p3 && t3)
+				write_text(p3, t3);
+		}
 		pr_info("cycle %s: %zu units restored at boot", id, wl);
 	}
 	cycle_manifest__free_unpacked(m, NULL);
@@ -349,13 +360,21 @@ static int lock_units(const CycleManifest *m, const char *id, bool lock, const c
 
 		if (only && strcmp(only, m->units[i]->name))
 			continue;
-		if (!dir || cr_images_connections(dir, &c, &n))
-			continue; /* images gone: nothing to hold */
+		if (!dir || cr_images_connections(dir, &c, &n)) {
+			/* images gone (restored, abandoned): nothing to hold; but
+			 * before the restores, a store that is not mounted */
+			if (lock && m->units[i]->connections)
+				pr_warn("%s: its images are not readable (%s%s): its %u "
+					"connections are not held",
+					m->units[i]->name, m->store ? "is the store mounted? " : "",
+					dir ? dir : "", m->units[i]->connections);
+			continue;
+		}
 		if (n && cr_net_lock(c, n, lock))
 			ret = -EIO;
 		else if (n)
-			pr_info("%s: %zu connections %s", m->units[i]->name, n,
-				lock ? "held" : "released");
+			printf("kupdate: %s: %zu connections %s\n", m->units[i]->name, n,
+			       lock ? "held" : "released");
 		free(c);
 	}
 	return ret;

@@ -391,6 +391,10 @@ status=$(run 'kupdate status')
 report_aa=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
 check "A->A': kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
+# the lock reads the connections from the images: it waited for the store
+held=$(run "journalctl -b -u kupdate-netlock.service -o cat | grep -c 'connections held'")
+check "A->A': the network lock held the connections of the 3 units that had some (read from the store: $held)" \
+	test "$held" = 3
 run 'for i in $(seq 120); do test "$(systemctl show -p ActiveState --value kupdate-finish.service)" != activating && break; sleep 1; done'
 check "A->A': the store was mounted with dax in the new boot, and kupdate-finish emptied it" \
 	run "grep -q ' $store ext4 .*dax' /proc/mounts && test -z \"\$(ls -A $store | grep -v '^lost+found\$')\" &&

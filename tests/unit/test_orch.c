@@ -285,6 +285,32 @@ static void test_generator(void **state)
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(strstr(text, "Wants= demo.service kupdate-finish.service"));
 	free(text);
+	snprintf(path, sizeof(path), "%s/kupdate-netlock.service.d/zz-kupdate-restore.conf", early);
+	assert_int_not_equal(access(path, F_OK), 0); /* no store: nothing to wait for */
+
+	/* with apply --store: the network lock, the restores and kupdate-finish
+	 * wait for the store's mount */
+	m->store = "/var/lib/kupdate-store/20261203T060000-0001";
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(manifest_write(dfd, m), 0);
+	close(dfd);
+	snprintf(early, sizeof(early), "%s/gen-store", tmpdir);
+	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0001 pid_reserve=42-43", 1);
+	assert_int_equal(cmd_generator(4, argv), 0);
+	{
+		const char *const files[] = { "kupdate-netlock.service.d", "demo.service.d",
+					      "kupdate-finish.service.d" };
+
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/%s/zz-kupdate-restore.conf", early,
+				 files[i]);
+			assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+			assert_non_null(strstr(text, "RequiresMountsFor=/var/lib/kupdate-store/"
+						     "20261203T060000-0001\n"));
+			free(text);
+		}
+	}
+	m->store = NULL;
 	unsetenv("KUPDATE_CMDLINE");
 	m->n_units = 1;
 }
