@@ -102,8 +102,12 @@ struct cr_conn {
 	uint16_t lport, rport;
 };
 int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr);
-/* every pid and tid of an image directory */
+/* every pid and tid of an image directory, and the ids of the process
+ * groups and sessions it rebuilds (cr_group_ids) */
 int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr);
+/* the ids a process's group and session add to those it saves: its pgid
+ * and sid when another process leads them (0 to 2 written to out) */
+int cr_group_ids(pid_t pid, pid_t pgid, pid_t sid, pid_t out[2]);
 int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock);
 /* remove the network lock with everything it holds: 0, or -EIO if there
  * was none to remove */

@@ -1098,7 +1098,7 @@ static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int 
  * (the `parent` symlink) for the pages that did not change, and a parent
  * may itself have one.  Each layer's pagemap is read once, its page image
  * becomes one more helper fd of the restorer. */
-#define MAX_LAYERS 16
+#define MAX_LAYERS PAGES_MAX_LAYERS
 
 struct layer {
 	int dirfd; /* -1: not loaded */

@@ -182,8 +182,9 @@ static bool table_empty(struct nft_ctx *nft)
  * restore repeated, say) one at a time. */
 int netlock_del(const struct cr_conn *c, size_t n)
 {
+	enum { LINE = 256 }; /* "delete element inet kupdate connN { " + element + " }" */
 	struct nft_ctx *nft = open_nft();
-	char *batch = malloc(n * 200 + 1);
+	char *batch = malloc(n * LINE + 1);
 	size_t len = 0;
 
 	if (!nft || !batch) {
@@ -197,7 +198,7 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		const char *set;
 
 		element(&c[i], el, sizeof(el), &set);
-		len += snprintf(batch + len, 200, "delete element " TABLE " %s { %s }\n", set, el);
+		len += snprintf(batch + len, LINE, "delete element " TABLE " %s { %s }\n", set, el);
 	}
 	if (n && run(nft, batch, true)) {
 		for (char *line = batch, *nl; *line; line = nl + 1) {

@@ -80,11 +80,12 @@ static int pw_write(struct pw_part *w, unsigned char *buf)
 	for (int i = w->first_run; i < w->end_run; i++) {
 		struct cr_pagerun *r = &w->p->runs[i];
 		uint64_t len = r->nr_pages * PAGE_SIZE;
-		bool readable = vma_readable(w->p, r->vaddr);
+		bool readable;
 		uint32_t c = 0;
 
 		if (r->in_parent)
 			continue;
+		readable = vma_readable(w->p, r->vaddr);
 		for (uint64_t done = 0; done < len;) {
 			uint64_t n = MIN(len - done, (uint64_t)PW_BUF), a = r->vaddr + done;
 			int ret = copy_pages(w->p, buf, a, n, readable);
@@ -139,7 +140,7 @@ static int pw_threads(uint64_t nr_pages)
 
 /* Cut p->runs into nt parts of about the same number of pages (runs with
  * data; in_parent runs go with the part they lie in), set each run's file
- * and fill parts[].first_run/end_run/nr_pages. */
+ * and fill parts[].first_run/end_run/nr_pages (nt 1: one part, no cut). */
 static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 {
 	uint64_t per = (p->nr_pages + nt - 1) / nt, in_part = 0;
@@ -239,19 +240,10 @@ int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		parts[i].file = i;
 		parts[i].fd = -1;
 	}
-	if (nt > 1) {
-		ret = pw_split(p, nt, parts);
-		if (ret)
-			return ret;
-	} else {
-		parts[0].end_run = p->nr_runs;
-		parts[0].nr_pages = p->nr_pages;
-		p->nr_page_files = 1;
-		for (int i = 0; i < p->nr_runs; i++)
-			p->runs[i].file = 0;
-	}
+	ret = pw_split(p, nt, parts);
+	if (ret)
+		return ret;
 	nt = p->nr_page_files;
-	ret = 0;
 	for (int i = 0; i < nt && !ret; i++)
 		ret = pw_open(ctx, &parts[i]);
 	if (!ret) {
@@ -334,7 +326,6 @@ void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf
 	mem_pages_name(buf, size, pid, 0);
 }
 
-/* pages.h */
 int mem_open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHead *head,
 			PagemapEntry *const *runs, size_t nr, uint64_t *off, int *fds,
 			struct rst_builder *b)
@@ -394,8 +385,8 @@ struct fill_helper {
 	uint64_t bad_addr; /* the run whose data did not match its sum */
 };
 
-/* page files the helper may read: 16 layers of up to 4 files */
-enum { HELPER_FDS = 16 * PAGES_MAX_FILES };
+/* page files the helper may read: every layer's */
+enum { HELPER_FDS = PAGES_MAX_LAYERS * PAGES_MAX_FILES };
 
 static int helper_fd(struct fill_helper *h, int num, int (*cache)[2], int *nc)
 {

@@ -13,6 +13,10 @@ struct rst_builder;
 
 /* the header page of page file `file` of process pid (PAGES_DATA_OFFSET bytes) */
 void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_pages);
+/* layers of images a restore reads pages from: a dump and the pre-dumps
+ * below it (--prev, the parent links) */
+#define PAGES_MAX_LAYERS 16
+
 /* write the page data of p->runs (dump side) */
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
 

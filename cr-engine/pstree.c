@@ -244,6 +244,17 @@ int pstree_validate(PstreeEntry **e, size_t n)
 	return 0;
 }
 
+int cr_group_ids(pid_t pid, pid_t pgid, pid_t sid, pid_t out[2])
+{
+	int n = 0;
+
+	if (pgid > 1 && pgid != pid)
+		out[n++] = pgid;
+	if (sid > 1 && sid != pid && sid != pgid)
+		out[n++] = sid;
+	return n;
+}
+
 int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr)
 {
 	_cleanup_close_ int dirfd = open(imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -265,7 +276,9 @@ int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr)
 		return ret;
 	while ((ret = img_read(&r, &pstree_entry__descriptor, &m)) > 0) {
 		PstreeEntry *e = (PstreeEntry *)m;
-		pid_t *nv = xrealloc_array(v, n + e->n_tids, sizeof(*nv));
+		/* its threads, and the ids of groups and sessions rebuilt by
+		 * helpers (and, harmlessly, the others) */
+		pid_t *nv = xrealloc_array(v, n + e->n_tids + 2, sizeof(*nv));
 
 		if (!nv) {
 			protobuf_c_message_free_unpacked(m, NULL);
@@ -275,19 +288,7 @@ int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr)
 		v = nv;
 		for (size_t k = 0; k < e->n_tids; k++)
 			v[n++] = e->tids[k];
-		/* the ids of groups and sessions rebuilt by helpers (and, harmlessly,
-		 * the others) */
-		nv = xrealloc_array(v, n + 2, sizeof(*nv));
-		if (!nv) {
-			protobuf_c_message_free_unpacked(m, NULL);
-			ret = -ENOMEM;
-			break;
-		}
-		v = nv;
-		if (e->pgid > 1 && e->pgid != e->pid)
-			v[n++] = e->pgid;
-		if (e->sid > 1 && e->sid != e->pid && e->sid != e->pgid)
-			v[n++] = e->sid;
+		n += (size_t)cr_group_ids(e->pid, e->pgid, e->sid, v + n);
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
 	img_reader_close(&r);

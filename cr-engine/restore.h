@@ -55,7 +55,7 @@ struct rproc {
 
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;
-	struct fill_helper *helper; /* filling part of a mapping (memory.c) */
+	struct fill_helper *helper; /* filling part of a mapping (pages.c) */
 	uint64_t helper_bad_addr;   /* where its data did not match its sum */
 	int parked;
 	bool seized;
@@ -82,10 +82,14 @@ int builder_place_fd(struct rst_builder *b, int fd);
 /* memory.c */
 int mem_load(int dirfd, pid_t pid, struct rmm *mm);
 void mem_free(struct rmm *mm);
-/* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
-void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size);
 /* Fill b's mappings and page runs, opening the mapped files and the page
  * image (as helper fds). */
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
+	     struct rst_builder *b, bool verify);
+
+/* pages.c */
+/* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
+void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size);
 /* The blob stopped at RST_HELPER_START_OFFSET with these registers: fill
  * the share they name from outside, on a thread of ours (inline when no
  * thread can be had).  Then, at RST_HELPER_WAIT_OFFSET: the value for its
@@ -94,8 +98,6 @@ int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t
 		     uint64_t end_run, struct fill_helper **out);
 /* bad_addr: set to the run whose data did not match its checksum, if one */
 long mem_helper_wait(struct fill_helper **h, uint64_t *bad_addr);
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     struct rst_builder *b, bool verify);
 
 /* regs.c */
 int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);

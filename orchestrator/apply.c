@@ -7,8 +7,9 @@
  *  2 per unit: freeze (systemd), seize every process of its cgroup, thaw
  *    (the processes stay stopped under ptrace), dump; the engine locks the
  *    unit's TCP connections in the network
- *  3 manifest, fsync, rename: the cycle is ready; the kernel is loaded
- *    again with the final command line (cycle id, pid reservation)
+ *  3 manifest, fsync, rename: the cycle is ready; the kernel, loaded at
+ *    preflight with the cycle id and the pids then running, is loaded
+ *    again only if the dumps saved other pids (pid reservation)
  *  4 the units' processes are killed (the engine puts their sockets back
  *    in repair mode just before: no FIN, no RST; the drop-ins keep systemd
  *    from restarting them)
@@ -330,10 +331,7 @@ static char *live_reserve(struct aunit *u, int n)
 			for (int t = 0; t < nt; t++)
 				all[nr++] = tids[t];
 			free(tids);
-			if (st.pgid > 1 && st.pgid != m[k])
-				all[nr++] = st.pgid;
-			if (st.sid > 1 && st.sid != m[k] && st.sid != st.pgid)
-				all[nr++] = st.sid;
+			nr += (size_t)cr_group_ids(m[k], st.pgid, st.sid, all + nr);
 		}
 		free(m);
 	}

@@ -321,22 +321,23 @@ int cmd_generator(int argc, char **argv)
 				  id, wants);
 		_cleanup_free_ char *p2 =
 			xasprintf("%s/kupdate-finish.service.d/" RESTORE_DROPIN, early);
-		/* it removes the images: from the store too */
-		_cleanup_free_ char *t2 = xasprintf("[Unit]\nAfter=%s\n%s%s%s", after,
-						    m->store ? "RequiresMountsFor=" : "",
-						    m->store ? m->store : "", m->store ? "\n" : "");
+		/* the images, which it removes and the network lock reads, may be
+		 * in a store (apply --store) */
+		_cleanup_free_ char *mounts =
+			m->store ? xasprintf("RequiresMountsFor=%s\n", m->store) : xstrdup("");
+		_cleanup_free_ char *t2 =
+			mounts ? xasprintf("[Unit]\nAfter=%s\n%s", after, mounts) : NULL;
 
 		if (p1 && t1)
 			write_text(p1, t1);
 		if (p2 && t2)
 			write_text(p2, t2);
-		if (m->store) {
+		if (m->store && mounts) {
 			/* the connections to hold are read from the images: the
 			 * network must not come up before the store is mounted */
 			_cleanup_free_ char *p3 =
 				xasprintf("%s/kupdate-netlock.service.d/" RESTORE_DROPIN, early);
-			_cleanup_free_ char *t3 =
-				xasprintf("[Unit]\nRequiresMountsFor=%s\n", m->store);
+			_cleanup_free_ char *t3 = xasprintf("[Unit]\n%s", mounts);
 
 			if (p3 && t3)
 				write_text(p3, t3);

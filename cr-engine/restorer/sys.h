@@ -73,7 +73,6 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 /* constants, spelled out: the restorer includes no system headers */
 #define R_PROT_READ		   0x1
 #define R_PROT_WRITE		   0x2
-#define R_PROT_EXEC		   0x4
 #define R_MAP_SHARED		   0x01
 #define R_MAP_FIXED		   0x10
 #define R_MAP_ANONYMOUS		   0x20
