@@ -169,15 +169,10 @@ before=$(query demo-counter check)
 pipe_before=$(query demo-pipe get)
 tick_before=$(run "journalctl -u demo-log.service -o cat | grep -c '^tick'")
 say "before: counter '$before', pipe '$pipe_before', log lines $tick_before"
-boot1=$(boot_id)
 t0=$(now)
-"$vm" run "$name" -t 600 -- 'kupdate apply /payload/boot/bzImage-B' >"$work/apply" 2>&1
-rc=$?
-sed 's/^/# apply: /' "$work/apply"
-check "A->B: kupdate apply kexecs (vm run exit $rc: 252 or 0)" test "$rc" = 252 -o "$rc" = 0
+apply_kexec "A->B" /payload/boot/bzImage-B
 check "A->B: the kernel was loaded once, at preflight, with the cycle's command line" \
 	grep -q 'was loaded at preflight with this command line' "$work/apply"
-new_boot "$boot1" || bail "A->B: kernel B did not come up"
 # every saved pid is inside kernel B's pid_reserve= ranges
 reserved=$(run 'cat /proc/cmdline' | tr ' ' '\n' | sed -n 's/^pid_reserve=//p')
 saved=$(for u in $units; do echo ${pids[$u]}; done | xargs)
@@ -283,14 +278,9 @@ fi
 run 'cp /payload/extra/kupdate-test-corrupt.service /etc/systemd/system/ &&
 	systemctl daemon-reload && systemctl enable kupdate-test-corrupt.service' >/dev/null 2>&1
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
-boot2=$(boot_id)
 # without pid_reserve= (as for a kernel without our patch): the generator
 # moves the pid allocator above the saved pids
-"$vm" run "$name" -t 600 -- 'kupdate apply --no-pid-reserve /payload/boot/bzImage-A' >"$work/apply" 2>&1
-rc=$?
-sed 's/^/# apply: /' "$work/apply"
-check "B->A: kupdate apply kexecs" test "$rc" = 252 -o "$rc" = 0
-new_boot "$boot2" || bail "B->A: kernel A did not come up"
+apply_kexec "B->A" "--no-pid-reserve /payload/boot/bzImage-A"
 status=$(run 'kupdate status')
 report_ba=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
@@ -359,7 +349,6 @@ start_clients
 sleep 5
 before=$(query demo-counter check)
 rel_a=$(run 'uname -r')
-boot5=$(boot_id)
 # the images in RAM both kernels leave alone: ext4 -o dax on the pmem region
 # (memmap=128M!1G), mounted through fstab in both boots
 store=/var/lib/kupdate-store
@@ -367,14 +356,10 @@ check "A->A': an image store on pmem, ext4 -o dax, mounted through fstab" \
 	run "mkfs.ext4 -q -F -b 4096 /dev/pmem0 && mkdir -p $store &&
 		echo '/dev/pmem0 $store ext4 dax,nofail 0 0' >>/etc/fstab && systemctl daemon-reload &&
 		mount $store && chmod 700 $store && grep -q ' $store ext4 .*dax' /proc/mounts"
-"$vm" run "$name" -t 600 -- "kupdate apply --pre-dump --store $store /payload/boot/bzImage-A2" >"$work/apply" 2>&1
-rc=$?
-sed 's/^/# apply: /' "$work/apply"
-check "A->A': kupdate apply --pre-dump --store kexecs" test "$rc" = 252 -o "$rc" = 0
+apply_kexec "A->A'" "--pre-dump --store $store /payload/boot/bzImage-A2"
 check "A->A': the images went to the store" grep -q "images in $store/.*/units (--store)" "$work/apply"
 check "A->A': every unit was pre-dumped while it ran (soft-dirty on this kernel)" \
 	test "$(grep -c 'pre-dumped .* while it ran' "$work/apply")" = $nunits
-new_boot "$boot5" || bail "A->A': kernel A' did not come up"
 rel=$(run 'uname -r')
 check "A->A': running kernel A' ($rel_a -> $rel), the patched one" \
 	run "test '$rel' != '$rel_a' && test '${rel%%-*}' = '${rel_a%%-*}' && dmesg | grep -q 'kupdate test fix 1 applied'"

@@ -134,14 +134,9 @@ apply_fault() { # apply_fault WHAT EXPECTED-REGEX ENV...
 # command line (the running one's, less the cycle's own arguments), wait for
 # that boot; $status is then kupdate status there
 kexec_with_fault() {
-	local b rc cmdl
-	b=$(boot_id)
+	local cmdl
 	cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
-	"$vm" run "$name" -t 600 -- "kupdate apply /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=$1'" >"$work/apply" 2>&1
-	rc=$?
-	sed 's/^/# apply: /' "$work/apply"
-	check "$1: apply kexecs (exit $rc)" test "$rc" = 252 -o "$rc" = 0
-	new_boot "$b" || bail "$1: kernel B did not come up"
+	apply_kexec "$1" "/payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=$1'"
 	status=$(run 'kupdate status')
 	echo "$status" | sed 's/^/# status: /'
 }

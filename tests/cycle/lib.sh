@@ -33,6 +33,18 @@ new_boot() { # new_boot OLD_BOOT_ID
 	head -1 "$work/state" | grep -qx running || sed 's/^/# state: /' "$work/state"
 	wait_payload
 }
+# kupdate apply ARGS in the guest (its output in $work/apply, printed), the
+# check that it kexec'd and the wait for the new boot (bail without one);
+# checks of what apply printed read $work/apply afterwards
+apply_kexec() { # apply_kexec LABEL "APPLY ARGS"
+	local b rc
+	b=$(boot_id)
+	"$vm" run "$name" -t 600 -- "kupdate apply $2" >"$work/apply" 2>&1
+	rc=$?
+	sed 's/^/# apply: /' "$work/apply"
+	check "$1: kupdate apply kexecs (vm run exit $rc: 252 or 0)" test "$rc" = 252 -o "$rc" = 0
+	new_boot "$b" || bail "$1: the new kernel did not come up"
+}
 unit_pids() { # every pid of a unit's cgroup, sorted
 	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
 }
