@@ -23,6 +23,7 @@
  * probe) only once the whole tree is ready to run (restore.c). */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <netinet/in.h>
@@ -679,6 +680,50 @@ bool inet_is_repaired(const FileEntry *e)
 	       e->isk->state == TCP_ESTABLISHED;
 }
 
+/* The part of the send queue never sent goes out the ordinary way.  The
+ * part put back in repair mode was cut into segments of one MSS each, which
+ * take more of the send buffer than the queue took when it was dumped: a
+ * full buffer has no room left for the rest (EAGAIN), and waiting for the
+ * peer's acknowledgements could take as long as it keeps its window shut.
+ * The buffer is made large enough for as long as the rest is queued, and
+ * then given back its size (further sends wait until the queue drains). */
+static int send_unsent(int sk, const uint8_t *p, size_t left, const char *what)
+{
+	int size = 0;
+	socklen_t sl = sizeof(size);
+	bool raised = false;
+	int ret = 0;
+
+	while (left) {
+		ssize_t n = send(sk, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EAGAIN && !raised &&
+		    !getsockopt(sk, SOL_SOCKET, SO_SNDBUF, &size, &sl)) {
+			/* the kernel doubles what it is given */
+			long want = (long)size + 2 * (long)left + 65536;
+
+			if (want > INT_MAX)
+				want = INT_MAX;
+			if (!setsockopt(sk, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ (int)want },
+					sizeof(int))) {
+				raised = true;
+				continue;
+			}
+		}
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			pr_err("%s: cannot send the %zu bytes it had not sent yet: %s", what, left,
+			       strerror(-ret));
+			break;
+		}
+		p += n;
+		left -= n;
+	}
+	if (raised)
+		setsockopt(sk, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ size / 2 }, sizeof(int));
+	return ret ? -EIO : 0;
+}
+
 /* After the lock is lifted: leave repair mode (a window probe goes out) and
  * send what had never been sent. */
 int inet_release(int sk, const InetSk *s, const char *what)
@@ -690,22 +735,8 @@ int inet_release(int sk, const InetSk *s, const char *what)
 		ret = reuse_again(sk, s->opts && s->opts->reuseaddr, what);
 	if (ret)
 		return ret;
-	if (t && t->unsent) {
-		const uint8_t *p = t->outq.data + t->outq.len - t->unsent;
-		size_t left = t->unsent;
-
-		while (left) {
-			ssize_t n = send(sk, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-			if (n <= 0) {
-				pr_err("%s: cannot send the %zu bytes it had not sent yet", what,
-				       left);
-				return -EIO;
-			}
-			p += n;
-			left -= n;
-		}
-	}
+	if (t && t->unsent)
+		return send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent, what);
 	return 0;
 }
 

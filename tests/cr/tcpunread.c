@@ -11,7 +11,12 @@
  * The peer is forked twice and its parent exits: it belongs to crrun (the
  * subreaper), not to the dumped tree.  It waits for $CRT_DIR/go (the number
  * of bytes the tree sent) before it reads, and reports in
- * $CRT_DIR/peer-verdict ("PASS ..." or "FAIL: why"). */
+ * $CRT_DIR/peer-verdict ("PASS ..." or "FAIL: why").
+ *
+ * Also dumped and restored ("tcpunread SIZE": a send buffer of SIZE, full
+ * at the dump): the part of the send queue put back in repair mode takes
+ * more of the buffer than it did, and the unsent rest must still go in
+ * (tcp.c: send_unsent), the buffer's size as it was afterwards. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -224,11 +229,11 @@ static void peer(const struct sockaddr_in *a)
 	_exit(0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
-	int lst, srv, inq = 0, outq = 0, unsent = 0, rep = -1, st;
+	int lst, srv, inq = 0, outq = 0, unsent = 0, rep = -1, st, sndbuf = 0, sndbuf2 = 0;
 	long n2 = 0;
 	char why[256], buf[64], tmp[4096];
 	unsigned char chunk[8192];
@@ -256,6 +261,10 @@ int main(void)
 	if (srv < 0)
 		crt_fail("accept: %s", strerror(errno));
 	close(lst);
+	/* "tcpunread SIZE": a send buffer of SIZE (SO_SNDBUF), full at the dump */
+	if (argc > 1 &&
+	    setsockopt(srv, SOL_SOCKET, SO_SNDBUF, &(int){ atoi(argv[1]) }, sizeof(int)))
+		crt_fail("SO_SNDBUF: %s", strerror(errno));
 
 	/* the peer's bytes wait, unread, in our receive queue */
 	for (end = now() + WAIT_SEC; !ioctl(srv, SIOCINQ, &inq) && inq < N1 && now() < end;)
@@ -280,6 +289,8 @@ int main(void)
 	crt_check(outq > 0, "nothing waits in the send queue (%ld bytes sent)", n2);
 	crt_msg("queued: %d bytes to read, %ld sent of which %d in the send queue (%d unsent)", inq,
 		n2, outq, unsent);
+	al = sizeof(sndbuf);
+	getsockopt(srv, SOL_SOCKET, SO_SNDBUF, &sndbuf, &al);
 	crt_ready();
 	crt_wait_term();
 
@@ -289,6 +300,10 @@ int main(void)
 	crt_check(!getsockopt(srv, SOL_TCP, TCP_REPAIR, &rep, &al) && rep == 0,
 		  "the socket is still in repair mode (TCP_REPAIR %d)", rep);
 	crt_check(!intact(srv, true, why, sizeof(why)), "%s", why);
+	/* the restore may have grown it for a while: it is as it was */
+	al = sizeof(sndbuf2);
+	crt_check(!getsockopt(srv, SOL_SOCKET, SO_SNDBUF, &sndbuf2, &al) && sndbuf2 == sndbuf,
+		  "SO_SNDBUF is %d, it was %d", sndbuf2, sndbuf);
 	crt_check(!ioctl(srv, SIOCINQ, &inq) && inq == N1, "%d bytes to read, expected %d", inq,
 		  N1);
 	crt_check(!read_check(srv, N1, 1, why, sizeof(why)), "reading the queued bytes: %s", why);
