@@ -34,9 +34,22 @@ bool cr_fault_unit(const char *phase, int idx, const char *name)
 	return false;
 }
 
+/* a thread that works on one unit says which (apply's parallel dumps) */
+static __thread int thread_unit = -1;
+static __thread const char *thread_unit_name;
+
+void cr_fault_set_unit(int idx, const char *name)
+{
+	thread_unit = idx;
+	thread_unit_name = name;
+}
+
 bool cr_fault(const char *phase)
 {
 	const char *u = getenv("KUPDATE_FAULT_UNIT");
+
+	if (thread_unit >= 0)
+		return cr_fault_unit(phase, thread_unit, thread_unit_name);
 
 	return cr_fault_unit(phase, u ? atoi(u) : 0, getenv("KUPDATE_FAULT_UNIT_NAME"));
 }

@@ -25,7 +25,8 @@
  *
  * The orchestrator puts the position of the unit it works on in
  * KUPDATE_FAULT_UNIT (and its name in KUPDATE_FAULT_UNIT_NAME) for the
- * engine's checks. */
+ * engine's checks, or, in a thread that dumps units, gives them to
+ * cr_fault_set_unit(), which overrides the environment in that thread. */
 #ifndef CR_FAULT_H
 #define CR_FAULT_H
 
@@ -35,5 +36,8 @@
 bool cr_fault_unit(const char *phase, int idx, const char *name);
 /* the same for the unit in KUPDATE_FAULT_UNIT / KUPDATE_FAULT_UNIT_NAME */
 bool cr_fault(const char *phase);
+/* the unit this thread works on, for cr_fault() (IDX -1: none, the
+ * environment's) */
+void cr_fault_set_unit(int idx, const char *name);
 
 #endif

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <string.h>
@@ -24,6 +25,13 @@ struct first_error {
 };
 static struct first_error *first_err;
 
+/* and the first error logged by this thread since cr_log_mark_thread()
+ * (apply dumps its units in threads at once) */
+static __thread struct {
+	bool on, taken;
+	char msg[1024];
+} thread_err;
+
 void cr_log_init(const char *prog, int level, int log_fd)
 {
 	cfg.prog = prog;
@@ -44,6 +52,18 @@ void cr_log_mark(void)
 		first_err->msg[0] = 0;
 		atomic_store(&first_err->taken, 0);
 	}
+}
+
+void cr_log_mark_thread(void)
+{
+	thread_err.on = true;
+	thread_err.taken = false;
+	thread_err.msg[0] = 0;
+}
+
+const char *cr_log_thread_error(void)
+{
+	return thread_err.taken ? thread_err.msg : NULL;
 }
 
 const char *cr_log_first_error(void)
@@ -88,6 +108,12 @@ void cr_log(int level, const char *fmt, ...)
 			vsnprintf(first_err->msg, sizeof(first_err->msg), fmt, ap);
 			va_end(ap);
 			atomic_store(&first_err->taken, 2);
+		}
+		if (thread_err.on && !thread_err.taken) {
+			va_start(ap, fmt);
+			vsnprintf(thread_err.msg, sizeof(thread_err.msg), fmt, ap);
+			va_end(ap);
+			thread_err.taken = true;
 		}
 	}
 	if (level > cfg.level && (cfg.fd < 0 || level > CR_LOG_DEBUG))

@@ -24,6 +24,11 @@ unsigned cr_log_errors(void);
  * records for a unit. */
 void cr_log_mark(void);
 const char *cr_log_first_error(void);
+/* The first error this thread logged since it called cr_log_mark_thread()
+ * (NULL if none, or if it never called it): a dump's own, when several run
+ * at once in threads.  Errors of the threads it started are not in it. */
+void cr_log_mark_thread(void);
+const char *cr_log_thread_error(void);
 
 #define pr_err(fmt, ...)   cr_log(CR_LOG_ERROR, fmt, ##__VA_ARGS__)
 #define pr_warn(fmt, ...)  cr_log(CR_LOG_WARN, fmt, ##__VA_ARGS__)

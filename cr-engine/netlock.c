@@ -12,6 +12,7 @@
  * added by the dump and removed by the restore (or by a failed dump). */
 #include <arpa/inet.h>
 #include <nftables/libnftables.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "log.h"
@@ -46,9 +47,32 @@ static void element(const struct cr_conn *c, char *buf, size_t len, const char *
 	snprintf(buf, len, "%s . %u . %s . %u", r, c->rport, l, c->lport);
 }
 
+/* libnftables keeps state of its own beyond a context: apply's dumps,
+ * which run in threads, take turns in it */
+static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int nft_cmd(struct nft_ctx *nft, const char *cmd)
+{
+	int ret;
+
+	pthread_mutex_lock(&nft_lock);
+	ret = nft_run_cmd_from_buffer(nft, cmd);
+	pthread_mutex_unlock(&nft_lock);
+	return ret;
+}
+
+static void close_nft(struct nft_ctx *nft)
+{
+	if (!nft)
+		return;
+	pthread_mutex_lock(&nft_lock);
+	nft_ctx_free(nft);
+	pthread_mutex_unlock(&nft_lock);
+}
+
 static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 {
-	int ret = nft_run_cmd_from_buffer(nft, cmd);
+	int ret = nft_cmd(nft, cmd);
 
 	if (ret && !quiet) {
 		const char *err = nft_ctx_get_error_buffer(nft);
@@ -61,8 +85,11 @@ static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 
 static struct nft_ctx *open_nft(void)
 {
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+	struct nft_ctx *nft;
 
+	pthread_mutex_lock(&nft_lock);
+	nft = nft_ctx_new(NFT_CTX_DEFAULT);
+	pthread_mutex_unlock(&nft_lock);
 	if (!nft) {
 		pr_err("network lock: cannot create an nftables context");
 		return NULL;
@@ -123,7 +150,7 @@ int netlock_add(const struct cr_conn *c, size_t n)
 	if (!nft)
 		return -EIO;
 	ret = add(nft, c, n, true);
-	nft_ctx_free(nft);
+	close_nft(nft);
 	return ret;
 }
 
@@ -161,7 +188,7 @@ void netlock_close(struct netlock *l)
 {
 	if (!l)
 		return;
-	nft_ctx_free(l->nft);
+	close_nft(l->nft);
 	free(l);
 }
 
@@ -170,7 +197,7 @@ static bool table_empty(struct nft_ctx *nft)
 {
 	const char *out;
 
-	if (nft_run_cmd_from_buffer(nft, "list table " TABLE))
+	if (nft_cmd(nft, "list table " TABLE))
 		return true;
 	out = nft_ctx_get_output_buffer(nft);
 	return !out || !strstr(out, "elements");
@@ -188,7 +215,7 @@ int netlock_del(const struct cr_conn *c, size_t n)
 	size_t len = 0;
 
 	if (!nft || !batch) {
-		nft_ctx_free(nft);
+		close_nft(nft);
 		free(batch);
 		return nft ? -ENOMEM : -EIO;
 	}
@@ -210,7 +237,7 @@ int netlock_del(const struct cr_conn *c, size_t n)
 	free(batch);
 	if (table_empty(nft))
 		run(nft, "delete table " TABLE, true);
-	nft_ctx_free(nft);
+	close_nft(nft);
 	return 0;
 }
 
@@ -222,7 +249,7 @@ int netlock_clear(void)
 	if (!nft)
 		return -EIO;
 	ret = run(nft, "delete table " TABLE, true);
-	nft_ctx_free(nft);
+	close_nft(nft);
 	return ret;
 }
 
@@ -237,8 +264,8 @@ bool netlock_present(const struct cr_conn *c)
 		return false;
 	element(c, el, sizeof(el), &set);
 	snprintf(cmd, sizeof(cmd), "get element " TABLE " %s { %s }", set, el);
-	present = nft_run_cmd_from_buffer(nft, cmd) == 0;
-	nft_ctx_free(nft);
+	present = nft_cmd(nft, cmd) == 0;
+	close_nft(nft);
 	return present;
 }
 
@@ -257,12 +284,12 @@ int netlock_probe(char *why, size_t len)
 			"add element " TABLE " conn6 { ::1 . 1 . ::1 . 2 }\n",
 			setup);
 	if (!cmd) {
-		nft_ctx_free(nft);
+		close_nft(nft);
 		return -ENOMEM;
 	}
 	/* check mode: the kernel validates the batch, then aborts it */
 	nft_ctx_set_dry_run(nft, true);
-	ret = nft_run_cmd_from_buffer(nft, cmd) ? -EOPNOTSUPP : 0;
+	ret = nft_cmd(nft, cmd) ? -EOPNOTSUPP : 0;
 	if (ret) {
 		const char *err = nft_ctx_get_error_buffer(nft);
 
@@ -271,6 +298,6 @@ int netlock_probe(char *why, size_t len)
 		snprintf(why, len, "%.*s", (int)strcspn(err, "\n"), err);
 	}
 	free(cmd);
-	nft_ctx_free(nft);
+	close_nft(nft);
 	return ret;
 }

@@ -146,7 +146,8 @@ static int check_refusals(struct cr_dump_ctx *ctx, struct cr_proc *p, const char
 {
 	long tracer = status_field(status, "\nTracerPid:", 10);
 
-	if (tracer > 0 && tracer != getpid()) {
+	/* the tracer is a thread: the one dumping (apply dumps in threads) */
+	if (tracer > 0 && tracer != gettid()) {
 		pr_err("pid %d is being traced (ptrace) by pid %ld; a traced process cannot be "
 		       "dumped",
 		       p->pid, tracer);

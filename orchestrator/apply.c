@@ -4,8 +4,9 @@
  *    then a runtime drop-in per unit tells systemd not to restart it nor
  *    run its stop commands when it is retired (one daemon reload, before
  *    any unit is frozen: it counts in no unit's downtime)
- *  2 per unit: freeze (systemd), seize every process of its cgroup, thaw
- *    (the processes stay stopped under ptrace), dump; the engine locks the
+ *  2 per unit, in threads that each take the next unit (--jobs, one a
+ *    CPU): freeze (systemd), seize every process of its cgroup, thaw (the
+ *    processes stay stopped under ptrace), dump; the engine locks the
  *    unit's TCP connections in the network
  *  3 manifest, fsync, rename: the cycle is ready; the kernel, loaded at
  *    preflight with the cycle id and the pids then running, is loaded
@@ -25,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,19 +68,45 @@ struct aunit {
 	size_t nr_ids;
 	size_t nr_conns;
 	uint64_t bytes;
+	int worker; /* the dump thread that holds sess (its processes' tracer) */
 };
 
 struct apply_opts {
 	const char *kernel, *initrd, *append;
 	char *store; /* --store, made absolute */
 	bool dry_run, fast, no_kexec, no_reserve, pre_dump;
+	int jobs; /* --jobs: units dumped at once (0: one a CPU) */
 };
+
+/* systemd's bus connection is used by one thread at a time (the units'
+ * freezes and thaws happen in the dump threads) */
+static pthread_mutex_t sd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int unit_freeze(struct aunit *u)
+{
+	int ret;
+
+	pthread_mutex_lock(&sd_lock);
+	ret = sd_freeze(u->sd, u->name);
+	pthread_mutex_unlock(&sd_lock);
+	return ret;
+}
+
+static int unit_thaw(struct aunit *u)
+{
+	int ret;
+
+	pthread_mutex_lock(&sd_lock);
+	ret = sd_thaw(u->sd, u->name);
+	pthread_mutex_unlock(&sd_lock);
+	return ret;
+}
 
 static void usage_apply(FILE *f)
 {
 	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
-	      "                     [--pre-dump]\n"
+	      "                     [--pre-dump] [--store DIR] [--jobs N]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
@@ -96,6 +124,8 @@ static void usage_apply(FILE *f)
 	      "                    survives the kexec: ext4 with the dax option on the pmem\n"
 	      "                    device of a memmap= region keeps every page in RAM), not\n"
 	      "                    the state directory\n"
+	      "  --jobs N          dump N units at once (default: one a CPU; every unit\n"
+	      "                    stays frozen until the last one is dumped)\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -111,7 +141,7 @@ static int thaw_seized(void *arg)
 
 	/* every process is in a ptrace stop: thawing lets the engine run code
 	 * in them, and nothing of the unit runs on */
-	if (u->frozen && sd_thaw(u->sd, u->name))
+	if (u->frozen && unit_thaw(u))
 		return -EIO;
 	u->frozen = false;
 	if (cr_fault("dump")) {
@@ -164,20 +194,6 @@ static int check_room(struct aunit *u, int n, const char *dir)
 		return -ENOSPC;
 	}
 	return 0;
-}
-
-static void resume_all(struct aunit *u, int n)
-{
-	for (int i = 0; i < n; i++) {
-		if (u[i].sess) {
-			cr_dump_end(u[i].sess, false);
-			u[i].sess = NULL;
-		}
-		if (u[i].frozen) {
-			sd_thaw(u[i].sd, u[i].name);
-			u[i].frozen = false;
-		}
-	}
 }
 
 static uint64_t dir_bytes(const char *dir)
@@ -233,7 +249,7 @@ static int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdi
 	return ret;
 }
 
-static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
+static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, bool progress)
 {
 	_cleanup_free_ char *imgdir = NULL;
 	struct cr_dump_opts o = { 0 };
@@ -249,7 +265,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	fflush(stdout);
 	u->frozen_at_rt = rt_ns();
 	u->t_freeze = now_ns(CLOCK_MONOTONIC);
-	ret = sd_freeze(u->sd, u->name);
+	ret = unit_freeze(u);
 	if (ret)
 		return ret;
 	u->frozen = true;
@@ -271,9 +287,10 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	o.seized = thaw_seized;
 	o.cb_arg = u;
 	term_progress_init(&tp, u->name);
+	/* one progress line at a time: none when units are dumped in parallel */
+	tp.active = tp.active && progress;
 	o.progress = term_progress;
 	o.progress_arg = &tp;
-	cr_log_mark();
 	ret = cr_dump_begin(&o, &u->st, &u->sess);
 	term_progress_done(&tp);
 	if (ret)
@@ -290,6 +307,166 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	       (u->t_dumped - u->t_freeze) / 1e9);
 	fflush(stdout);
 	return ret;
+}
+
+/* The units are frozen and dumped by threads, as many as CPUs (or
+ * --jobs), each taking the next unit not yet taken: the units wait frozen
+ * for the last dump, so the dumps' total is in every unit's downtime.  A
+ * thread that seized a unit's processes is their tracer (ptrace belongs to
+ * a thread) and the only one that can end the unit's session: after the
+ * dumps it waits for the verdict, to kill its units (the commit is made)
+ * or to resume them (a dump failed, or a later step). */
+enum { MAX_JOBS = 16 };
+enum verdict { VERDICT_NONE, VERDICT_KILL, VERDICT_RESUME };
+
+struct dumpers;
+struct dump_worker {
+	struct dumpers *d;
+	int idx;
+	pthread_t th;
+};
+
+struct dumpers {
+	struct aunit *u;
+	int n, next;
+	const char *cycle_id, *cycdir;
+	int failed;	/* 1 + the unit whose dump failed first, or 0 */
+	int ret;	/* its error */
+	char why[1024]; /* its first error message, or "" */
+	int nr, idle;
+	enum verdict verdict;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dump_worker w[MAX_JOBS];
+};
+
+static void *dump_worker(void *arg)
+{
+	struct dump_worker *w = arg;
+	struct dumpers *d = w->d;
+	enum verdict v;
+
+	for (;;) {
+		int i;
+
+		pthread_mutex_lock(&d->mu);
+		i = d->failed ? d->n : d->next++;
+		pthread_mutex_unlock(&d->mu);
+		if (i >= d->n)
+			break;
+		d->u[i].worker = w->idx;
+		/* for the engine's fault checks (tests) */
+		cr_fault_set_unit(i + 1, d->u[i].name);
+		cr_log_mark_thread();
+		int ret = dump_unit(&d->u[i], d->cycle_id, d->cycdir, d->nr == 1);
+
+		if (ret) {
+			pthread_mutex_lock(&d->mu);
+			if (!d->failed) {
+				/* its own error; one of its page writers' if none */
+				const char *why = cr_log_thread_error();
+
+				if (!why)
+					why = cr_log_first_error();
+				snprintf(d->why, sizeof(d->why), "%s", why ? why : "");
+				d->failed = i + 1;
+				d->ret = ret;
+			}
+			pthread_mutex_unlock(&d->mu);
+		}
+	}
+	pthread_mutex_lock(&d->mu);
+	d->idle++;
+	pthread_cond_broadcast(&d->cv);
+	while (d->verdict == VERDICT_NONE)
+		pthread_cond_wait(&d->cv, &d->mu);
+	v = d->verdict;
+	pthread_mutex_unlock(&d->mu);
+	/* the kills at the point of no return: each thread its own units */
+	for (int i = 0; i < d->n; i++) {
+		if (d->u[i].sess && d->u[i].worker == w->idx) {
+			cr_dump_end(d->u[i].sess, v == VERDICT_KILL);
+			d->u[i].sess = NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Freeze and dump every unit; returns when all are dumped or one failed
+ * (then the threads took no further unit): d->failed names it.  The
+ * sessions stay with the threads until dumpers_end(). */
+static int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char *cycle_id,
+		       const char *cycdir)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(d, 0, sizeof(*d));
+	d->u = u;
+	d->n = n;
+	d->cycle_id = cycle_id;
+	d->cycdir = cycdir;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if (jobs <= 0)
+		jobs = cpus > 0 ? (int)cpus : 1;
+	jobs = jobs < n ? jobs : n;
+	jobs = jobs < MAX_JOBS ? jobs : MAX_JOBS;
+	/* a page writer's error is found in cr_log_first_error() */
+	cr_log_mark();
+	d->nr = jobs;
+	for (int k = 0; k < jobs; k++) {
+		int ret;
+
+		d->w[k].d = d;
+		d->w[k].idx = k;
+		ret = pthread_create(&d->w[k].th, NULL, dump_worker, &d->w[k]);
+		if (ret) {
+			pr_err("cannot start a dump thread: %s", strerror(ret));
+			pthread_mutex_lock(&d->mu);
+			d->nr = k;
+			if (!d->failed) {
+				d->failed = d->next < n ? d->next + 1 : n;
+				d->ret = -ret;
+			}
+			/* the others stop; with no thread at all no unit was touched */
+			d->next = n;
+			pthread_mutex_unlock(&d->mu);
+			break;
+		}
+	}
+	pthread_mutex_lock(&d->mu);
+	while (d->idle < d->nr)
+		pthread_cond_wait(&d->cv, &d->mu);
+	pthread_mutex_unlock(&d->mu);
+	return d->failed ? -1 : 0;
+}
+
+/* the threads end their units' sessions (killing them or letting them run
+ * on) and are gone; again: nothing */
+static void dumpers_end(struct dumpers *d, bool kill_them)
+{
+	if (!d->u)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->verdict = kill_them ? VERDICT_KILL : VERDICT_RESUME;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	for (int k = 0; k < d->nr; k++)
+		pthread_join(d->w[k].th, NULL);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	d->u = NULL;
+}
+
+static void resume_all(struct dumpers *d, struct aunit *u, int n)
+{
+	dumpers_end(d, false);
+	for (int i = 0; i < n; i++) {
+		if (u[i].frozen) {
+			sd_thaw(u[i].sd, u[i].name);
+			u[i].frozen = false;
+		}
+	}
 }
 
 /* The ids the dump will save (pstree.c: cr_images_ids), read from the
@@ -392,6 +569,19 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	}
 	m.n_units = n;
 	m.units = pcu;
+	if (store) {
+		/* the images in the store reach it before the manifest names
+		 * them (the state directory's are synced with the manifest) */
+		_cleanup_close_ int sfd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (sfd < 0 || syncfs(sfd)) {
+			ret = -errno;
+			pr_perror("cannot sync the image store %s", store);
+			free(cu);
+			free(pcu);
+			return ret;
+		}
+	}
 	ret = manifest_write(dirfd, &m);
 	/* the images and the manifest reach the disk before the cycle exists */
 	if (!ret && syncfs(dirfd))
@@ -480,17 +670,6 @@ static void undo_handover(struct sd *sd, struct aunit *u, int n)
 		restart_if_stopped(sd, u[i].name, "during the failed apply");
 }
 
-/* After this the units are dead: their processes are killed without FIN
- * or RST (prepare_handover keeps systemd from restarting them or running
- * their stop commands). */
-static void retire_units(struct aunit *u, int n)
-{
-	for (int i = 0; i < n; i++) {
-		cr_dump_end(u[i].sess, true);
-		u[i].sess = NULL;
-	}
-}
-
 static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char ***units, int *nr)
 {
 	static const struct option opts[] = {
@@ -504,6 +683,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "no-pid-reserve", no_argument, NULL, 'P' },
 		{ "pre-dump", no_argument, NULL, 'M' },
 		{ "store", required_argument, NULL, 'S' },
+		{ "jobs", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -541,6 +721,18 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		case 'M':
 			ao->pre_dump = true;
 			break;
+		case 'j': {
+			char *end;
+			long j = strtol(optarg, &end, 10);
+
+			if (*end || end == optarg || j < 1 || j > MAX_JOBS) {
+				pr_err("--jobs %s: give a number of units to dump at once, 1 to %d",
+				       optarg, MAX_JOBS);
+				return 2;
+			}
+			ao->jobs = (int)j;
+			break;
+		}
 		case 'P':
 			ao->no_reserve = true;
 			break;
@@ -621,6 +813,7 @@ int cmd_apply(int argc, char **argv)
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
 			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL, *store_dir = NULL;
 	bool loaded = false, handover = false;
+	struct dumpers dumpers = { 0 };
 	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
 	/* where a failure happened, for its last message */
 	const char *phase = "preflight", *phase_unit = NULL;
@@ -777,31 +970,20 @@ int cmd_apply(int argc, char **argv)
 			goto abort;
 		}
 	}
-	for (int i = 0; i < n; i++) {
-		char idx[16];
+	if (dumpers_run(&dumpers, u, n, ao.jobs, id, tmp)) {
+		int i = dumpers.failed - 1;
+		const char *why = dumpers.why[0] ? dumpers.why : NULL;
 
-		/* for the engine's fault checks (tests) */
-		snprintf(idx, sizeof(idx), "%d", i + 1);
-		setenv("KUPDATE_FAULT_UNIT", idx, 1);
-		setenv("KUPDATE_FAULT_UNIT_NAME", u[i].name, 1);
 		phase_unit = u[i].name;
-		ret = dump_unit(&u[i], id, tmp);
-		if (ret) {
-			const char *why = cr_log_first_error();
-
-			pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
-			       "nothing was kexec'd",
-			       u[i].name, why ? ": " : "", why ? why : "");
-			journal_note(id, u[i].name, 3, "checkpoint failed: %s; cycle abandoned",
-				     why ? why : strerror(-ret));
-			goto abort;
-		}
+		pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
+		       "nothing was kexec'd",
+		       u[i].name, why ? ": " : "", why ? why : "");
+		journal_note(id, u[i].name, 3, "checkpoint failed: %s; cycle abandoned",
+			     why ? why : strerror(-dumpers.ret));
+		goto abort;
 	}
 
 	/* 3. the cycle: pids to keep free, the final command line, manifest */
-	unsetenv("KUPDATE_FAULT_UNIT");
-	unsetenv("KUPDATE_FAULT_UNIT_NAME");
-	phase_unit = NULL;
 	phase = "kexec-load";
 	{
 		size_t total = 0, k = 0;
@@ -842,7 +1024,10 @@ int cmd_apply(int argc, char **argv)
 
 	/* 4. the point of no return */
 	phase = "retire";
-	retire_units(u, n);
+	/* after this the units are dead: their processes are killed without
+	 * FIN or RST (prepare_handover keeps systemd from restarting them or
+	 * running their stop commands) */
+	dumpers_end(&dumpers, true);
 	for (int i = 0; i < n; i++)
 		journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
 			     u[i].st.processes, (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
@@ -881,7 +1066,7 @@ int cmd_apply(int argc, char **argv)
 	goto out;
 
 abort:
-	resume_all(u, n);
+	resume_all(&dumpers, u, n);
 	if (tmp)
 		rm_cycle_dir(tmp);
 	if (handover)
@@ -900,10 +1085,9 @@ out:
 	}
 	if (loaded)
 		kexec_unload();
+	dumpers_end(&dumpers, false);
 	if (u) {
 		for (int i = 0; i < n; i++) {
-			if (u[i].sess)
-				cr_dump_end(u[i].sess, false);
 			if (u[i].frozen)
 				sd_thaw(&sd, u[i].name);
 			unit_info_free(&u[i].ui);

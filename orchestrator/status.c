@@ -70,12 +70,68 @@ static json_object *jstr(const char *v)
 	return v ? json_object_new_string(v) : NULL;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Freeze and dump as wall time: from the first unit's freeze to the end
+ * of the last dump (units are dumped several at once), of which *dump is
+ * the time some dump ran and *freeze the rest; *end is when the last dump
+ * ended (realtime ns).  Without the units' freeze times (older manifests)
+ * the dumps are taken as one after the other.  -1 when not known. */
+static void freeze_dump_wall(const CycleManifest *m, int64_t *freeze, int64_t *dump, int64_t *end)
+{
+	int64_t frozen = 0, dumps = 0, first = INT64_MAX, last = INT64_MIN, upto = INT64_MIN;
+	int64_t(*iv)[2] = calloc(m->n_units ? m->n_units : 1, sizeof(*iv));
+	size_t n = 0;
+
+	*end = -1;
+	for (size_t i = 0; i < m->n_units; i++) {
+		const CycleUnit *u = m->units[i];
+
+		frozen += u->frozen_ns;
+		dumps += u->dump_ns;
+		if (!iv || !u->has_frozen_at_ns || !u->has_frozen_ns || !u->has_dump_ns)
+			continue;
+		iv[n][1] = (int64_t)u->frozen_at_ns + (int64_t)u->frozen_ns;
+		iv[n][0] = iv[n][1] - (int64_t)u->dump_ns;
+		first = (int64_t)u->frozen_at_ns < first ? (int64_t)u->frozen_at_ns : first;
+		last = iv[n][1] > last ? iv[n][1] : last;
+		n++;
+	}
+	if (!n || n != m->n_units) {
+		/* one after the other */
+		*freeze = frozen - dumps;
+		*dump = dumps;
+		free(iv);
+		return;
+	}
+	/* the length of the union of the dumps' intervals */
+	qsort(iv, n, sizeof(*iv), cmp_i64);
+	dumps = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t from = iv[i][0] > upto ? iv[i][0] : upto;
+
+		if (iv[i][1] > from)
+			dumps += iv[i][1] - from;
+		upto = iv[i][1] > upto ? iv[i][1] : upto;
+	}
+	*dump = dumps;
+	*freeze = last - first - dumps;
+	*end = last;
+	free(iv);
+}
+
 /* The cycle's phases, measured on both sides of the kexec (wall clock;
  * the two kernels' clocks agree through the hardware clock). */
 static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st, json_object *json)
 {
 	_cleanup_free_ char *kp = cycle_path(id, "kexec-at"), *kt = NULL;
-	int64_t frozen = 0, dump = 0, kexec_at = 0, boot_at = 0, to_restore = -1, restore_max = 0;
+	int64_t frozen = 0, dump = 0, dumped_at, kexec_at = 0, boot_at = 0, to_restore = -1,
+		restore_max = 0;
 	int64_t userspace = -1;
 	const char *names[] = { "preflight",
 				"freeze",
@@ -87,9 +143,8 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 				"restore" };
 	int64_t v[8];
 
+	freeze_dump_wall(m, &frozen, &dump, &dumped_at);
 	for (size_t i = 0; i < m->n_units; i++) {
-		frozen += m->units[i]->frozen_ns;
-		dump += m->units[i]->dump_ns;
 		if (!st[i] || !st[i]->has_restore_start_ns)
 			continue;
 		boot_at = st[i]->boot_at_ns;
@@ -103,10 +158,14 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 	if (kp && !read_file_at(AT_FDCWD, kp, &kt, NULL))
 		kexec_at = atoll(kt);
 	v[0] = m->has_preflight_ns ? (int64_t)m->preflight_ns : -1;
-	v[1] = frozen - dump; /* freezing the units (the dumps run frozen) */
+	v[1] = frozen; /* freezing the units (the dumps run frozen) */
 	v[2] = dump;
-	v[3] = kexec_at && m->has_started_ns ? kexec_at - (int64_t)m->started_ns - v[0] - frozen
-					     : -1;
+	if (kexec_at && dumped_at >= 0)
+		v[3] = kexec_at - dumped_at;
+	else if (kexec_at && m->has_started_ns)
+		v[3] = kexec_at - (int64_t)m->started_ns - v[0] - frozen - dump;
+	else
+		v[3] = -1;
 	v[4] = kexec_at && boot_at ? boot_at - kexec_at : -1;
 	/* the new kernel's boot up to systemd, then systemd up to the first
 	 * restore (CLOCK_MONOTONIC and CLOCK_BOOTTIME agree: no suspend) */

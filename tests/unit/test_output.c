@@ -49,6 +49,9 @@ static char *capture(int (*fn)(int, char **), char **argv, int *rc)
 	return text;
 }
 
+/* the units' freeze times, as apply writes them (two dumped at once) */
+static bool with_freeze_times;
+
 static void write_cycle(void)
 {
 	static int32_t ids[3] = { 42, 43, 44 };
@@ -77,6 +80,26 @@ static void write_cycle(void)
 	u[1].main_pid = 44;
 	u[1].n_ids = 1;
 	u[1].ids = ids + 2;
+	if (with_freeze_times) {
+		/* web: frozen at T, dumped T+50..T+250 ms; db: frozen at
+		 * T+10, dumped T+50..T+310; kexec asked for at T+400 */
+		int64_t t = 1796278153100000000LL;
+		char kp[256];
+
+		u[0].has_frozen_at_ns = u[1].has_frozen_at_ns = 1;
+		u[0].frozen_at_ns = t;
+		u[1].frozen_at_ns = t + 10000000;
+		u[1].has_frozen_ns = u[1].has_dump_ns = 1;
+		u[1].frozen_ns = 300000000;
+		u[1].dump_ns = 260000000;
+		snprintf(dir, sizeof(dir), "%s/cycles/%s", tmpdir, CYCLE);
+		assert_int_equal(mkdir_p(dir, 0700), 0);
+		snprintf(kp, sizeof(kp), "%s/kexec-at", dir);
+		dfd = open(kp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		assert_true(dfd >= 0);
+		assert_true(dprintf(dfd, "%lld\n", (long long)(t + 400000000)) > 0);
+		close(dfd);
+	}
 	m.id = CYCLE;
 	m.format_version = CYCLE_FORMAT_VERSION;
 	m.tool_version = "test";
@@ -185,6 +208,38 @@ static void test_status_json(void **state)
 	free(text);
 }
 
+/* units dumped at once: the phases are wall time, not the sum of the
+ * units' times (freeze 50 ms, dump 260 ms, commit+stop 90 ms: summed,
+ * 90 ms, 460 ms and a negative commit) */
+static void test_status_phases_parallel(void **state)
+{
+	char *argv[] = { "status", "--json", NULL };
+	json_object *root, *ph;
+	char *text;
+	int rc;
+
+	(void)state;
+	with_freeze_times = true;
+	write_cycle();
+	with_freeze_times = false;
+	text = capture(cmd_status, argv, &rc);
+	assert_int_equal(rc, 0);
+	root = json_tokener_parse(text);
+	if (!root)
+		fail_msg("not JSON: %s", text);
+	ph = member(root, "phases_ns", json_type_object);
+	assert_int_equal(json_object_get_int64(member(ph, "freeze", json_type_int)), 50000000);
+	assert_int_equal(json_object_get_int64(member(ph, "dump", json_type_int)), 260000000);
+	assert_int_equal(json_object_get_int64(member(ph, "commit_and_stop", json_type_int)),
+			 90000000);
+	json_object_put(root);
+	free(text);
+	/* the next tests' cycle has no kexec-at */
+	snprintf(text = malloc(256), 256, "%s/cycles/%s/kexec-at", tmpdir, CYCLE);
+	unlink(text);
+	free(text);
+}
+
 static void test_status_human(void **state)
 {
 	char *argv[] = { "status", NULL };
@@ -213,6 +268,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_json),
+		cmocka_unit_test(test_status_phases_parallel),
 		cmocka_unit_test(test_status_human),
 	};
 	int ret;
