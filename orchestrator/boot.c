@@ -263,6 +263,42 @@ static void raise_last_pid(const CycleManifest *m)
 		close(fd);
 }
 
+/* The restores read their images seconds after the generator runs (the
+ * boot goes on to local-fs.target and journald first): their reading from
+ * the disk is started now, in the background (readahead), and they find
+ * them in memory.  A store (apply --store) is not mounted yet, and on DAX
+ * needs none.  Errors do not matter here: the restore meets them. */
+void prefetch_cycle_images(const char *id, const CycleManifest *m)
+{
+	if (m->store)
+		return;
+	for (size_t i = 0; i < m->n_units; i++) {
+		_cleanup_free_ char *dir = cycle_path(id, "%s", m->units[i]->imgdir);
+		_cleanup_free_ char *pre = dir ? xasprintf("%s.pre", dir) : NULL;
+		const char *dirs[] = { dir, pre }; /* its images, its pre-dump's */
+
+		for (int k = 0; k < 2; k++) {
+			DIR *d = dirs[k] ? opendir(dirs[k]) : NULL;
+			struct dirent *de;
+
+			while (d && (de = readdir(d))) {
+				int fd;
+
+				if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+					continue;
+				fd = openat(dirfd(d), de->d_name,
+					    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+				if (fd < 0)
+					continue;
+				posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+				close(fd);
+			}
+			if (d)
+				closedir(d);
+		}
+	}
+}
+
 int cmd_generator(int argc, char **argv)
 {
 	CycleManifest *m;
@@ -293,6 +329,7 @@ int cmd_generator(int argc, char **argv)
 	}
 	if (!getenv("KUPDATE_CMDLINE")) /* not in tests */
 		raise_last_pid(m);
+	prefetch_cycle_images(id, m);
 	wants = calloc(1, 1);
 	after = calloc(1, 1);
 	for (size_t i = 0; i < m->n_units && wants && after; i++) {

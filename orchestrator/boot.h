@@ -5,6 +5,8 @@
 
 #include <stdbool.h>
 
+#include "cycle.h"
+
 struct sd;
 
 /* /run/systemd/system ($KUPDATE_RUNTIME_UNIT_DIR overrides) */
@@ -17,6 +19,9 @@ void remove_checkpointed_dropin(const char *unit);
  * apply --store's directory, which the restore waits to be mounted */
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
 			 bool here, const char *store);
+/* start reading the images of cycle id from the disk in the background
+ * (the generator: the restores come seconds later) */
+void prefetch_cycle_images(const char *id, const CycleManifest *m);
 /* restore the units of cycle id on this kernel (the kexec failed) */
 int restore_here(struct sd *s, const char *id);
 /* cold-start what was not restored, record, clean up (kupdate finish) */

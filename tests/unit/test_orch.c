@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -240,6 +242,68 @@ static void test_dropins(void **state)
 	assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* pages of the file at path in the page cache */
+static size_t resident(const char *path, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	void *p = fd >= 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	unsigned char vec[1024];
+	size_t n = 0;
+
+	assert_true(p != MAP_FAILED && len / 4096 <= sizeof(vec));
+	assert_int_equal(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < len / 4096; i++)
+		n += vec[i] & 1;
+	munmap(p, len);
+	close(fd);
+	return n;
+}
+
+/* the generator starts reading a cycle's images (and its pre-dump's) into
+ * the page cache; with a store it leaves them alone */
+static void test_prefetch(void **state)
+{
+	CycleUnit u, *pu[1];
+	int32_t ids[2] = { 42, 43 };
+	CycleManifest *m = sample(&u, pu, ids);
+	const size_t len = 4 << 20;
+	char path[2][320], dir[256];
+	char *buf = malloc(len);
+	struct timespec ts = { 0, 20000000 };
+
+	(void)state;
+	m->id = "20261203T070000-0001";
+	memset(buf, 0x5a, len);
+	for (int k = 0; k < 2; k++) {
+		int fd;
+
+		snprintf(dir, sizeof(dir), "%s/cycles/%s/units/demo.service%s", tmpdir, m->id,
+			 k ? ".pre" : "");
+		assert_int_equal(mkdir_p(dir, 0700), 0);
+		snprintf(path[k], sizeof(path[k]), "%s/pages-42.img", dir);
+		fd = open(path[k], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, buf, len), (ssize_t)len);
+		assert_int_equal(fsync(fd), 0);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		close(fd);
+	}
+	free(buf);
+	if (resident(path[0], len) == len / 4096 || resident(path[1], len) == len / 4096)
+		skip(); /* a file system that keeps them all in memory (tmpfs) */
+	m->store = "/var/lib/kupdate-store";
+	prefetch_cycle_images(m->id, m);
+	assert_true(resident(path[0], len) < len / 4096);
+	m->store = NULL;
+	prefetch_cycle_images(m->id, m);
+	for (int i = 0; i < 250 && (resident(path[0], len) < len / 4096 ||
+				    resident(path[1], len) < len / 4096);
+	     i++)
+		nanosleep(&ts, NULL);
+	assert_int_equal(resident(path[0], len), len / 4096);
+	assert_int_equal(resident(path[1], len), len / 4096);
+}
+
 /* the generator: a drop-in for each unit of the named cycle that has no
  * result yet, the boot wanting them, nothing for another cycle */
 static void test_generator(void **state)
@@ -375,7 +439,7 @@ int main(void)
 		cmocka_unit_test(test_names),		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
 		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
-		cmocka_unit_test(test_store),
+		cmocka_unit_test(test_store),		cmocka_unit_test(test_prefetch),
 	};
 	char cmd[96];
 	int ret;
