@@ -78,6 +78,15 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		  struct cr_dump_session **s);
 void cr_dump_end(struct cr_dump_session *s, bool kill);
 
+/* An operator's interruption (SIGINT, SIGTERM): the caller's signal
+ * handler calls cr_request_stop(sig) (async-signal-safe), and the dumps in
+ * progress stop at their next step (a process, 512 KiB of its pages) and
+ * fail with -EINTR as a failure there would: their trees run on as they
+ * were, their connections flow, no image is left.  cr_stop_requested():
+ * the signal, or 0. */
+void cr_request_stop(int sig);
+int cr_stop_requested(void);
+
 struct cr_restore_opts {
 	const char *imgdir;
 	bool detach;	      /* return once the tree runs; the caller is its parent */

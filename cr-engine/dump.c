@@ -183,16 +183,38 @@ static void sockets_resume(struct cr_dump_ctx *ctx)
 	tcp_dump_resume(ctx);
 }
 
-/* test only (KUPDATE_FAULT=kill-dump, fault.h): kupdate dies in the middle
- * of a dump, the first process dumped (its connections read), nothing
- * written yet */
+static volatile sig_atomic_t stop_signal;
+
+void cr_request_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+int cr_stop_requested(void)
+{
+	return stop_signal;
+}
+
+/* test only (KUPDATE_FAULT=kill-dump, interrupt-dump: fault.h): kupdate
+ * dies, or gets SIGINT, in the middle of a dump, the first process dumped
+ * (its connections read), nothing written yet */
 static void fault_kill_dump(void)
 {
+	if (cr_fault("interrupt-dump")) {
+		fprintf(stderr, "kupdate: interrupt-dump fault (KUPDATE_FAULT): SIGINT in the "
+				"middle of a dump\n");
+		kill(getpid(), SIGINT);
+	}
 	if (!cr_fault("kill-dump"))
 		return;
 	fprintf(stderr, "kupdate: kill-dump fault (KUPDATE_FAULT): SIGKILL in the middle of a "
 			"dump\n");
 	kill(getpid(), SIGKILL);
+}
+
+static int check_stop(void)
+{
+	return stop_signal ? -EINTR : 0;
 }
 
 static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -444,7 +466,9 @@ static int pre_dump(struct cr_dump_ctx *ctx, const struct cr_dump_opts *o, bool 
 
 		if (p->state == TASK_STATE__TASK_ZOMBIE)
 			continue;
-		ret = mem_write_predump(ctx, p);
+		ret = check_stop();
+		if (!ret)
+			ret = mem_write_predump(ctx, p);
 		if (!ret && o->progress) {
 			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
 						       ctx->total_pages * PAGE_SIZE };
@@ -455,7 +479,8 @@ static int pre_dump(struct cr_dump_ctx *ctx, const struct cr_dump_opts *o, bool 
 	if (!ret)
 		ret = write_inventory(ctx);
 	if (ret) {
-		pr_err("pre-dump of pid %d failed: %s", ctx->procs[0]->pid, strerror(-ret));
+		pr_err("pre-dump of pid %d failed: %s", ctx->procs[0]->pid,
+		       ret == -EINTR && stop_signal ? strsignal(stop_signal) : strerror(-ret));
 		remove_images(ctx->dirfd, o->imgdir, created);
 	}
 	return ret;
@@ -501,7 +526,9 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		return ret;
 	}
 
-	ret = seize_tree(ctx);
+	ret = check_stop();
+	if (!ret)
+		ret = seize_tree(ctx);
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
 	if (!ret && o->pre_dump) {
@@ -512,7 +539,9 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		return ret;
 	}
 	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
-		ret = dump_process(ctx, ctx->procs[i]);
+		ret = check_stop();
+		if (!ret)
+			ret = dump_process(ctx, ctx->procs[i]);
 		if (!ret && !i && !o->check_only)
 			fault_kill_dump();
 		if (!ret && o->progress && !o->check_only) {
@@ -528,6 +557,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = sysvshm_check_outside(ctx);
 	if (!ret)
 		ret = check_tree(ctx);
+	if (!ret)
+		ret = check_stop();
 	if (!ret && !o->check_only)
 		ret = write_images(ctx);
 
@@ -536,6 +567,10 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		release_tree(ctx, false);
 		if (ret && !o->check_only)
 			remove_images(ctx->dirfd, o->imgdir, created);
+		if (ret == -EINTR && stop_signal)
+			pr_err("pid %d: dump interrupted (%s): the tree runs on as it was, its "
+			       "connections flow, no image is left",
+			       ctx->procs ? ctx->procs[0]->pid : o->root, strsignal(stop_signal));
 		if (ret && !cr_log_errors())
 			pr_err("dump of pid %d failed: %s",
 			       ctx->procs ? ctx->procs[0]->pid : o->root, strerror(-ret));

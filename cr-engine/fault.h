@@ -17,7 +17,9 @@
  *            kill-dump (engine: kupdate SIGKILLs itself once the first
  *            process of the unit is dumped, its connections read, before
  *            any image is written; `kupdate dump` too, with no N, as in the
- *            host test fault-kill-dump-tcp), room-check-off (skip the
+ *            host test fault-kill-dump-tcp), interrupt-dump (the same,
+ *            with SIGINT: the dump stops as after Ctrl-C; host test
+ *            fault-interrupt-dump-tcp), room-check-off (skip the
  *            free-space check, so that a full image filesystem is met by
  *            the writes)
  *   boot:    generator, restore (engine: after the tree is created),

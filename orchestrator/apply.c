@@ -774,6 +774,17 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 	return 0;
 }
 
+/* Ctrl-C, SIGTERM, SIGHUP before the point of no return: checked
+ * between the steps (the dumps check it themselves) */
+static bool interrupted(void)
+{
+	int sig = cr_stop_requested();
+
+	if (sig)
+		pr_err("interrupted (%s)", strsignal(sig));
+	return sig != 0;
+}
+
 /* the state directory, 0700, locked against a second apply */
 static int lock_state(void)
 {
@@ -824,6 +835,8 @@ int cmd_apply(int argc, char **argv)
 		free(ao.store);
 		return ret < 0 ? 0 : ret;
 	}
+	/* up to the point of no return an interruption resumes every unit */
+	stop_signals_catch();
 	if (!nr_names) {
 		if (preserved_units(&preserved, &nr_pres)) {
 			pr_perror("cannot read %s", wants_dir());
@@ -883,7 +896,7 @@ int cmd_apply(int argc, char **argv)
 	pre_cmdline = cmdline;
 	cmdline = NULL;
 	lockfd = lock_state();
-	if (lockfd < 0 || check_room(u, n, ao.store ? ao.store : state_dir()))
+	if (lockfd < 0 || check_room(u, n, ao.store ? ao.store : state_dir()) || interrupted())
 		goto out;
 	preflight_ns = now_ns(CLOCK_MONOTONIC) - t_start;
 	if (ao.dry_run) {
@@ -893,6 +906,8 @@ int cmd_apply(int argc, char **argv)
 			char why[1024];
 			unsigned procs;
 
+			if (interrupted())
+				goto out;
 			if (unit_check(u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
 				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 				bad++;
@@ -955,6 +970,8 @@ int cmd_apply(int argc, char **argv)
 		preflight_ns += now_ns(CLOCK_MONOTONIC) - t_ho;
 	}
 	handover = true;
+	if (interrupted())
+		goto abort;
 	phase = "dump";
 	/* every unit's memory first, while they all run */
 	for (int i = 0; ao.pre_dump && i < n; i++) {
@@ -982,6 +999,8 @@ int cmd_apply(int argc, char **argv)
 			     why ? why : strerror(-dumpers.ret));
 		goto abort;
 	}
+	if (interrupted())
+		goto abort;
 
 	/* 3. the cycle: pids to keep free, the final command line, manifest */
 	phase = "kexec-load";
@@ -1018,8 +1037,10 @@ int cmd_apply(int argc, char **argv)
 		pr_err("cannot mark the cycle ready: manifest fault injected by KUPDATE_FAULT");
 		goto abort;
 	}
-	if (publish(tmp, final))
+	if (interrupted() || publish(tmp, final))
 		goto abort;
+	/* the cycle is ready: it is carried out whatever comes */
+	stop_signals_ignore();
 	printf("kupdate: cycle %s ready in %s\n", id, final);
 
 	/* 4. the point of no return */

@@ -156,6 +156,8 @@ int cmd_dump(int argc, char **argv)
 	term_progress_init(&tp, what);
 	o.progress = term_progress;
 	o.progress_arg = &tp;
+	/* Ctrl-C: the tree runs on as it was, its connections flow */
+	stop_signals_catch();
 	ret = cr_dump(&o, &st);
 	term_progress_done(&tp);
 	if (ret)

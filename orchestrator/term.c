@@ -1,5 +1,7 @@
 /* Colours and progress on a terminal (term.h). */
+#include <errno.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,4 +95,46 @@ void json_print(struct json_object *o, FILE *f)
 							JSON_C_TO_STRING_NOSLASHESCAPE),
 	      f);
 	fputc('\n', f);
+}
+
+static void on_stop(int sig)
+{
+	static volatile sig_atomic_t seen;
+	static const char msg[] = "\nkupdate: interrupted: stopping at the next step, what was "
+				  "stopped resumes (again to kill kupdate at once)\n";
+	int saved = errno;
+
+	if (seen) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	seen = 1;
+	cr_request_stop(sig);
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+		/* nowhere to say it */
+	}
+	errno = saved;
+}
+
+static void stop_signals(void (*fn)(int))
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { 0 };
+
+	sa.sa_handler = fn;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+void stop_signals_catch(void)
+{
+	stop_signals(on_stop);
+}
+
+void stop_signals_ignore(void)
+{
+	stop_signals(SIG_IGN);
 }

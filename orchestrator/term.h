@@ -34,4 +34,12 @@ void term_progress(const struct cr_dump_progress *p, void *arg);
 /* erase the progress line */
 void term_progress_done(struct term_progress *tp);
 
+/* SIGINT, SIGTERM and SIGHUP while units or trees are being stopped and
+ * dumped: the first asks the dumps to stop (cr_request_stop: what was
+ * stopped resumes, nothing is lost) and says so on stderr; a second one
+ * kills kupdate at once.  stop_signals_ignore(): past the point of no
+ * return (the units are gone, the kexec must happen). */
+void stop_signals_catch(void);
+void stop_signals_ignore(void);
+
 #endif

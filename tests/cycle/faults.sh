@@ -11,6 +11,7 @@
 # nftables table inet kupdate; no cycle (ready or partial) left; no kernel
 # loaded for kexec.
 #   preflight, netlock:1 (the host client's connection), freeze:2, dump:3,
+#   interrupt-dump:2 (SIGINT in the middle of demo-pipe's dump, as Ctrl-C),
 #   image-write:2, manifest, kexec-load, a full image filesystem (a 128 KiB
 #   tmpfs as KUPDATE_STATE_DIR: refused by the preflight; with the room check
 #   off, met by the writes: ENOSPC), kill-dump:2 (kupdate SIGKILLs itself in
@@ -174,6 +175,11 @@ intact "freeze:2"
 apply_fault "dump:3" 'dump fault injected.*' KUPDATE_FAULT=dump:3
 check "dump:3: the last line names the phase and unit" grep -q 'phase dump of demo-echo.service' "$work/apply"
 intact "dump:3"
+# Ctrl-C in the middle of demo-pipe's dump (the engine sends kupdate SIGINT):
+# the dumps stop, every unit resumes, the host client sees no reset
+apply_fault "interrupt-dump:2" 'dump interrupted .Interrupt.' KUPDATE_FAULT=interrupt-dump:2
+check "interrupt-dump:2: the last line names the phase" grep -q 'apply failed in phase dump' "$work/apply"
+intact "interrupt-dump:2"
 apply_fault "image-write:2" 'image-write fault injected' KUPDATE_FAULT=image-write:2
 intact "image-write:2"
 apply_fault "manifest" 'manifest fault injected' KUPDATE_FAULT=manifest
