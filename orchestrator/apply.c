@@ -82,22 +82,13 @@ struct apply_opts {
  * freezes and thaws happen in the dump threads) */
 static pthread_mutex_t sd_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int unit_freeze(struct aunit *u)
+/* sd_freeze or sd_thaw of the unit */
+static int unit_call_locked(int (*fn)(struct sd *, const char *), struct aunit *u)
 {
 	int ret;
 
 	pthread_mutex_lock(&sd_lock);
-	ret = sd_freeze(u->sd, u->name);
-	pthread_mutex_unlock(&sd_lock);
-	return ret;
-}
-
-static int unit_thaw(struct aunit *u)
-{
-	int ret;
-
-	pthread_mutex_lock(&sd_lock);
-	ret = sd_thaw(u->sd, u->name);
+	ret = fn(u->sd, u->name);
 	pthread_mutex_unlock(&sd_lock);
 	return ret;
 }
@@ -141,7 +132,7 @@ static int thaw_seized(void *arg)
 
 	/* every process is in a ptrace stop: thawing lets the engine run code
 	 * in them, and nothing of the unit runs on */
-	if (u->frozen && unit_thaw(u))
+	if (u->frozen && unit_call_locked(sd_thaw, u))
 		return -EIO;
 	u->frozen = false;
 	if (cr_fault("dump")) {
@@ -265,7 +256,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	fflush(stdout);
 	u->frozen_at_rt = rt_ns();
 	u->t_freeze = now_ns(CLOCK_MONOTONIC);
-	ret = unit_freeze(u);
+	ret = unit_call_locked(sd_freeze, u);
 	if (ret)
 		return ret;
 	u->frozen = true;

@@ -1,0 +1,71 @@
+/* The restore of one tree: its context, shared by restore.c (the tree's
+ * creation and the driving of its processes), restore-images.c (the images
+ * loaded and validated) and restore-blob.c (what each process hands to the
+ * restorer blob).  Private to the restore. */
+#ifndef CR_RESTORE_CTX_H
+#define CR_RESTORE_CTX_H
+
+#include <stdatomic.h>
+
+#include "files.h"
+#include "restore.h"
+#include "sysvshm.h"
+
+enum stage { ST_FORK = 1, ST_PGID, ST_PREPARE, ST_GO };
+
+struct shared_proc {
+	uint64_t blob_start, blob_len, args_addr;
+};
+
+struct shared {
+	_Atomic uint32_t stage;
+	_Atomic uint32_t count;
+	_Atomic uint32_t failed; /* a process failed and said why */
+	pid_t tool;
+	struct shared_proc procs[];
+};
+
+/* a process that exists only while the tree is built: the leader of a
+ * process group whose real leader was dead at dump time */
+struct helper {
+	pid_t pid;
+	struct rproc *parent;
+};
+
+/* a helper that takes the id of a session whose leader was dead at dump
+ * and forks the roots that belong to it */
+struct session_helper {
+	pid_t sid;
+};
+
+struct rctx {
+	const struct cr_restore_opts *opts;
+	int dirfd;
+	InventoryEntry *inv;
+	PstreeEntry **pstree;
+	size_t nr;
+	struct rproc *procs;
+	size_t nr_live;
+	size_t nr_threads;
+	struct rfiles files;
+	struct rshm shm;
+	struct helper *helpers;
+	size_t nr_helpers;
+	struct session_helper *sessions;
+	size_t nr_sessions;
+	struct shared *sh;
+	size_t sh_len;
+	uint64_t xcr0;
+};
+
+/* restore-images.c: every image of the tree, loaded and checked against
+ * the inventory, before anything is created */
+int load_images(struct rctx *c);
+void free_images(struct rctx *c);
+
+/* restore-blob.c: process rp (index idx) maps and fills the blob's
+ * region; where to jump, its arguments and stack */
+int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
+	    uint64_t *stack_p);
+
+#endif
