@@ -70,6 +70,36 @@ static void close_nft(struct nft_ctx *nft)
 	pthread_mutex_unlock(&nft_lock);
 }
 
+/* Closing the nftables socket after a deletion waits for the kernel to
+ * free what was deleted (20 ms on this host, an RCU grace period, more in
+ * an emulated guest): a restore's unlock leaves it to the process's exit,
+ * after its tree runs again. */
+enum { MAX_DEFERRED = 8 };
+static struct nft_ctx *deferred[MAX_DEFERRED];
+static int nr_deferred;
+
+static void close_deferred(void)
+{
+	pthread_mutex_lock(&nft_lock);
+	while (nr_deferred > 0)
+		nft_ctx_free(deferred[--nr_deferred]);
+	pthread_mutex_unlock(&nft_lock);
+}
+
+static void close_later(struct nft_ctx *nft)
+{
+	static bool registered;
+
+	pthread_mutex_lock(&nft_lock);
+	if (nr_deferred < MAX_DEFERRED && (registered || !atexit(close_deferred))) {
+		registered = true;
+		deferred[nr_deferred++] = nft;
+		nft = NULL;
+	}
+	pthread_mutex_unlock(&nft_lock);
+	close_nft(nft);
+}
+
 static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 {
 	int ret = nft_cmd(nft, cmd);
@@ -237,7 +267,7 @@ int netlock_del(const struct cr_conn *c, size_t n)
 	free(batch);
 	if (table_empty(nft))
 		run(nft, "delete table " TABLE, true);
-	close_nft(nft);
+	close_later(nft);
 	return 0;
 }
 
