@@ -384,7 +384,8 @@ static void *dump_worker(void *arg)
 }
 
 /* Freeze and dump every unit; returns when all are dumped or one failed
- * (then the threads took no further unit): d->failed names it.  The
+ * (then the threads took no further unit): d->failed names it (0: no
+ * thread could be started).  The
  * sessions stay with the threads until dumpers_end(). */
 static int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char *cycle_id,
 		       const char *cycdir)
@@ -412,18 +413,18 @@ static int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, cons
 		d->w[k].idx = k;
 		ret = pthread_create(&d->w[k].th, NULL, dump_worker, &d->w[k]);
 		if (ret) {
-			pr_err("cannot start a dump thread: %s", strerror(ret));
+			/* the threads started take every unit */
+			pr_warn("cannot start a dump thread: %s; %d dump at once", strerror(ret),
+				k);
 			pthread_mutex_lock(&d->mu);
 			d->nr = k;
-			if (!d->failed) {
-				d->failed = d->next < n ? d->next + 1 : n;
-				d->ret = -ret;
-			}
-			/* the others stop; with no thread at all no unit was touched */
-			d->next = n;
 			pthread_mutex_unlock(&d->mu);
 			break;
 		}
+	}
+	if (!d->nr) {
+		pr_err("cannot start a dump thread: no unit was touched");
+		return -1;
 	}
 	pthread_mutex_lock(&d->mu);
 	while (d->idle < d->nr)
@@ -560,19 +561,6 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	}
 	m.n_units = n;
 	m.units = pcu;
-	if (store) {
-		/* the images in the store reach it before the manifest names
-		 * them (the state directory's are synced with the manifest) */
-		_cleanup_close_ int sfd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (sfd < 0 || syncfs(sfd)) {
-			ret = -errno;
-			pr_perror("cannot sync the image store %s", store);
-			free(cu);
-			free(pcu);
-			return ret;
-		}
-	}
 	ret = manifest_write(dirfd, &m);
 	/* the images and the manifest reach the disk before the cycle exists */
 	if (!ret && syncfs(dirfd))
@@ -582,6 +570,19 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	free(cu);
 	free(pcu);
 	return ret;
+}
+
+/* the images in the store reach it before the manifest names them (the
+ * state directory's are synced with the manifest) */
+static int sync_store(const char *store)
+{
+	_cleanup_close_ int fd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || syncfs(fd)) {
+		pr_perror("cannot sync the image store %s", store);
+		return -errno;
+	}
+	return 0;
 }
 
 static int publish(const char *tmp, const char *final)
@@ -982,6 +983,9 @@ int cmd_apply(int argc, char **argv)
 		int i = dumpers.failed - 1;
 		const char *why = dumpers.why[0] ? dumpers.why : NULL;
 
+		if (i < 0)
+			goto abort;
+
 		phase_unit = u[i].name;
 		pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
 		       "nothing was kexec'd",
@@ -1022,7 +1026,8 @@ int cmd_apply(int argc, char **argv)
 	else if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
 		goto abort;
 	phase = "manifest";
-	if (write_manifest(u, n, id, tmp, &ao, cmdline, reserve, store_dir, rt_start, preflight_ns))
+	if ((store_dir && sync_store(store_dir)) ||
+	    write_manifest(u, n, id, tmp, &ao, cmdline, reserve, store_dir, rt_start, preflight_ns))
 		goto abort;
 	if (cr_fault_unit("manifest", 0, NULL)) {
 		pr_err("cannot mark the cycle ready: manifest fault injected by KUPDATE_FAULT");
@@ -1097,11 +1102,9 @@ out:
 	}
 	if (loaded)
 		kexec_unload();
-	dumpers_end(&dumpers, false);
 	if (u) {
+		resume_all(&dumpers, u, n);
 		for (int i = 0; i < n; i++) {
-			if (u[i].frozen)
-				sd_thaw(&sd, u[i].name);
 			unit_info_free(&u[i].ui);
 			free(u[i].members);
 			free(u[i].ids);
