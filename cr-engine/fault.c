@@ -46,10 +46,10 @@ void cr_fault_set_unit(int idx, const char *name)
 
 bool cr_fault(const char *phase)
 {
-	const char *u = getenv("KUPDATE_FAULT_UNIT");
+	const char *u;
 
 	if (thread_unit >= 0)
 		return cr_fault_unit(phase, thread_unit, thread_unit_name);
-
+	u = getenv("KUPDATE_FAULT_UNIT");
 	return cr_fault_unit(phase, u ? atoi(u) : 0, getenv("KUPDATE_FAULT_UNIT_NAME"));
 }

@@ -88,10 +88,10 @@ static int pw_write(struct pw_part *w, unsigned char *buf)
 		readable = vma_readable(w->p, r->vaddr);
 		for (uint64_t done = 0; done < len;) {
 			uint64_t n = MIN(len - done, (uint64_t)PW_BUF), a = r->vaddr + done;
-			int ret = cr_stop_requested() ? -EINTR : 0;
+			int ret;
 
-			if (ret)
-				return ret; /* the dump says so */
+			if (cr_stop_requested())
+				return -EINTR; /* the dump says so */
 			ret = copy_pages(w->p, buf, a, n, readable);
 
 			if (ret) {

@@ -99,17 +99,16 @@ void json_print(struct json_object *o, FILE *f)
 
 static void on_stop(int sig)
 {
-	static volatile sig_atomic_t seen;
 	static const char msg[] = "\nkupdate: interrupted: stopping at the next step, what was "
 				  "stopped resumes (again to kill kupdate at once)\n";
 	int saved = errno;
 
-	if (seen) {
+	/* the second one */
+	if (cr_stop_requested()) {
 		signal(sig, SIG_DFL);
 		raise(sig);
 		return;
 	}
-	seen = 1;
 	cr_request_stop(sig);
 	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
 		/* nowhere to say it */
