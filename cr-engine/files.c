@@ -1242,15 +1242,7 @@ static int set_fl(int fd, uint32_t flags, const char *what)
  * transport number, where no placement can clobber it. */
 static int lift(const struct rfiles *f, int fd)
 {
-	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, f->tend);
-	int ret = -errno;
-
-	close(fd);
-	if (nfd < 0) {
-		pr_err("cannot move a descriptor above %d: %s", f->tend, strerror(-ret));
-		return ret;
-	}
-	return nfd;
+	return fd_move_above(fd, f->tend);
 }
 
 /* Put fd on exactly the number want (closing what was there). */

@@ -46,15 +46,10 @@ int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off)
 
 int builder_place_fd(struct rst_builder *b, int fd)
 {
-	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, b->next_fd);
-	int ret = -errno;
+	int nfd = fd_move_above(fd, b->next_fd);
 
-	close(fd);
-	if (nfd < 0) {
-		pr_err("cannot move a descriptor above %d: %s", b->next_fd, strerror(-ret));
-		return ret;
-	}
-	b->next_fd = nfd + 1;
+	if (nfd >= 0)
+		b->next_fd = nfd + 1;
 	return nfd;
 }
 

@@ -183,3 +183,16 @@ int64_t now_ns(int clock)
 	clock_gettime(clock, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+int fd_move_above(int fd, int floor)
+{
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	int ret = -errno;
+
+	close(fd);
+	if (nfd < 0) {
+		pr_err("cannot move a descriptor above %d: %s", floor, strerror(-ret));
+		return ret;
+	}
+	return nfd;
+}

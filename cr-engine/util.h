@@ -67,6 +67,10 @@ int write_all(int fd, const void *buf, size_t len);
 int pread_all(int fd, void *buf, size_t len, off_t off);
 int pwrite_all(int fd, const void *buf, size_t len, off_t off);
 
+/* fd moved to the lowest free number >= floor (close-on-exec), the old
+ * number closed: the new number, or -errno (logged) */
+int fd_move_above(int fd, int floor);
+
 /* Read a whole (small, e.g. /proc) file into a NUL-terminated malloc'd
  * buffer; *len gets its length.  Returns 0 or -errno. */
 int read_file_at(int dirfd, const char *path, char **buf, size_t *len);
