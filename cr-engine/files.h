@@ -52,6 +52,14 @@ const char *fdinfo_find(const char *fdinfo, const char *key);
 /* Decide who creates each description; fd_floor: the highest fd in use by
  * kupdate itself (transport fds go above it and every saved fd). */
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);
+
+/* shared by files.c and files-plan.c */
+/* kupdate itself, which creates the roots: the owner of what processes of
+ * different trees (a service's several roots) share */
+extern struct rproc files_tool_owner;
+#define FILES_TOOL (&files_tool_owner)
+size_t files_index(const struct rfiles *f, uint32_t id); /* (size_t)-1: no such file */
+bool files_holds(const struct rproc *rp, uint32_t file_id);
 /* In a restoring process, before it forks: the descriptions it owns. */
 int files_create_owned(struct rfiles *f, struct rproc *rp);
 /* Descriptions shared by processes of different trees are made by
