@@ -225,6 +225,8 @@ report_ab=$(grep "^phases" <<<"$status")
 # where kernel B's boot spent its time before the restores (diagnostics)
 run 'systemd-analyze; systemd-analyze blame | head -6; systemd-analyze critical-chain demo-counter.service redis-server.service' 2>&1 |
 	sed 's/^/# boot B: /'
+# the whole journal of that boot, kept beside the results for reading
+run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-B.journal" 2>&1 || true
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \
