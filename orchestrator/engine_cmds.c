@@ -12,6 +12,7 @@
 #include "cr.h"
 #include "kupdate.h"
 #include "log.h"
+#include "recover.h"
 #include "term.h"
 
 int parse_pid(const char *s, pid_t *pid)
@@ -156,6 +157,11 @@ int cmd_dump(int argc, char **argv)
 	term_progress_init(&tp, what);
 	o.progress = term_progress;
 	o.progress_arg = &tp;
+	/* what an earlier dump killed here left held goes first; this one's
+	 * record lets the next kupdate do the same for it (recover.c) */
+	recover_dead_dumps();
+	if (!o.check_only && !o.pre_dump)
+		write_dump_record(o.imgdir, roots, o.nr_roots);
 	/* Ctrl-C: the tree runs on as it was, its connections flow */
 	stop_signals_catch();
 	ret = cr_dump(&o, &st);

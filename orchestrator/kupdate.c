@@ -39,6 +39,10 @@ void usage(FILE *out)
 	      "  check [--json] [VMLINUZ|CONFIG]\n"
 	      "      Whether a cycle can run: the kernel interfaces kupdate needs, probed\n"
 	      "      on the running kernel, and what a new kernel's configuration enables.\n"
+	      "  recover\n"
+	      "      Resume what a killed kupdate left: the units an apply had frozen, the\n"
+	      "      connections a dump had locked (apply, status, list, enable, disable\n"
+	      "      and dump do it first too).\n"
 	      "\n"
 	      "Process trees:\n"
 	      "  dump -t PID -D DIR [--leave-running] [--check] [--external-unix PATH]\n"
@@ -75,7 +79,8 @@ void usage(FILE *out)
 	      "  -h, --help           this help\n"
 	      "  --version            print the version\n"
 	      "\n"
-	      "Environment: KUPDATE_STATE_DIR (default /var/lib/kupdate).\n"
+	      "Environment: KUPDATE_STATE_DIR (default /var/lib/kupdate), KUPDATE_RUN_DIR\n"
+	      "(default /run/kupdate).\n"
 	      "Exit status: 0 on success; 1 with one line on stderr naming what failed;\n"
 	      "2 on a usage error.  See kupdate(8).\n",
 	      out);
@@ -162,10 +167,29 @@ int main(int argc, char **argv)
 			if (!strcmp(cmd, cmds[i].name)) {
 				/* the ordinary commands first resume what a killed
 				 * apply left stopped (recover.c) */
-				if (i < 5)
+				if (i < 5) {
 					recover_interrupted();
+					recover_dead_dumps();
+				}
 				return cmds[i].fn(argc, argv);
 			}
+	}
+	if (!strcmp(cmd, "recover")) {
+		int n;
+
+		if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+			usage(stdout);
+			return 0;
+		}
+		if (argc > 1) {
+			fprintf(stderr, "kupdate: error: recover takes no argument (see kupdate "
+					"--help)\n");
+			return 2;
+		}
+		n = recover_dead_dumps();
+		if (recover_interrupted() + n <= 0)
+			printf("kupdate: nothing to recover: no apply nor dump was interrupted\n");
+		return 0;
 	}
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);

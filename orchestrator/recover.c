@@ -1,4 +1,4 @@
-/* Recovery from an interrupted apply.
+/* Recovery from an interrupted apply, and from a killed dump (below).
  *
  * An apply that dies between freezing its first unit and making the cycle
  * ready (SIGKILL, OOM) cannot undo what it did: a unit may be left frozen,
@@ -37,8 +37,10 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <syslog.h>
@@ -49,6 +51,7 @@
 #include "cycle.h"
 #include "kexec.h"
 #include "log.h"
+#include "proc.h"
 #include "recover.h"
 #include "sd.h"
 #include "units.h"
@@ -248,6 +251,7 @@ int recover_interrupted(void)
 	bool opened = false;
 	DIR *d;
 	struct dirent *de;
+	int n = 0;
 
 	if (!dir || !lock)
 		return -ENOMEM;
@@ -271,9 +275,242 @@ int recover_interrupted(void)
 			opened = true;
 		}
 		recover_one(&s, dir, de->d_name);
+		n++;
 	}
 	closedir(d);
 	if (opened)
 		sd_close(&s);
+	return n;
+}
+
+/* ------------------------------------------------------ killed dumps
+ *
+ * A plain `kupdate dump` that dies (SIGKILL, OOM) in the middle of its work
+ * leaves the connections it had read in the network lock: its tree runs on
+ * (the tracer gone, the kernel resumes it) but their packets are dropped
+ * until someone removes the elements.  While it works, the dump keeps a
+ * record, $KUPDATE_RUN_DIR/dumps/PID (default /run/kupdate: the lock does
+ * not outlive the boot either), locked with flock: the network namespace
+ * it ran in, its image directory and the roots of its tree.  It removes the
+ * record when it ends, whatever the outcome (a dump that fails undoes its
+ * own work; one that completes leaves the lock for the restore).  A record
+ * nobody holds belongs to a dump that died: `kupdate recover`, and the
+ * commands listed in kupdate.c, take every socket of that tree out of
+ * repair mode and remove their elements from the lock, in the namespace
+ * the dump ran in (a record of another namespace is left for a kupdate run
+ * there). */
+
+#define DUMP_RECORD_MAX_DEPTH 64
+
+static const char *run_dir(void)
+{
+	const char *d = getenv("KUPDATE_RUN_DIR");
+
+	return d && *d ? d : "/run/kupdate";
+}
+
+static unsigned long long netns_ino(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/net", &st) ? 0 : (unsigned long long)st.st_ino;
+}
+
+static int dump_record_fd = -1;
+static char *dump_record_path;
+
+static void dump_record_remove(void)
+{
+	if (dump_record_path) {
+		unlink(dump_record_path);
+		free(dump_record_path);
+		dump_record_path = NULL;
+	}
+	if (dump_record_fd >= 0) {
+		close(dump_record_fd);
+		dump_record_fd = -1;
+	}
+}
+
+int write_dump_record(const char *imgdir, const pid_t *roots, int n)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/dumps", run_dir());
+	FILE *f = NULL;
+	int fd = -1, ret = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	if (mkdir_p(dir, 0700)) {
+		ret = -errno;
+		goto fail;
+	}
+	dump_record_path = xasprintf("%s/%d", dir, getpid());
+	if (!dump_record_path)
+		return -ENOMEM;
+	fd = open(dump_record_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX)) {
+		ret = -errno;
+		goto fail;
+	}
+	dump_record_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	f = fdopen(fd, "w");
+	if (dump_record_fd < 0 || !f) {
+		ret = -errno;
+		goto fail;
+	}
+	fd = -1;
+	fprintf(f, "pid %d\nnetns %llu\nimages %s\n", getpid(), netns_ino(), imgdir);
+	/* with its start time: a pid used again since is someone else */
+	for (int i = 0; i < n; i++) {
+		struct proc_stat ps;
+
+		fprintf(f, "root %d %llu\n", roots[i],
+			parse_stat(roots[i], 0, &ps) ? 0ULL : ps.starttime);
+	}
+	if (fclose(f)) {
+		f = NULL;
+		ret = -errno;
+		goto fail;
+	}
+	atexit(dump_record_remove);
 	return 0;
+fail:
+	pr_warn("cannot keep the record %s/%d (%s): were this dump killed, its connections "
+		"would stay held until 'nft delete table inet kupdate'",
+		dir, getpid(), strerror(-ret));
+	if (f)
+		fclose(f);
+	if (fd >= 0)
+		close(fd);
+	if (dump_record_path)
+		unlink(dump_record_path);
+	free(dump_record_path);
+	dump_record_path = NULL;
+	if (dump_record_fd >= 0)
+		close(dump_record_fd);
+	dump_record_fd = -1;
+	return ret;
+}
+
+/* pid and every process below it */
+static void release_tree(pid_t pid, int depth, unsigned *procs, unsigned *repaired,
+			 unsigned *unlocked)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+
+	if (depth > DUMP_RECORD_MAX_DEPTH || kill(pid, 0))
+		return;
+	(*procs)++;
+	release_sockets(pid, repaired, unlocked);
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	while (d && (de = readdir(d))) {
+		_cleanup_free_ char *kids = NULL, *p = NULL;
+
+		if (de->d_name[0] == '.')
+			continue;
+		p = xasprintf("/proc/%d/task/%s/children", pid, de->d_name);
+		if (!p || read_file_at(AT_FDCWD, p, &kids, NULL))
+			continue;
+		for (char *k = kids; *k;) {
+			char *e;
+			long c = strtol(k, &e, 10);
+
+			if (e == k)
+				break;
+			if (c > 0)
+				release_tree(c, depth + 1, procs, repaired, unlocked);
+			k = e;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+static void recover_dump(const char *path, int fd)
+{
+	_cleanup_free_ char *text = NULL, *images = NULL;
+	unsigned long long ns = 0;
+	unsigned procs = 0, repaired = 0, unlocked = 0;
+	int owner = 0, roots = 0;
+
+	(void)fd;
+	if (read_file_at(AT_FDCWD, path, &text, NULL))
+		return;
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *nl = strchr(l, '\n');
+
+		if (!strncmp(l, "pid ", 4))
+			owner = atoi(l + 4);
+		else if (!strncmp(l, "netns ", 6))
+			ns = strtoull(l + 6, NULL, 10);
+		else if (!strncmp(l, "images ", 7) && !images)
+			images = nl ? strndup(l + 7, nl - l - 7) : strdup(l + 7);
+	}
+	if (ns != netns_ino())
+		return; /* for a kupdate run in that namespace */
+	fprintf(stderr,
+		"kupdate: recovery: a dump (pid %d) into %s was killed before it finished; "
+		"resuming its tree's connections\n",
+		owner, images ? images : "?");
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		struct proc_stat ps;
+		char *e;
+		long pid;
+		unsigned long long start;
+
+		if (strncmp(l, "root ", 5))
+			continue;
+		pid = strtol(l + 5, &e, 10);
+		start = strtoull(e, NULL, 10);
+		roots++;
+		if (pid > 0 && !parse_stat(pid, 0, &ps) && ps.starttime == start)
+			release_tree(pid, 0, &procs, &repaired, &unlocked);
+	}
+	if (procs)
+		fprintf(stderr,
+			"kupdate: recovery: %u processes of its tree run on: %u TCP connections "
+			"out of repair mode, %u released from the network lock; the images in "
+			"%s are incomplete: remove them\n",
+			procs, repaired, unlocked, images ? images : "?");
+	else
+		fprintf(stderr,
+			"kupdate: recovery: its tree (%d roots) no longer runs: nothing to "
+			"release (its images in %s may be complete: check with 'kupdate "
+			"show')\n",
+			roots, images ? images : "?");
+	syslog(LOG_WARNING,
+	       "kupdate: recovered after a killed dump (pid %d) into %s: %u processes, %u "
+	       "connections released",
+	       owner, images ? images : "?", procs, unlocked);
+	unlink(path);
+}
+
+int recover_dead_dumps(void)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/dumps", run_dir());
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		_cleanup_free_ char *p = NULL;
+		_cleanup_close_ int fd = -1;
+		struct stat st;
+
+		if (de->d_name[0] == '.' || atoi(de->d_name) == getpid())
+			continue;
+		p = xasprintf("%s/%s", dir, de->d_name);
+		fd = p ? open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+		/* a dump at work holds it; one that ended removed it */
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, &st) || !st.st_nlink)
+			continue;
+		recover_dump(p, fd);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
 }

@@ -18,8 +18,9 @@
  * --expect-dump-killed: the dump is expected to die of SIGKILL (a fault
  * injected with --kupdate-env KUPDATE_FAULT=kill-dump): the whole tree must
  * run on, no longer traced nor stopped; with --netns, the network lock the
- * dump left must be there, and is removed (as the recovery after a killed
- * apply does); then the test gets SIGTERM and gives its verdict.
+ * dump left must be there; `kupdate recover` must find the dump's record
+ * and release its connections (no element left in the lock, the record
+ * gone); then the test gets SIGTERM and gives its verdict.
  *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
@@ -668,6 +669,51 @@ static int runs_free(pid_t pid, char *why, size_t wl)
 	return ret;
 }
 
+/* After the killed dump: its record is there, and `kupdate recover` finds
+ * it, releases what the dump held (no element left in the network lock)
+ * and removes it. */
+static int recover_killed_dump(void)
+{
+	char rec[512], out[512];
+	char *argv[] = { (char *)o.kupdate, "recover", NULL };
+	char *text;
+	int rc, ok;
+
+	snprintf(rec, sizeof(rec), "%s/dumps", workdir);
+	if (run_ip("ls %s/dumps/[0-9]* >/dev/null 2>&1", workdir)) {
+		diag("the killed dump left no record in %s", rec);
+		return -1;
+	}
+	snprintf(out, sizeof(out), "%s/recover.out", workdir);
+	rc = run(argv, out, NULL);
+	text = slurp(out);
+	ok = rc == 0 && text && matches(text, "a dump .pid [0-9]*. into .* was killed") &&
+	     (!o.netns || matches(text, "[1-9][0-9]* released from the network lock"));
+	if (!ok) {
+		diag("kupdate recover (exit %d) did not release the killed dump's tree", rc);
+		show_file("kupdate recover", out);
+	} else {
+		char *l = strstr(text, "processes of its tree");
+
+		while (l && l > text && l[-1] != '\n')
+			l--;
+		diag("%s", l ? l : text);
+	}
+	free(text);
+	if (!ok)
+		return -1;
+	if (o.netns &&
+	    !run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
+		diag("the network lock still holds connections after kupdate recover");
+		return -1;
+	}
+	if (!run_ip("ls %s/dumps/[0-9]* >/dev/null 2>&1", workdir)) {
+		diag("kupdate recover left the record in %s", rec);
+		return -1;
+	}
+	return 0;
+}
+
 /* --expect-dump-killed: kupdate died of SIGKILL in the middle of the dump */
 static int check_dump_killed(const struct proc_info *procs, int n, int rc, const char *out)
 {
@@ -695,18 +741,12 @@ static int check_dump_killed(const struct proc_info *procs, int n, int rc, const
 			}
 			usleep(2000);
 		}
-	if (!o.netns)
-		return 0;
-	if (run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
+	if (o.netns && run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
 		diag("the killed dump left no network lock: it died before it locked a "
 		     "connection");
 		return -1;
 	}
-	if (run_ip("nft delete table inet kupdate")) {
-		diag("cannot remove the network lock the killed dump left");
-		return -1;
-	}
-	return 0;
+	return recover_killed_dump();
 }
 
 static const char *dump_prev; /* --prev for the next dump */
@@ -1096,6 +1136,13 @@ static int test_main(char **targv)
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
 		rc = do_dump(root, img, false, out, &dsecs);
 		dump_prev = NULL;
+		/* a dump that ended, however, took its record away (recover.c) */
+		if (!o.expect_dump_killed &&
+		    !run_ip("ls %s/dumps/[0-9]* >/dev/null 2>&1", workdir)) {
+			diag("the dump (exit %d) left its record in %s/dumps", rc, workdir);
+			kill_tree(root);
+			return 1;
+		}
 		if (o.expect_dump_killed) {
 			if (check_dump_killed(before, nbefore, rc, out)) {
 				kill_tree(root);
@@ -1530,6 +1577,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		chmod(workdir, 0755);
+		/* the records of kupdate's dumps (recover.c) stay with the test */
+		setenv("KUPDATE_RUN_DIR", workdir, 1);
 	}
 	{
 		/* the test runs in the work directory: absolute paths */

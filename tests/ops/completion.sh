@@ -47,7 +47,7 @@ EOS
 chmod +x "$t/bin/kupdate"
 export PATH=$t/bin:$PATH KUPDATE_STATE_DIR=$t/state
 
-expect "kupdate " "apply check disable dump enable help list restore show status"
+expect "kupdate " "apply check disable dump enable help list recover restore show status"
 expect "kupdate st" "status"
 expect "kupdate -v --log-file /tmp/x.log li" "list"
 expect "kupdate --v" "--verbose --version"
@@ -60,11 +60,11 @@ mkdir -p "$t/imgs/a" "$t/imgs/b"
 expect "kupdate show $t/imgs/" "$t/imgs/a $t/imgs/b"
 
 # every option of every command's --help is offered
-for cmd in apply status list check dump restore show; do
+for cmd in apply status list check recover dump restore show; do
 	help=$("$k" "$cmd" --help 2>&1 | grep -oE '(^|[ [|,])--?[a-zA-Z][a-zA-Z-]*' | sed 's/^[ [|,]//' | sort -u)
 	# dump, restore and show print kupdate's whole usage: their own line
 	case $cmd in
-	dump | restore | show)
+	recover | dump | restore | show)
 		help=$("$k" --help | awk -v c="  $cmd " 'index($0, c) == 1 { p = 1 } p && (/^$/ || (/^  [a-z]/ && index($0, c) != 1)) { p = 0 } p' |
 			grep -oE '(^|[ [|,])--?[a-zA-Z][a-zA-Z-]*' | sed 's/^[ [|,]//' | sort -u)
 		;;
