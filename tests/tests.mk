@@ -1,14 +1,16 @@
 # tests: unit tests (cmocka), checkpoint/restore tests on this host.
 
 TBIN        := $(BUILD)/tests
-CR_PROGS    := $(patsubst tests/cr/%.c,%,$(filter-out tests/cr/crt.c tests/cr/crrun.c,$(wildcard tests/cr/*.c)))
+# the runner, in three files (not test programs)
+CRRUN_SRC   := tests/cr/crrun.c tests/cr/crrun-damage.c tests/cr/crrun-net.c
+CR_PROGS    := $(patsubst tests/cr/%.c,%,$(filter-out tests/cr/crt.c $(CRRUN_SRC),$(wildcard tests/cr/*.c)))
 CR_BINS     := $(addprefix $(TBIN)/cr/,$(CR_PROGS)) $(TBIN)/cr/crrun
 # test programs: plain C, no sanitizers (they are what gets dumped)
 CR_CFLAGS   := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Itests/cr
 
-$(TBIN)/cr/crrun: tests/cr/crrun.c
+$(TBIN)/cr/crrun: $(CRRUN_SRC) tests/cr/crrun.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $(CRRUN_SRC)
 
 $(TBIN)/cr/%: tests/cr/%.c tests/cr/crt.c tests/cr/crt.h
 	@mkdir -p $(dir $@)

@@ -24,6 +24,12 @@
  *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
+ *
+ * This file holds the run itself: the test, the dump and the restore, the
+ * checks around them and the options.  What the runner does to the dumped
+ * state between the dump and the restore (--corrupt, --drop-sysvshm,
+ * --squat-sysvshm) is in crrun-damage.c, the network side (--netns, --peer)
+ * in crrun-net.c, and what they share in crrun.h.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -39,58 +45,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <net/if.h>
-#include <sched.h>
-#include <sys/ioctl.h>
-#include <sys/ipc.h>
 #include <sys/prctl.h>
-#include <sys/shm.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
-struct opts {
-	const char *kupdate;
-	int iterations;
-	bool leave_running;
-	long max_image_kb;
-	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
-	int timeout;
-	const char *expect_dump_fail;
-	const char *expect_restore_fail;
-	bool expect_dump_killed;
-	bool keep;
-	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
-	bool netns;	     /* run everything in a new network namespace */
-	const char *peer;    /* a program outside the tree, in a namespace of its own */
-	char *peer_args[8];
-	int n_peer_args;
-	bool peer_local;	      /* the peer shares our namespace (loopback) */
-	bool check;		      /* dump --check: the tree must stay as it was */
-	const char *extra_roots_file; /* the test names more roots of its tree here */
-	char *restore_extra[8];
-	int n_restore_extra;
-	char **dump_extra;
-	int n_dump_extra;
-	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
-	/* after the dump, the System V segments the tree had attached are
-	 * removed, as a kexec would (--drop-sysvshm), and their ids given to
-	 * segments of ours (--squat-sysvshm) */
-	bool drop_sysvshm, squat_sysvshm;
-	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
-	int pre_dumps;
-	bool no_prev;
-	const char *skip_if;
-} o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
+#include "crrun.h"
 
-static char workdir[256];
+struct opts o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
 
-static void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void diag(const char *fmt, ...)
+char workdir[256];
+
+void diag(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -102,7 +70,7 @@ static void diag(const char *fmt, ...)
 	fflush(stdout);
 }
 
-static double now(void)
+double now(void)
 {
 	struct timespec ts;
 
@@ -146,7 +114,7 @@ static int run(char *const argv[], const char *out_path, double *secs)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *slurp(const char *path)
+char *slurp(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	char *buf;
@@ -164,7 +132,7 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-static void show_file(const char *title, const char *path)
+void show_file(const char *title, const char *path)
 {
 	char *s = slurp(path), *line, *save = NULL;
 
@@ -173,11 +141,6 @@ static void show_file(const char *title, const char *path)
 		diag("  %s", line);
 	free(s);
 }
-
-struct proc_info {
-	pid_t pid, ppid;
-	char state; /* as in /proc/PID/stat */
-};
 
 static int read_ppid(pid_t pid, pid_t *ppid, char *state)
 {
@@ -376,130 +339,6 @@ static bool matches(const char *text, const char *re)
 	return m;
 }
 
-/* Damage the first image whose name starts with the prefix (or, if it has
- * a '*', matches it as a shell pattern: "pages-*.1.img"):
- *   truncate:P  cut it to half its size
- *   flip:P      flip one bit (page data: inside the first page)
- *   flipqN:P    flip one bit N quarters (1-3) into the file
- *   version:P   give its header format version 99
- *   chmod:P     make it writable by others (0666)
- *   chown:P     give it to another user (65534)
- *   swap:P      replace it by the same file of the previous dump (prev) */
-static int corrupt_images(const char *img, const char *prev)
-{
-	const char *colon = strchr(o.corrupt, ':');
-	const char *prefix = colon ? colon + 1 : "";
-	bool flip = !strncmp(o.corrupt, "flip:", 5) || !strncmp(o.corrupt, "flipq", 5);
-	const char *slash = strrchr(prefix, '/');
-	char dir[1024], path[1400] = "", name[256] = "";
-	DIR *d;
-	struct dirent *de;
-
-	/* "parent/pages-": an image of the layer below (--pre-dumps) */
-	if (slash) {
-		snprintf(dir, sizeof(dir), "%s/%.*s", img, (int)(slash - prefix), prefix);
-		prefix = slash + 1;
-	} else {
-		snprintf(dir, sizeof(dir), "%s", img);
-	}
-	d = opendir(dir);
-	while (d && (de = readdir(d)))
-		if ((strchr(prefix, '*') ? !fnmatch(prefix, de->d_name, 0)
-					 : !strncmp(de->d_name, prefix, strlen(prefix))) &&
-		    strstr(de->d_name, ".img")) {
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			snprintf(name, sizeof(name), "%s", de->d_name);
-			break;
-		}
-	if (d)
-		closedir(d);
-	if (!path[0]) {
-		diag("no image named %s* to damage", prefix);
-		return -1;
-	}
-	if (!strncmp(o.corrupt, "swap:", 5)) {
-		char from[1024], cmp[2200];
-		int in, out;
-		ssize_t n;
-		char buf[65536];
-
-		snprintf(from, sizeof(from), "%s/%s", prev ? prev : "", name);
-		/* an identical file would prove nothing */
-		snprintf(cmp, sizeof(cmp), "cmp -s '%s' '%s'", from, path);
-		if (prev && system(cmp) == 0) {
-			diag("%s is the same in both dumps: nothing to swap", name);
-			return -1;
-		}
-		in = prev ? open(from, O_RDONLY) : -1;
-		if (in < 0) {
-			diag("no %s in the previous dump to swap in (needs --iterations 2)", name);
-			return -1;
-		}
-		out = open(path, O_WRONLY | O_TRUNC);
-		if (out < 0) {
-			close(in);
-			return -1;
-		}
-		while ((n = read(in, buf, sizeof(buf))) > 0)
-			if (write(out, buf, n) != n) {
-				n = -1;
-				break;
-			}
-		close(in);
-		close(out);
-		if (n < 0)
-			return -1;
-		diag("replaced %s by the one of the previous dump", path);
-		return 0;
-	}
-	{
-		struct stat st;
-		int fd = open(path, O_RDWR);
-
-		if (fd < 0 || fstat(fd, &st))
-			return -1;
-		if (!strncmp(o.corrupt, "chmod:", 6)) {
-			/* writable by others */
-			if (fchmod(fd, 0666))
-				return -1;
-			diag("made %s mode 0666", path);
-		} else if (!strncmp(o.corrupt, "chown:", 6)) {
-			/* another user's (nobody) */
-			if (fchown(fd, 65534, 65534))
-				return -1;
-			diag("gave %s to uid 65534", path);
-		} else if (!strncmp(o.corrupt, "version:", 8)) {
-			uint16_t v = 99;
-
-			/* struct img_header: magic, kind, then the u16 version */
-			if (pwrite(fd, &v, 2, 8) != 2)
-				return -1;
-			diag("set the format version of %s to 99", path);
-		} else if (flip) {
-			/* page data: a byte inside the first page; others: the middle */
-			off_t off = !strncmp(prefix, "pages", 5) ? 4096 + 123 : st.st_size / 2;
-
-			if (!strncmp(o.corrupt, "flipq", 5))
-				off = st.st_size / 4 * (o.corrupt[5] - '0') + 123;
-			unsigned char c;
-
-			if (pread(fd, &c, 1, off) != 1)
-				return -1;
-			c ^= 0x10;
-			if (pwrite(fd, &c, 1, off) != 1)
-				return -1;
-			diag("flipped a bit at offset %ld of %s", (long)off, path);
-		} else {
-			if (ftruncate(fd, st.st_size / 2))
-				return -1;
-			diag("truncated %s from %ld to %ld bytes", path, (long)st.st_size,
-			     (long)st.st_size / 2);
-		}
-		close(fd);
-	}
-	return 0;
-}
-
 /* "{dir}" in an option becomes the work directory */
 static char *subst(const char *opt)
 {
@@ -516,100 +355,6 @@ static char *subst(const char *opt)
 
 static pid_t extra_roots[16];
 static int nr_extra_roots;
-
-/* System V segments: the tree's (attached at the last dump) and ours */
-static int tree_shm[64], nr_tree_shm;
-static int our_shm[64], nr_our_shm;
-
-static void collect_sysvshm(const struct proc_info *procs, int n)
-{
-	nr_tree_shm = 0;
-	for (int i = 0; i < n; i++) {
-		char path[64], line[1024];
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%d/maps", procs[i].pid);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			unsigned long ino;
-			int known = 0;
-
-			if (!strstr(line, "/SYSV") ||
-			    sscanf(line, "%*s %*s %*s %*s %lu", &ino) != 1)
-				continue;
-			for (int k = 0; k < nr_tree_shm; k++)
-				known |= tree_shm[k] == (int)ino;
-			if (!known && nr_tree_shm < 64)
-				tree_shm[nr_tree_shm++] = (int)ino;
-		}
-		fclose(f);
-	}
-}
-
-static void remove_our_shm(void)
-{
-	for (int i = 0; i < nr_our_shm; i++)
-		shmctl(our_shm[i], IPC_RMID, NULL);
-	nr_our_shm = 0;
-}
-
-/* The tree is gone: so are the segments it had, as after a kexec, and with
- * --squat-sysvshm a segment of ours takes the id of the last one. */
-static int drop_sysvshm(void)
-{
-	for (int i = 0; i < nr_tree_shm; i++) {
-		char v[16];
-		int fd, n, id;
-
-		if (shmctl(tree_shm[i], IPC_RMID, NULL) && errno != EINVAL && errno != EIDRM) {
-			diag("cannot remove segment %d of the tree: %s", tree_shm[i],
-			     strerror(errno));
-			return -1;
-		}
-		/* the last one only: the restore creates the others first, and
-		 * must remove them when it fails on this one */
-		if (!o.squat_sysvshm || i != nr_tree_shm - 1)
-			continue;
-		n = snprintf(v, sizeof(v), "%d", tree_shm[i]);
-		fd = open("/proc/sys/kernel/shm_next_id", O_WRONLY);
-		if (fd < 0 || write(fd, v, n) != n) {
-			diag("cannot write shm_next_id: %s", strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			return -1;
-		}
-		close(fd);
-		id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
-		if (id >= 0 && nr_our_shm < 64)
-			our_shm[nr_our_shm++] = id;
-		if (id != tree_shm[i]) {
-			diag("cannot take id %d for a segment of ours (got %d)", tree_shm[i], id);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* a failed restore leaves none of the tree's segments behind */
-static int check_no_tree_shm(void)
-{
-	struct shmid_ds ds;
-
-	for (int i = 0; i < nr_tree_shm; i++) {
-		bool ours = false;
-
-		for (int k = 0; k < nr_our_shm; k++)
-			ours |= our_shm[k] == tree_shm[i];
-		if (!ours && shmctl(tree_shm[i], IPC_STAT, &ds) == 0) {
-			diag("a failed restore left System V segment %d behind", tree_shm[i]);
-			return -1;
-		}
-	}
-	return 0;
-}
-static int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* TracerPid of /proc/PID/task/TID/status, or -1 */
 static int tracer_of(pid_t pid, int tid)
@@ -798,167 +543,6 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 		argv[a++] = subst(o.restore_extra[i]);
 	argv[a] = NULL;
 	return run(argv, out, secs);
-}
-
-static pid_t peer_pid;
-
-static int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_ip(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-/* The peer runs in a network namespace of its own, linked to ours by a
- * veth pair: 10.77.0.1 here, 10.77.0.2 there. */
-static int start_peer(void)
-{
-	int up[2], go[2];
-	char c = 0, log[512], prog[4096];
-
-	if (!realpath(o.peer, prog)) {
-		diag("peer program %s not found", o.peer);
-		return -1;
-	}
-	snprintf(log, sizeof(log), "%s/peer.log", workdir);
-	if (pipe(up) || pipe(go))
-		return -1;
-	peer_pid = fork();
-	if (peer_pid == 0) {
-		char *argv[12];
-		int a = 0, fd;
-
-		if (!o.peer_local &&
-		    (unshare(CLONE_NEWNET) || write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1))
-			_exit(120);
-		if (!o.peer_local &&
-		    (run_ip("ip link set lo up") || run_ip("ip addr add 10.77.0.2/24 dev kv1") ||
-		     run_ip("ip link set kv1 up")))
-			_exit(121);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setenv("CRT_DIR", workdir, 1);
-		argv[a++] = prog;
-		for (int i = 0; i < o.n_peer_args; i++)
-			argv[a++] = o.peer_args[i];
-		argv[a] = NULL;
-		execv(prog, argv);
-		_exit(127);
-	}
-	if (!o.peer_local &&
-	    (read(up[0], &c, 1) != 1 ||
-	     run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
-	     run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
-	     write(go[1], &c, 1) != 1)) {
-		diag("cannot set up the peer's network namespace");
-		return -1;
-	}
-	close(up[0]);
-	close(up[1]);
-	close(go[0]);
-	close(go[1]);
-	return 0;
-}
-
-/* records the peer has received so far, or -1 if it died */
-static long peer_progress(void)
-{
-	char path[512];
-	FILE *f;
-	long n = 0;
-
-	if (waitpid(peer_pid, NULL, WNOHANG) == peer_pid) {
-		peer_pid = 0;
-		return -1;
-	}
-	snprintf(path, sizeof(path), "%s/peer-progress", workdir);
-	f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%ld", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
-static int wait_peer_progress(long want, int secs, const char *when)
-{
-	double end = now() + secs;
-	long n;
-
-	while ((n = peer_progress()) >= 0 && n < want) {
-		if (now() > end) {
-			diag("the peer received %ld records %s, expected %ld within %d s", n, when,
-			     want, secs);
-			return -1;
-		}
-		usleep(10000);
-	}
-	if (n < 0) {
-		char path[512];
-
-		snprintf(path, sizeof(path), "%s/peer.log", workdir);
-		diag("the peer died %s", when);
-		show_file("peer output", path);
-		return -1;
-	}
-	return 0;
-}
-
-static int stop_peer(void)
-{
-	char path[512], *text, *last;
-	int st = 0;
-
-	if (!peer_pid)
-		return -1;
-	kill(peer_pid, SIGTERM);
-	waitpid(peer_pid, &st, 0);
-	snprintf(path, sizeof(path), "%s/peer.log", workdir);
-	text = slurp(path);
-	last = strrchr(text, '\n');
-	while (last && last > text && last[1] == 0) {
-		*last = 0;
-		last = strrchr(text, '\n');
-	}
-	last = last ? last + 1 : text;
-	diag("peer: %s", last);
-	st = (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !strncmp(last, "PASS", 4)) ? 0 : -1;
-	free(text);
-	return st;
-}
-
-/* A network namespace of our own, with lo up: the test, kupdate (and its
- * network lock) and any peer live in it, nothing touches the host's. */
-static int enter_netns(void)
-{
-	struct ifreq ifr;
-	int sk;
-
-	if (unshare(CLONE_NEWNET)) {
-		perror("crrun: unshare(CLONE_NEWNET)");
-		return -1;
-	}
-	sk = socket(AF_INET, SOCK_DGRAM, 0);
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (sk < 0 || ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) {
-		perror("crrun: lo");
-		return -1;
-	}
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) {
-		perror("crrun: bringing lo up");
-		return -1;
-	}
-	close(sk);
-	return 0;
 }
 
 /* --pre-dumps: the chain of pre-dumps of iteration it, the test changing

@@ -1,0 +1,183 @@
+/* crrun's network side (see crrun.c).
+ *
+ * --netns puts the runner, and so the test, kupdate and its network lock,
+ * in a network namespace of its own.  --peer starts a program outside the
+ * tree that talks to it: in one more namespace, linked by a veth pair, or
+ * in ours with --peer-local.  The peer writes how many records it has
+ * received to $CRT_DIR/peer-progress, and gives its verdict as the last
+ * line of its output when it gets SIGTERM.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crrun.h"
+
+pid_t peer_pid;
+
+int run_ip(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The peer runs in a network namespace of its own, linked to ours by a
+ * veth pair: 10.77.0.1 here, 10.77.0.2 there. */
+int start_peer(void)
+{
+	int up[2], go[2];
+	char c = 0, log[512], prog[4096];
+
+	if (!realpath(o.peer, prog)) {
+		diag("peer program %s not found", o.peer);
+		return -1;
+	}
+	snprintf(log, sizeof(log), "%s/peer.log", workdir);
+	if (pipe(up) || pipe(go))
+		return -1;
+	peer_pid = fork();
+	if (peer_pid == 0) {
+		char *argv[12];
+		int a = 0, fd;
+
+		if (!o.peer_local &&
+		    (unshare(CLONE_NEWNET) || write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1))
+			_exit(120);
+		if (!o.peer_local &&
+		    (run_ip("ip link set lo up") || run_ip("ip addr add 10.77.0.2/24 dev kv1") ||
+		     run_ip("ip link set kv1 up")))
+			_exit(121);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("CRT_DIR", workdir, 1);
+		argv[a++] = prog;
+		for (int i = 0; i < o.n_peer_args; i++)
+			argv[a++] = o.peer_args[i];
+		argv[a] = NULL;
+		execv(prog, argv);
+		_exit(127);
+	}
+	if (!o.peer_local &&
+	    (read(up[0], &c, 1) != 1 ||
+	     run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
+	     run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
+	     write(go[1], &c, 1) != 1)) {
+		diag("cannot set up the peer's network namespace");
+		return -1;
+	}
+	close(up[0]);
+	close(up[1]);
+	close(go[0]);
+	close(go[1]);
+	return 0;
+}
+
+/* records the peer has received so far, or -1 if it died */
+long peer_progress(void)
+{
+	char path[512];
+	FILE *f;
+	long n = 0;
+
+	if (waitpid(peer_pid, NULL, WNOHANG) == peer_pid) {
+		peer_pid = 0;
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/peer-progress", workdir);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+int wait_peer_progress(long want, int secs, const char *when)
+{
+	double end = now() + secs;
+	long n;
+
+	while ((n = peer_progress()) >= 0 && n < want) {
+		if (now() > end) {
+			diag("the peer received %ld records %s, expected %ld within %d s", n, when,
+			     want, secs);
+			return -1;
+		}
+		usleep(10000);
+	}
+	if (n < 0) {
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/peer.log", workdir);
+		diag("the peer died %s", when);
+		show_file("peer output", path);
+		return -1;
+	}
+	return 0;
+}
+
+int stop_peer(void)
+{
+	char path[512], *text, *last;
+	int st = 0;
+
+	if (!peer_pid)
+		return -1;
+	kill(peer_pid, SIGTERM);
+	waitpid(peer_pid, &st, 0);
+	snprintf(path, sizeof(path), "%s/peer.log", workdir);
+	text = slurp(path);
+	last = strrchr(text, '\n');
+	while (last && last > text && last[1] == 0) {
+		*last = 0;
+		last = strrchr(text, '\n');
+	}
+	last = last ? last + 1 : text;
+	diag("peer: %s", last);
+	st = (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !strncmp(last, "PASS", 4)) ? 0 : -1;
+	free(text);
+	return st;
+}
+
+/* A network namespace of our own, with lo up: the test, kupdate (and its
+ * network lock) and any peer live in it, nothing touches the host's. */
+int enter_netns(void)
+{
+	struct ifreq ifr;
+	int sk;
+
+	if (unshare(CLONE_NEWNET)) {
+		perror("crrun: unshare(CLONE_NEWNET)");
+		return -1;
+	}
+	sk = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (sk < 0 || ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) {
+		perror("crrun: lo");
+		return -1;
+	}
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) {
+		perror("crrun: bringing lo up");
+		return -1;
+	}
+	close(sk);
+	return 0;
+}

@@ -1,0 +1,82 @@
+/* What the parts of crrun share: its options, its work directory, the
+ * messages it prints and the few helpers of crrun.c that the others use.
+ *
+ * crrun.c holds the run itself (the test, the dump, the restore, the
+ * checks around them and the options); crrun-damage.c what the runner does
+ * to the dumped state between the dump and the restore (damaged images,
+ * the System V segments a kexec takes away); crrun-net.c the network side
+ * (a namespace of our own, the peer outside the tree).
+ */
+#ifndef CRRUN_H
+#define CRRUN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct opts {
+	const char *kupdate;
+	int iterations;
+	bool leave_running;
+	long max_image_kb;
+	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
+	int timeout;
+	const char *expect_dump_fail;
+	const char *expect_restore_fail;
+	bool expect_dump_killed;
+	bool keep;
+	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
+	bool netns;	     /* run everything in a new network namespace */
+	const char *peer;    /* a program outside the tree, in a namespace of its own */
+	char *peer_args[8];
+	int n_peer_args;
+	bool peer_local;	      /* the peer shares our namespace (loopback) */
+	bool check;		      /* dump --check: the tree must stay as it was */
+	const char *extra_roots_file; /* the test names more roots of its tree here */
+	char *restore_extra[8];
+	int n_restore_extra;
+	char **dump_extra;
+	int n_dump_extra;
+	int pause_ms; /* --pause-ms: the tree stays checkpointed this long */
+	/* after the dump, the System V segments the tree had attached are
+	 * removed, as a kexec would (--drop-sysvshm), and their ids given to
+	 * segments of ours (--squat-sysvshm) */
+	bool drop_sysvshm, squat_sysvshm;
+	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
+	int pre_dumps;
+	bool no_prev;
+	const char *skip_if;
+};
+
+extern struct opts o;
+/* the test's scratch directory ($CRT_DIR), which holds the images too */
+extern char workdir[256];
+
+struct proc_info {
+	pid_t pid, ppid;
+	char state; /* as in /proc/PID/stat */
+};
+
+/* crrun.c */
+void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+double now(void);
+char *slurp(const char *path);
+void show_file(const char *title, const char *path);
+
+/* crrun-damage.c */
+int corrupt_images(const char *img, const char *prev);
+void collect_sysvshm(const struct proc_info *procs, int n);
+void remove_our_shm(void);
+int drop_sysvshm(void);
+int check_no_tree_shm(void);
+
+/* crrun-net.c: peer_pid is the peer's pid, 0 when there is none (or it
+ * died); run_ip runs a shell command (printf format), 0 if it succeeded */
+extern pid_t peer_pid;
+int run_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int start_peer(void);
+long peer_progress(void);
+int wait_peer_progress(long want, int secs, const char *when);
+int stop_peer(void);
+int enter_netns(void);
+
+#endif
