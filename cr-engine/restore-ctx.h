@@ -40,6 +40,7 @@ struct session_helper {
 
 struct rctx {
 	const struct cr_restore_opts *opts;
+	int64_t t0; /* CLOCK_MONOTONIC at the start, for the steps' times */
 	int dirfd;
 	InventoryEntry *inv;
 	PstreeEntry **pstree;

@@ -840,6 +840,13 @@ static int run_blobs(struct rctx *c)
 }
 
 /* Registers in, blob out, tree loose. */
+/* Where a restore's time goes, at debug level (-vv, and always in a log
+ * file): each step's end, from the start of cr_restore. */
+static void step_done(const struct rctx *c, const char *what)
+{
+	pr_debug("restore: %s at +%.1f ms", what, (now_ns(CLOCK_MONOTONIC) - c->t0) / 1e6);
+}
+
 static int finish(struct rctx *c)
 {
 	int ret;
@@ -874,9 +881,11 @@ static int finish(struct rctx *c)
 				return ret;
 		}
 	}
+	step_done(c, "registers set");
 	ret = tcp_finish_restore(&c->files, c->procs, c->nr, !c->opts->no_net_unlock);
 	if (ret)
 		return ret;
+	step_done(c, "connections out of repair mode, network unlocked");
 	for (size_t i = 0; i < c->nr; i++) {
 		struct rproc *rp = &c->procs[i];
 
@@ -959,6 +968,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 
 	memset(&c, 0, sizeof(c));
 	c.opts = o;
+	c.t0 = now_ns(CLOCK_MONOTONIC);
 	c.dirfd = open(o->imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c.dirfd < 0) {
 		ret = -errno;
@@ -966,6 +976,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		return ret;
 	}
 	ret = load_images(&c);
+	step_done(&c, "images loaded");
 	c.files.open_external = o->open_external;
 	c.files.cb_arg = o->cb_arg;
 	c.files.shm = &c.shm; /* memfd fds are new descriptions of these objects */
@@ -981,6 +992,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
 		goto out;
+	step_done(&c, "shared memory restored, files planned");
 
 	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));
 	c.sh = mmap(NULL, c.sh_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1031,6 +1043,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = files_finish_tool(&c.files);
 	if (ret)
 		goto fail;
+	step_done(&c, "processes created");
 	open_stage(&c, ST_PGID);
 	ret = wait_count(&c, c.nr + c.nr_helpers, "joining process groups", true);
 	if (ret)
@@ -1041,6 +1054,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = wait_zombies(&c);
 	if (ret)
 		goto fail;
+	step_done(&c, "files restored, memory prepared");
 	ret = seize_all(&c);
 	if (!ret && cr_fault("restore")) {
 		pr_err("restore: fault injected by KUPDATE_FAULT after the %zu processes were "
@@ -1050,6 +1064,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	}
 	if (ret)
 		goto fail;
+	step_done(&c, "processes seized");
 	open_stage(&c, ST_GO);
 	ret = run_blobs(&c);
 	/* every process has attached its System V segments: the ones marked
@@ -1058,11 +1073,13 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = sysvshm_commit(&c.shm);
 	if (ret)
 		goto fail;
+	step_done(&c, "memory and threads restored (restorer)");
 	ret = finish(&c);
 	if (ret)
 		goto fail;
 	if (o->pidfile)
 		write_pidfile(o->pidfile, c.procs[0].pid);
+	step_done(&c, "tree running");
 	pr_info("restored %zu processes, %zu threads", c.nr, c.nr_threads);
 
 	if (!o->detach) {

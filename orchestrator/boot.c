@@ -31,6 +31,7 @@
 #include "fault.h"
 #include "kupdate.h"
 #include "log.h"
+#include "proc.h"
 #include "sd.h"
 #include "units.h"
 #include "util.h"
@@ -461,6 +462,29 @@ static void fill_kernel(UnitStatus *s, char *rel, size_t rl, char *boot, size_t 
 	s->new_boot_id = boot;
 }
 
+/* The restore's detailed log (every step, with times: kupdate -vv) goes
+ * to PID_DIR/restore-UNIT.log unless --log-file names another file; its
+ * first line says how long the process took from systemd's fork to here
+ * (exec, the dynamic loader). */
+static void restore_log_open(const char *unit)
+{
+	_cleanup_free_ char *p = NULL;
+	struct proc_stat ps;
+	int fd;
+
+	if (cr_log_fd() < 0 && !mkdir_p(PID_DIR, 0755) &&
+	    (p = xasprintf(PID_DIR "/restore-%s.log", unit))) {
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0)
+			cr_log_redirect(STDERR_FILENO, fd);
+	}
+	if (!parse_stat(getpid(), 0, &ps))
+		pr_debug("restore-unit %s: started %.0f ms after systemd forked it", unit,
+			 (now_ns(CLOCK_BOOTTIME) -
+			  (double)ps.starttime * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
+				 1e6);
+}
+
 int cmd_restore_unit(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -508,10 +532,12 @@ int cmd_restore_unit(int argc, char **argv)
 		return 2;
 	}
 	fault_from_cmdline();
+	restore_log_open(unit);
 	if (manifest_read(id, &m)) {
 		pr_err("unit %s: cycle %s has no readable manifest in %s", unit, id, state_dir());
 		return 1;
 	}
+	pr_debug("restore-unit %s: manifest of cycle %s read", unit, id);
 	cu = find_unit(m, unit);
 	if (!cu) {
 		pr_err("unit %s is not part of cycle %s", unit, id);
@@ -556,6 +582,7 @@ int cmd_restore_unit(int argc, char **argv)
 	if (unlock_fault)
 		o.no_net_unlock = true;
 	cr_log_mark();
+	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
 	ret = cr_restore(&o, &root, &status);
 
 	st.name = (char *)unit;
@@ -603,6 +630,7 @@ int cmd_restore_unit(int argc, char **argv)
 		st.downtime_ns = now_ns(CLOCK_REALTIME) - cu->frozen_at_ns;
 	}
 	status_write(id, &st);
+	pr_debug("restore-unit %s: status written", unit);
 	journal_note(
 		id, unit, LOG_INFO,
 		"restored from cycle %s: main pid %d, %u processes, restore %.3f s, down %.3f s",
