@@ -157,6 +157,13 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 	}
 	if (kp && !read_file_at(AT_FDCWD, kp, &kt, NULL))
 		kexec_at = atoll(kt);
+	if (userspace < 0) {
+		/* recorded by kupdate-finish (earlier versions: by each restore) */
+		_cleanup_free_ char *up = cycle_path(id, "userspace-ns"), *ut = NULL;
+
+		if (up && !read_file_at(AT_FDCWD, up, &ut, NULL))
+			userspace = atoll(ut);
+	}
 	v[0] = m->has_preflight_ns ? (int64_t)m->preflight_ns : -1;
 	v[1] = frozen; /* freezing the units (the dumps run frozen) */
 	v[2] = dump;

@@ -51,6 +51,7 @@ static char *capture(int (*fn)(int, char **), char **argv, int *rc)
 
 /* the units' freeze times, as apply writes them (two dumped at once) */
 static bool with_freeze_times;
+static bool with_boot_times; /* the restores' start, kupdate-finish's userspace-ns */
 
 static void write_cycle(void)
 {
@@ -125,6 +126,19 @@ static void write_cycle(void)
 	s.has_restore_ns = s.has_downtime_ns = 1;
 	s.restore_ns = 30000000;
 	s.downtime_ns = 9000000000LL;
+	if (with_boot_times) {
+		/* systemd started 2.5 s into the boot, the restore 4 s */
+		char up[256];
+
+		s.has_restore_start_ns = s.has_boot_at_ns = 1;
+		s.restore_start_ns = 4000000000LL;
+		s.boot_at_ns = 1796278160000000000LL;
+		snprintf(up, sizeof(up), "%s/userspace-ns", dir);
+		dfd = open(up, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		assert_true(dfd >= 0);
+		assert_true(dprintf(dfd, "2500000000\n") > 0);
+		close(dfd);
+	}
 	assert_int_equal(status_write(CYCLE, &s), 0);
 	s.name = "db.service";
 	s.result = UNIT_RESULT__UNIT_COLD_STARTED;
@@ -240,6 +254,37 @@ static void test_status_phases_parallel(void **state)
 	free(text);
 }
 
+/* the boot's phases come from the restores' start and the time systemd
+ * started, which kupdate-finish records in the cycle (userspace-ns) */
+static void test_status_boot_phases(void **state)
+{
+	char *argv[] = { "status", "--json", NULL };
+	json_object *root, *ph;
+	char *text;
+	int rc;
+
+	(void)state;
+	with_boot_times = true;
+	write_cycle();
+	with_boot_times = false;
+	text = capture(cmd_status, argv, &rc);
+	assert_int_equal(rc, 0);
+	root = json_tokener_parse(text);
+	if (!root)
+		fail_msg("not JSON: %s", text);
+	ph = member(root, "phases_ns", json_type_object);
+	assert_int_equal(json_object_get_int64(member(ph, "kernel_boot", json_type_int)),
+			 2500000000LL);
+	assert_int_equal(json_object_get_int64(member(ph, "systemd_to_restore", json_type_int)),
+			 1500000000LL);
+	assert_int_equal(json_object_get_int64(member(ph, "restore", json_type_int)), 30000000);
+	json_object_put(root);
+	free(text);
+	snprintf(text = malloc(256), 256, "%s/cycles/%s/userspace-ns", tmpdir, CYCLE);
+	unlink(text);
+	free(text);
+}
+
 static void test_status_human(void **state)
 {
 	char *argv[] = { "status", NULL };
@@ -269,6 +314,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_json),
 		cmocka_unit_test(test_status_phases_parallel),
+		cmocka_unit_test(test_status_boot_phases),
 		cmocka_unit_test(test_status_human),
 	};
 	int ret;
