@@ -227,6 +227,7 @@ run 'systemd-analyze; systemd-analyze blame | head -6; systemd-analyze critical-
 	sed 's/^/# boot B: /'
 # the whole journal of that boot, kept beside the results for reading
 run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-B.journal" 2>&1 || true
+run 'tail -n +1 /run/kupdate/restore-*.log' >"$BUILD/cycle-restore-B.log" 2>&1 || true
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \

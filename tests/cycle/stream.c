@@ -3,6 +3,12 @@
  *
  *   stream-client HOST PORT STOPFILE
  *
+ * STREAM_RATE (bytes a second, default 0: as fast as it goes) paces what
+ * it sends.  The cycle tests give it 4 MiB/s: the host's two cores run
+ * the emulated guest too, and at full rate this client and QEMU's user
+ * network took one and a half of them, slowing the guest's restores
+ * (bytes are in flight at every moment either way).
+ *
  * Sends records (magic, sequence number, length, payload, crc32) with at
  * most 256 KiB in flight and reads them back: every record must come back
  * whole, in order, exactly once, with its checksum.  The connection must
@@ -81,7 +87,9 @@ int main(int argc, char **argv)
 	uint64_t sent = 0, recvd = 0, checked = 0;
 	int resets = 0;
 	uint32_t next_send = 0, next_recv = 0;
-	double t_last, stall = 0, t_report, t_stop = 0;
+	double t_last, stall = 0, t_report, t_stop = 0, t_credit;
+	/* a token bucket of at most 256 KiB: no burst to catch up after a pause */
+	double rate = getenv("STREAM_RATE") ? atof(getenv("STREAM_RATE")) : 0, credit = 0;
 	int s, one = 1;
 	bool stopping = false;
 
@@ -106,7 +114,7 @@ int main(int argc, char **argv)
 	}
 	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	fcntl(s, F_SETFL, O_NONBLOCK);
-	t_last = t_report = now();
+	t_last = t_report = t_credit = now();
 	for (;;) {
 		struct pollfd p = { s, POLLIN, 0 };
 		double t = now();
@@ -123,13 +131,20 @@ int main(int argc, char **argv)
 			       next_send - next_recv);
 			goto fail;
 		}
-		if (!out_len && !stopping && sent - recvd < INFLIGHT) {
+		if (rate > 0) {
+			credit += rate * (t - t_credit);
+			if (credit > INFLIGHT)
+				credit = INFLIGHT;
+			t_credit = t;
+		}
+		if (!out_len && !stopping && sent - recvd < INFLIGHT && (rate <= 0 || credit > 0)) {
 			out_len = make_record(out, next_send++);
 			out_off = 0;
+			credit -= (double)out_len;
 		}
 		if (out_len)
 			p.events |= POLLOUT;
-		if (poll(&p, 1, 200) < 0 && errno != EINTR)
+		if (poll(&p, 1, out_len || rate <= 0 ? 200 : 5) < 0 && errno != EINTR)
 			goto fail;
 		if (p.revents & POLLOUT) {
 			r = write(s, out + out_off, out_len - out_off);
