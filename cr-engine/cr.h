@@ -121,6 +121,10 @@ int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock);
 /* remove the network lock with everything it holds: 0, or -EIO if there
  * was none to remove */
 int cr_net_unlock_all(void);
+/* The unlocks of this process leave the lock's table in place, even empty
+ * (by default the last one removes it at exit): for the boot's restores,
+ * whose kupdate-finish removes it after all of them. */
+void cr_net_lock_keep_table(void);
 
 /* Load and validate every image of a directory as a restore would, without
  * touching anything else: 0, or the restore's first error (logged). */

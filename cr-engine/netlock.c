@@ -73,31 +73,43 @@ static void close_nft(struct nft_ctx *nft)
 /* Closing the nftables socket after a deletion waits for the kernel to
  * free what was deleted (20 ms on this host, an RCU grace period, more in
  * an emulated guest): a restore's unlock leaves it to the process's exit,
- * after its tree runs again. */
+ * after its tree runs again.  So does the removal of the table once no
+ * connection is held in it: one more command, which lists the table
+ * (100-150 ms in the emulated guest's boot, with the other restores). */
 enum { MAX_DEFERRED = 8 };
 static struct nft_ctx *deferred[MAX_DEFERRED];
 static int nr_deferred;
+static bool tidy_at_exit, keep_table;
+
+static int run(struct nft_ctx *nft, const char *cmd, bool quiet);
+static bool table_empty(struct nft_ctx *nft);
 
 static void close_deferred(void)
 {
+	if (tidy_at_exit && nr_deferred > 0 && table_empty(deferred[nr_deferred - 1]))
+		run(deferred[nr_deferred - 1], "delete table " TABLE, true);
 	pthread_mutex_lock(&nft_lock);
 	while (nr_deferred > 0)
 		nft_ctx_free(deferred[--nr_deferred]);
 	pthread_mutex_unlock(&nft_lock);
 }
 
-static void close_later(struct nft_ctx *nft)
+/* true: nft is closed at exit; false: it was not taken (closed now) */
+static bool close_later(struct nft_ctx *nft)
 {
 	static bool registered;
+	bool taken = false;
 
 	pthread_mutex_lock(&nft_lock);
 	if (nr_deferred < MAX_DEFERRED && (registered || !atexit(close_deferred))) {
 		registered = true;
 		deferred[nr_deferred++] = nft;
-		nft = NULL;
+		taken = true;
 	}
 	pthread_mutex_unlock(&nft_lock);
-	close_nft(nft);
+	if (!taken)
+		close_nft(nft);
+	return taken;
 }
 
 static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
@@ -265,10 +277,23 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		}
 	}
 	free(batch);
-	if (table_empty(nft))
+	if (close_later(nft)) {
+		tidy_at_exit = !keep_table;
+		return 0;
+	}
+	if (keep_table)
+		return 0;
+	/* not deferred: tidy now, with a context of its own */
+	nft = open_nft();
+	if (nft && table_empty(nft))
 		run(nft, "delete table " TABLE, true);
-	close_later(nft);
+	close_nft(nft);
 	return 0;
+}
+
+void netlock_keep_table(void)
+{
+	keep_table = true;
 }
 
 int netlock_clear(void)

@@ -11,6 +11,8 @@ int netlock_add(const struct cr_conn *c, size_t n);
 /* the whole lock, whatever it holds (recovery after a killed apply) */
 int netlock_clear(void);
 int netlock_del(const struct cr_conn *c, size_t n);
+/* netlock_del leaves the table even when it is empty (cr_net_lock_keep_table) */
+void netlock_keep_table(void);
 bool netlock_present(const struct cr_conn *c);
 /* Whether nftables takes the lock's table, sets and rules (validated by the
  * kernel in nftables' check mode: nothing is changed); 0, or -errno with

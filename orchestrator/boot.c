@@ -581,6 +581,9 @@ int cmd_restore_unit(int argc, char **argv)
 	unlock_fault = cr_fault("unlock");
 	if (unlock_fault)
 		o.no_net_unlock = true;
+	/* kupdate-finish removes the lock's table after every restore: here,
+	 * its check would only slow the restores still running */
+	cr_net_lock_keep_table();
 	cr_log_mark();
 	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
 	ret = cr_restore(&o, &root, &status);
