@@ -222,67 +222,63 @@ static void test_status_json(void **state)
 	free(text);
 }
 
-/* units dumped at once: the phases are wall time, not the sum of the
- * units' times (freeze 50 ms, dump 260 ms, commit+stop 90 ms: summed,
- * 90 ms, 460 ms and a negative commit) */
-static void test_status_phases_parallel(void **state)
+/* `status --json`'s phase NAME of the cycle write_cycle made, in ns */
+static int64_t phase(const char *name)
 {
 	char *argv[] = { "status", "--json", NULL };
-	json_object *root, *ph;
+	json_object *root;
 	char *text;
+	int64_t v;
 	int rc;
 
-	(void)state;
-	with_freeze_times = true;
-	write_cycle();
-	with_freeze_times = false;
 	text = capture(cmd_status, argv, &rc);
 	assert_int_equal(rc, 0);
 	root = json_tokener_parse(text);
 	if (!root)
 		fail_msg("not JSON: %s", text);
-	ph = member(root, "phases_ns", json_type_object);
-	assert_int_equal(json_object_get_int64(member(ph, "freeze", json_type_int)), 50000000);
-	assert_int_equal(json_object_get_int64(member(ph, "dump", json_type_int)), 260000000);
-	assert_int_equal(json_object_get_int64(member(ph, "commit_and_stop", json_type_int)),
-			 90000000);
+	v = json_object_get_int64(
+		member(member(root, "phases_ns", json_type_object), name, json_type_int));
 	json_object_put(root);
 	free(text);
-	/* the next tests' cycle has no kexec-at */
-	snprintf(text = malloc(256), 256, "%s/cycles/%s/kexec-at", tmpdir, CYCLE);
-	unlink(text);
-	free(text);
+	return v;
+}
+
+/* a file of the cycle goes, for the tests that follow */
+static void remove_cycle_file(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/cycles/%s/%s", tmpdir, CYCLE, name);
+	unlink(path);
+}
+
+/* units dumped at once: the phases are wall time, not the sum of the
+ * units' times (freeze 50 ms, dump 260 ms, commit+stop 90 ms: summed,
+ * 90 ms, 460 ms and a negative commit) */
+static void test_status_phases_parallel(void **state)
+{
+	(void)state;
+	with_freeze_times = true;
+	write_cycle();
+	with_freeze_times = false;
+	assert_int_equal(phase("freeze"), 50000000);
+	assert_int_equal(phase("dump"), 260000000);
+	assert_int_equal(phase("commit_and_stop"), 90000000);
+	remove_cycle_file("kexec-at");
 }
 
 /* the boot's phases come from the restores' start and the time systemd
  * started, which kupdate-finish records in the cycle (userspace-ns) */
 static void test_status_boot_phases(void **state)
 {
-	char *argv[] = { "status", "--json", NULL };
-	json_object *root, *ph;
-	char *text;
-	int rc;
-
 	(void)state;
 	with_boot_times = true;
 	write_cycle();
 	with_boot_times = false;
-	text = capture(cmd_status, argv, &rc);
-	assert_int_equal(rc, 0);
-	root = json_tokener_parse(text);
-	if (!root)
-		fail_msg("not JSON: %s", text);
-	ph = member(root, "phases_ns", json_type_object);
-	assert_int_equal(json_object_get_int64(member(ph, "kernel_boot", json_type_int)),
-			 2500000000LL);
-	assert_int_equal(json_object_get_int64(member(ph, "systemd_to_restore", json_type_int)),
-			 1500000000LL);
-	assert_int_equal(json_object_get_int64(member(ph, "restore", json_type_int)), 30000000);
-	json_object_put(root);
-	free(text);
-	snprintf(text = malloc(256), 256, "%s/cycles/%s/userspace-ns", tmpdir, CYCLE);
-	unlink(text);
-	free(text);
+	assert_int_equal(phase("kernel_boot"), 2500000000LL);
+	assert_int_equal(phase("systemd_to_restore"), 1500000000LL);
+	assert_int_equal(phase("restore"), 30000000);
+	remove_cycle_file("userspace-ns");
 }
 
 static void test_status_human(void **state)
