@@ -1141,6 +1141,8 @@ int main(int argc, char **argv)
 	snprintf(o.store, sizeof(o.store), "%s/kbench.%d", store, getpid());
 	if (mkdir(o.store, 0700))
 		die("cannot create %s: %s", o.store, strerror(errno));
+	/* kupdate dump's records (recover.c) stay with the benchmark */
+	setenv("KUPDATE_RUN_DIR", o.store, 1);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	printf("# kbench: kupdate %s%s%s; %d runs a case, medians; times in seconds\n", o.kupdate,
