@@ -8,6 +8,8 @@ n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 nok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
 t=$(mktemp -d /tmp/kupdate-output-test.XXXXXX)
+# kupdate dump's records (recover.c) stay with the test
+export KUPDATE_RUN_DIR=$t/run
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
