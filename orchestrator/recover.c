@@ -396,49 +396,28 @@ fail:
 static void release_tree(pid_t pid, int depth, unsigned *procs, unsigned *repaired,
 			 unsigned *unlocked)
 {
-	char path[64];
-	DIR *d;
-	struct dirent *de;
+	_cleanup_free_ pid_t *kids = NULL;
+	int n;
 
 	if (depth > DUMP_RECORD_MAX_DEPTH || kill(pid, 0))
 		return;
 	(*procs)++;
 	release_sockets(pid, repaired, unlocked);
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
-	while (d && (de = readdir(d))) {
-		_cleanup_free_ char *kids = NULL, *p = NULL;
-
-		if (de->d_name[0] == '.')
-			continue;
-		p = xasprintf("/proc/%d/task/%s/children", pid, de->d_name);
-		if (!p || read_file_at(AT_FDCWD, p, &kids, NULL))
-			continue;
-		for (char *k = kids; *k;) {
-			char *e;
-			long c = strtol(k, &e, 10);
-
-			if (e == k)
-				break;
-			if (c > 0)
-				release_tree(c, depth + 1, procs, repaired, unlocked);
-			k = e;
-		}
-	}
-	if (d)
-		closedir(d);
+	n = list_children(pid, &kids);
+	for (int i = 0; i < n; i++)
+		release_tree(kids[i], depth + 1, procs, repaired, unlocked);
 }
 
-static void recover_dump(const char *path, int fd)
+/* true if the record was of this namespace, handled and removed */
+static bool recover_dump(const char *path)
 {
 	_cleanup_free_ char *text = NULL, *images = NULL;
 	unsigned long long ns = 0;
 	unsigned procs = 0, repaired = 0, unlocked = 0;
 	int owner = 0, roots = 0;
 
-	(void)fd;
 	if (read_file_at(AT_FDCWD, path, &text, NULL))
-		return;
+		return false;
 	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char *nl = strchr(l, '\n');
 
@@ -450,7 +429,7 @@ static void recover_dump(const char *path, int fd)
 			images = nl ? strndup(l + 7, nl - l - 7) : strdup(l + 7);
 	}
 	if (ns != netns_ino())
-		return; /* for a kupdate run in that namespace */
+		return false; /* for a kupdate run in that namespace */
 	fprintf(stderr,
 		"kupdate: recovery: a dump (pid %d) into %s was killed before it finished; "
 		"resuming its tree's connections\n",
@@ -486,6 +465,7 @@ static void recover_dump(const char *path, int fd)
 	       "connections released",
 	       owner, images ? images : "?", procs, unlocked);
 	unlink(path);
+	return true;
 }
 
 int recover_dead_dumps(void)
@@ -507,8 +487,7 @@ int recover_dead_dumps(void)
 		/* a dump at work holds it; one that ended removed it */
 		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, &st) || !st.st_nlink)
 			continue;
-		recover_dump(p, fd);
-		n++;
+		n += recover_dump(p);
 	}
 	if (d)
 		closedir(d);
