@@ -81,20 +81,19 @@ static struct nft_ctx *deferred[MAX_DEFERRED];
 static int nr_deferred;
 static bool tidy_at_exit, keep_table;
 
-static int run(struct nft_ctx *nft, const char *cmd, bool quiet);
-static bool table_empty(struct nft_ctx *nft);
+static void drop_table_if_empty(struct nft_ctx *nft);
 
 static void close_deferred(void)
 {
-	if (tidy_at_exit && nr_deferred > 0 && table_empty(deferred[nr_deferred - 1]))
-		run(deferred[nr_deferred - 1], "delete table " TABLE, true);
+	if (tidy_at_exit && nr_deferred > 0)
+		drop_table_if_empty(deferred[nr_deferred - 1]);
 	pthread_mutex_lock(&nft_lock);
 	while (nr_deferred > 0)
 		nft_ctx_free(deferred[--nr_deferred]);
 	pthread_mutex_unlock(&nft_lock);
 }
 
-/* true: nft is closed at exit; false: it was not taken (closed now) */
+/* true: nft is closed at exit; false: no room, the caller closes it */
 static bool close_later(struct nft_ctx *nft)
 {
 	static bool registered;
@@ -107,8 +106,6 @@ static bool close_later(struct nft_ctx *nft)
 		taken = true;
 	}
 	pthread_mutex_unlock(&nft_lock);
-	if (!taken)
-		close_nft(nft);
 	return taken;
 }
 
@@ -245,6 +242,12 @@ static bool table_empty(struct nft_ctx *nft)
 	return !out || !strstr(out, "elements");
 }
 
+static void drop_table_if_empty(struct nft_ctx *nft)
+{
+	if (table_empty(nft))
+		run(nft, "delete table " TABLE, true);
+}
+
 /* Every nftables command fetches the ruleset and makes a netlink
  * transaction (tens of milliseconds in an emulated guest): the elements go
  * in one batch, and only if it is refused (one of them gone already: a
@@ -281,12 +284,9 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		tidy_at_exit = !keep_table;
 		return 0;
 	}
-	if (keep_table)
-		return 0;
-	/* not deferred: tidy now, with a context of its own */
-	nft = open_nft();
-	if (nft && table_empty(nft))
-		run(nft, "delete table " TABLE, true);
+	/* no room to defer: tidy and close now */
+	if (!keep_table)
+		drop_table_if_empty(nft);
 	close_nft(nft);
 	return 0;
 }

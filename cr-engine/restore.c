@@ -839,7 +839,6 @@ static int run_blobs(struct rctx *c)
 	return ret;
 }
 
-/* Registers in, blob out, tree loose. */
 /* Where a restore's time goes, at debug level (-vv, and always in a log
  * file): each step's end, from the start of cr_restore. */
 static void step_done(const struct rctx *c, const char *what)
@@ -847,6 +846,7 @@ static void step_done(const struct rctx *c, const char *what)
 	pr_debug("restore: %s at +%.1f ms", what, (now_ns(CLOCK_MONOTONIC) - c->t0) / 1e6);
 }
 
+/* Registers in, blob out, tree loose. */
 static int finish(struct rctx *c)
 {
 	int ret;

@@ -866,17 +866,18 @@ int cmd_finish(int argc, char **argv)
 	id = boot_cycle(&m);
 	if (id) {
 		_cleanup_free_ char *up = cycle_path(id, "userspace-ns");
-		int64_t us = sd_userspace_start_ns();
+		int64_t us;
 		char buf[32];
 
 		cycle_manifest__free_unpacked(m, NULL);
+		if (sd_open(&s))
+			return 1;
 		/* for kupdate status: the boot's phases (status.c) */
+		us = sd_userspace_start_ns(&s);
 		if (up && us >= 0) {
 			snprintf(buf, sizeof(buf), "%lld\n", (long long)us);
 			write_text(up, buf);
 		}
-		if (sd_open(&s))
-			return 1;
 		ret = finish_cycle(&s, id, false);
 		sd_close(&s);
 	}

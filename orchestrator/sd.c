@@ -205,19 +205,15 @@ int sd_mask_runtime(struct sd *s, const char *unit, bool mask)
 	return r < 0 ? r : 0;
 }
 
-int64_t sd_userspace_start_ns(void)
+int64_t sd_userspace_start_ns(struct sd *s)
 {
 	sd_bus_error err = SD_BUS_ERROR_NULL;
 	uint64_t us = 0;
-	struct sd s;
 
-	if (sd_open(&s))
-		return -1;
-	if (sd_bus_get_property_trivial(s.bus, "org.freedesktop.systemd1", MPATH, MIFACE,
+	if (sd_bus_get_property_trivial(s->bus, "org.freedesktop.systemd1", MPATH, MIFACE,
 					"UserspaceTimestampMonotonic", &err, 't', &us) < 0)
 		us = 0;
 	sd_bus_error_free(&err);
-	sd_close(&s);
 	return us ? (int64_t)us * 1000 : -1;
 }
 

@@ -32,7 +32,7 @@ int sd_mask_runtime(struct sd *s, const char *unit, bool mask);
 int sd_reload(struct sd *s);
 /* CLOCK_MONOTONIC when systemd started in this boot (the kernel's own boot
  * ends there), ns; -1 if unknown */
-int64_t sd_userspace_start_ns(void);
+int64_t sd_userspace_start_ns(struct sd *s);
 int sd_start(struct sd *s, const char *unit, const char *mode);
 int sd_reset_failed(struct sd *s, const char *unit);
 /* a unit neither active nor starting is started again (failed state reset
