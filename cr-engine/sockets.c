@@ -14,6 +14,10 @@
 #include "sockets.h"
 #include "util.h"
 
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
+
 #ifndef SO_PASSSEC
 #define SO_PASSSEC 34
 #endif
@@ -87,6 +91,10 @@ int sk_opts_dump(int sk, SkOpts *o, int family)
 		o->has_rcvbuf = 1;
 		o->rcvbuf = v;
 	}
+	if (!get_int(sk, SOL_SOCKET, SO_BUF_LOCK, &v)) {
+		o->has_buf_lock = 1;
+		o->buf_lock = v;
+	}
 	get_bool(sk, SOL_SOCKET, SO_REUSEADDR, &o->has_reuseaddr, &o->reuseaddr);
 	get_bool(sk, SOL_SOCKET, SO_REUSEPORT, &o->has_reuseport, &o->reuseport);
 	get_bool(sk, SOL_SOCKET, SO_KEEPALIVE, &o->has_keepalive, &o->keepalive);
@@ -146,6 +154,13 @@ int sk_opts_restore(int sk, const SkOpts *o, const char *what)
 		setsockopt(sk, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ o->sndbuf / 2 }, sizeof(int));
 	if (o->has_rcvbuf)
 		setsockopt(sk, SOL_SOCKET, SO_RCVBUFFORCE, &(int){ o->rcvbuf / 2 }, sizeof(int));
+	/* setting a size locks it (no more autotuning, and a TCP connection
+	 * takes its window's clamp and scale from it): the locks go back to
+	 * what the program had chosen.  A kernel without SO_BUF_LOCK keeps
+	 * them, as the images of one do not have it. */
+	if (o->has_buf_lock &&
+	    setsockopt(sk, SOL_SOCKET, SO_BUF_LOCK, &(int){ (int)o->buf_lock }, sizeof(int)))
+		pr_debug("%s: SO_BUF_LOCK %u: %s", what, o->buf_lock, strerror(errno));
 	if (o->has_reuseaddr && o->reuseaddr)
 		ret |= set_int(sk, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR", what);
 	if (o->has_reuseport && o->reuseport)

@@ -558,10 +558,12 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	}
 	opts[n].opt_code = TCPOPT_MSS;
 	opts[n++].opt_val = t->mss;
-	if (t->has_snd_wscale) {
-		opts[n].opt_code = TCPOPT_WINDOW;
-		opts[n++].opt_val = t->snd_wscale | (t->rcv_wscale << 16);
-	}
+	/* A connection without window scaling gets scales of 0: without them
+	 * it would keep the receive scale its repair-mode connect chose, and
+	 * shift every window it offers by it (a peer that does not scale,
+	 * such as QEMU's user network, saw half the window) */
+	opts[n].opt_code = TCPOPT_WINDOW;
+	opts[n++].opt_val = t->has_snd_wscale ? t->snd_wscale | (t->rcv_wscale << 16) : 0;
 	if (t->sack) {
 		opts[n].opt_code = TCPOPT_SACK_PERM;
 		opts[n++].opt_val = 0;

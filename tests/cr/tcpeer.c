@@ -2,11 +2,20 @@
  * tcpserver at argv[1]:port (read from $CRT_DIR/port), streams records both
  * ways, writes its progress to $CRT_DIR/peer-progress, and on SIGTERM says
  * how it went: exit 0 only if nothing was lost, repeated, reordered or
- * reset.  See stream.h. */
+ * reset.  See stream.h.
+ *
+ * argv[2] "nowscale" (in a network namespace of its own): the connection
+ * goes without window scaling (as with QEMU's user network), and the
+ * window the server offers after the last restore must be at least 3/4 of
+ * the largest it offered before the first dump (a restored socket that
+ * kept the scale its repair-mode connect chose offered half). */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/tcp.h> /* the kernel's tcp_info: tcpi_snd_wnd */
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +29,40 @@ static void on_term(int s)
 	term = 1;
 }
 
+/* the window the server offers, as this side reads it, by stretches of
+ * the stream without a stall (a dump and restore ends one) */
+struct windows {
+	bool reported; /* the kernel reports tcpi_snd_wnd (Linux 6.2) */
+	uint32_t first, last;
+	int stretch;
+	double last_recv;
+};
+
+static void note_window(struct windows *w, int fd, const struct stream *s)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) ||
+	    l < offsetof(struct tcp_info, tcpi_snd_wnd) + sizeof(ti.tcpi_snd_wnd))
+		return;
+	w->reported = true;
+	if (s->last_recv - w->last_recv > 0.3 && w->last_recv > 0) {
+		w->stretch++;
+		w->last = 0;
+	}
+	w->last_recv = s->last_recv;
+	if (!w->stretch && ti.tcpi_snd_wnd > w->first)
+		w->first = ti.tcpi_snd_wnd;
+	if (ti.tcpi_snd_wnd > w->last)
+		w->last = ti.tcpi_snd_wnd;
+}
+
 int main(int argc, char **argv)
 {
+	bool nowscale = argc > 2 && !strcmp(argv[2], "nowscale");
+	struct windows w = { 0 };
 	const char *dir = getenv("CRT_DIR");
 	char path[4096], tmp[4096];
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -43,6 +84,13 @@ int main(int argc, char **argv)
 		if (!port)
 			usleep(10000);
 	}
+	if (nowscale) {
+		f = fopen("/proc/sys/net/ipv4/tcp_window_scaling", "w");
+		if (!f || fputs("0\n", f) < 0 || fclose(f)) {
+			printf("FAIL: cannot turn window scaling off\n");
+			return 1;
+		}
+	}
 	inet_pton(AF_INET, argc > 1 ? argv[1] : "127.0.0.1", &a.sin_addr);
 	a.sin_port = htons(port);
 	fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -61,6 +109,8 @@ int main(int argc, char **argv)
 			       s.next_send);
 			return 1;
 		}
+		if (nowscale)
+			note_window(&w, fd, &s);
 		t = stream_now();
 		if (t - last_report > 0.05) {
 			snprintf(path, sizeof(path), "%s/peer-progress", dir);
@@ -96,6 +146,18 @@ int main(int argc, char **argv)
 			printf("FAIL: the server did not close the connection\n");
 			return 1;
 		}
+	}
+	if (nowscale && w.reported) {
+		printf("window offered: up to %u bytes before the first stall, %u after the "
+		       "last (%d stalls)\n",
+		       w.first, w.last, w.stretch);
+		if (!w.stretch || (uint64_t)w.last * 4 < (uint64_t)w.first * 3) {
+			printf("FAIL: the restored server offers a window of %u bytes, %u before\n",
+			       w.last, w.first);
+			return 1;
+		}
+	} else if (nowscale) {
+		printf("window offered: not reported by this kernel (tcpi_snd_wnd)\n");
 	}
 	printf("PASS: %u records received, %u sent, longest stall %.3f s\n", s.next_recv,
 	       s.next_send, s.longest_gap);

@@ -1,7 +1,10 @@
 /* TCP inside the tree: a listener, and both ends of a loopback connection
  * with data written and not read in both directions (the client end in a
  * child).  After the restore the data arrives in order, new data flows
- * both ways, and the listener accepts a new connection. */
+ * both ways, and the listener accepts a new connection.  The server end's
+ * send buffer was sized by the program (locked, SO_BUF_LOCK 1) and keeps
+ * its size and lock; the client end's were left to the kernel and stay
+ * unlocked (its autotuning goes on). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -16,6 +19,18 @@
 
 #define N1 100000
 #define N2 70000
+
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
+
+static int sockopt(int fd, int opt)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	return getsockopt(fd, SOL_SOCKET, opt, &v, &l) ? -1 : v;
+}
 
 static unsigned char pat(long i, int salt)
 {
@@ -62,7 +77,7 @@ int main(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
-	int lst, srv, cli, st;
+	int lst, srv, cli, st, sndbuf;
 	pid_t child;
 
 	crt_init();
@@ -78,6 +93,10 @@ int main(void)
 	srv = accept(lst, NULL, NULL);
 	if (srv < 0)
 		crt_fail("accept: %s", strerror(errno));
+	if (setsockopt(srv, SOL_SOCKET, SO_SNDBUF, &(int){ 96 << 10 }, sizeof(int)) ||
+	    sockopt(srv, SO_BUF_LOCK) != 1 || sockopt(cli, SO_BUF_LOCK) != 0)
+		crt_fail("SO_SNDBUF / SO_BUF_LOCK: %s", strerror(errno));
+	sndbuf = sockopt(srv, SO_SNDBUF);
 	setsockopt(srv, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	if (xfer_send(srv, N1, 1) || xfer_send(cli, N2, 2))
 		crt_fail("send: %s", strerror(errno));
@@ -94,6 +113,8 @@ int main(void)
 			_exit(11);
 		if (xfer_check(cli, 6000, 4))
 			_exit(12);
+		if (sockopt(cli, SO_BUF_LOCK) != 0)
+			_exit(13); /* its buffers were not left to the kernel */
 		_exit(0);
 	}
 	close(cli);
@@ -108,6 +129,9 @@ int main(void)
 		getsockopt(srv, IPPROTO_TCP, TCP_NODELAY, &nd, &l);
 		crt_check(nd, "TCP_NODELAY was lost");
 	}
+	crt_check(sockopt(srv, SO_BUF_LOCK) == 1 && sockopt(srv, SO_SNDBUF) == sndbuf,
+		  "the server end's send buffer: lock %d, size %d (was 1, %d)",
+		  sockopt(srv, SO_BUF_LOCK), sockopt(srv, SO_SNDBUF), sndbuf);
 	kill(child, SIGTERM);
 	crt_check(xfer_check(srv, N2, 2) == 0, "the bytes in flight to the server were lost or "
 					       "changed");
@@ -115,7 +139,8 @@ int main(void)
 		  strerror(errno));
 	crt_check(xfer_check(srv, 5000, 3) == 0, "the client's new bytes did not arrive");
 	crt_check(waitpid(child, &st, 0) == child && WIFEXITED(st) && !WEXITSTATUS(st),
-		  "the client side failed (%#x)", st);
+		  "the client side failed (%#x%s)", st,
+		  WIFEXITED(st) && WEXITSTATUS(st) == 13 ? ": its buffers are locked" : "");
 	{
 		int c2 = socket(AF_INET, SOCK_STREAM, 0), s2;
 
