@@ -239,6 +239,31 @@ static int repair_off(int sk, bool probe, const char *what)
 	return 0;
 }
 
+/* Leave repair mode with three window probes (out and in again twice).
+ * The peer answers each probe with an ACK; a peer with a BSD-derived stack
+ * (QEMU's user network, the BSDs) also counts each one as a duplicate ACK,
+ * and three make it retransmit what the lock dropped at once instead of at
+ * the end of a retransmission timeout it backed off while the service was
+ * away (the clients of the QEMU cycle waited 22 s across a 10 s downtime);
+ * its three ACKs do the same for this side's own unacknowledged data if it
+ * has no SACK.  A Linux peer ignores probes beyond the first (it answers
+ * out-of-window segments at most twice a second).  A connection that
+ * cannot go back into repair mode (closed by its peer meanwhile) keeps the
+ * probes sent so far. */
+enum { TCP_RESUME_PROBES = 3 };
+
+static int repair_off_probes(int sk, const char *what)
+{
+	int ret = repair_off(sk, true, what), on = TCP_REPAIR_ON;
+
+	for (int i = 1; i < TCP_RESUME_PROBES && !ret; i++) {
+		if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &on, sizeof(on)))
+			break;
+		ret = repair_off(sk, true, what);
+	}
+	return ret;
+}
+
 /* leaving repair mode resets the address reuse the socket had */
 static int reuse_again(int sk, bool reuseaddr, const char *what)
 {
@@ -294,7 +319,7 @@ void tcp_dump_resume(struct cr_dump_ctx *ctx)
 		if (!h->repair && repair_on(h->fd, what))
 			continue; /* it runs on without the probe */
 		h->repair = true;
-		if (repair_off(h->fd, true, what))
+		if (repair_off_probes(h->fd, what))
 			continue;
 		h->repair = false;
 		reuse_again(h->fd, h->reuseaddr, what);
@@ -726,12 +751,12 @@ static int send_unsent(int sk, const uint8_t *p, size_t left, const char *what)
 	return ret ? -EIO : 0;
 }
 
-/* After the lock is lifted: leave repair mode (a window probe goes out) and
+/* After the lock is lifted: leave repair mode (window probes go out) and
  * send what had never been sent. */
 int inet_release(int sk, const InetSk *s, const char *what)
 {
 	const TcpStream *t = s->tcp;
-	int ret = repair_off(sk, true, what);
+	int ret = repair_off_probes(sk, what);
 
 	if (!ret)
 		ret = reuse_again(sk, s->opts && s->opts->reuseaddr, what);

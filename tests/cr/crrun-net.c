@@ -181,3 +181,30 @@ int enter_netns(void)
 	close(sk);
 	return 0;
 }
+
+/* A TcpExt counter of our network namespace (/proc/net/netstat: a line of
+ * names, then a line of values), or -1. */
+long tcpext_counter(const char *name)
+{
+	FILE *f = fopen("/proc/self/net/netstat", "r");
+	char *names = NULL, *vals = NULL, *s1, *s2;
+	size_t n1 = 0, n2 = 0;
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (getline(&names, &n1, f) > 0 && strncmp(names, "TcpExt:", 7))
+		;
+	if (names && !strncmp(names, "TcpExt:", 7) && getline(&vals, &n2, f) > 0) {
+		char *n = strtok_r(names, " \n", &s1), *x = strtok_r(vals, " \n", &s2);
+
+		for (; n && x && v < 0;
+		     n = strtok_r(NULL, " \n", &s1), x = strtok_r(NULL, " \n", &s2))
+			if (!strcmp(n, name))
+				v = atol(x);
+	}
+	free(names);
+	free(vals);
+	fclose(f);
+	return v;
+}

@@ -22,6 +22,9 @@
  * and release its connections (no element left in the lock, the record
  * gone); then the test gets SIGTERM and gives its verdict.
  *
+ * --win-probes N (with --netns): each restore must make the namespace send
+ * at least N TCP window probes (TcpExt TCPWinProbe): three a connection.
+ *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  *
@@ -705,6 +708,7 @@ static int test_main(char **targv)
 
 	for (int it = 0; it < o.iterations; it++) {
 		double dsecs, rsecs;
+		long probes;
 		char prev[600];
 		bool damage;
 		int rc;
@@ -833,7 +837,9 @@ static int test_main(char **targv)
 		if (o.pause_ms)
 			usleep(o.pause_ms * 1000);
 		snprintf(out, sizeof(out), "%s/restore-%d.out", workdir, it);
+		probes = tcpext_counter("TCPWinProbe");
 		rc = do_restore(img, pidfile, out, &rsecs);
+		probes = tcpext_counter("TCPWinProbe") - probes;
 		if (o.expect_restore_fail && (!o.corrupt || damage)) {
 			char *text = slurp(out);
 			bool ok = rc != 0 && matches(text, o.expect_restore_fail);
@@ -883,6 +889,14 @@ static int test_main(char **targv)
 		if (o.netns && !run_ip("nft list table inet kupdate >/dev/null 2>&1")) {
 			diag("the restore left the network lock in place");
 			system("nft list table inet kupdate >&2");
+			kill_tree(root);
+			return 1;
+		}
+		/* each connection leaves repair mode with three window probes (a
+		 * BSD-derived peer counts them as duplicate ACKs: tcp.c) */
+		if (o.win_probes && probes < o.win_probes) {
+			diag("the restore sent %ld window probes, expected at least %d", probes,
+			     o.win_probes);
 			kill_tree(root);
 			return 1;
 		}
@@ -1044,6 +1058,7 @@ int main(int argc, char **argv)
 		{ "pre-dumps", required_argument, NULL, 'p' },
 		{ "skip-if", required_argument, NULL, 's' },
 		{ "no-prev", no_argument, NULL, 'V' },
+		{ "win-probes", required_argument, NULL, 'w' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1119,6 +1134,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			o.skip_if = optarg;
+			break;
+		case 'w':
+			o.win_probes = atoi(optarg);
 			break;
 		case 'V':
 			o.no_prev = true;

@@ -44,6 +44,7 @@ struct opts {
 	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
 	int pre_dumps;
 	bool no_prev;
+	int win_probes; /* --win-probes: window probes each restore sends, at least */
 	const char *skip_if;
 };
 
@@ -78,5 +79,6 @@ long peer_progress(void);
 int wait_peer_progress(long want, int secs, const char *when);
 int stop_peer(void);
 int enter_netns(void);
+long tcpext_counter(const char *name);
 
 #endif
