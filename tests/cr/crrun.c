@@ -418,11 +418,11 @@ static int runs_free(pid_t pid, char *why, size_t wl)
 }
 
 /* After the killed dump: its record is there, and `kupdate recover` finds
- * it, releases what the dump held (no element left in the network lock)
- * and removes it. */
-static int recover_killed_dump(void)
+ * it, walks the whole tree (nprocs processes), releases what the dump held
+ * (no element left in the network lock) and removes it. */
+static int recover_killed_dump(int nprocs)
 {
-	char rec[512], out[512];
+	char rec[512], out[512], want[64];
 	char *argv[] = { (char *)o.kupdate, "recover", NULL };
 	char *text;
 	int rc, ok;
@@ -435,7 +435,9 @@ static int recover_killed_dump(void)
 	snprintf(out, sizeof(out), "%s/recover.out", workdir);
 	rc = run(argv, out, NULL);
 	text = slurp(out);
+	snprintf(want, sizeof(want), "recovery: %d processes of its tree", nprocs);
 	ok = rc == 0 && text && matches(text, "a dump .pid [0-9]*. into .* was killed") &&
+	     strstr(text, want) &&
 	     (!o.netns || matches(text, "[1-9][0-9]* released from the network lock"));
 	if (!ok) {
 		diag("kupdate recover (exit %d) did not release the killed dump's tree", rc);
@@ -494,7 +496,7 @@ static int check_dump_killed(const struct proc_info *procs, int n, int rc, const
 		     "connection");
 		return -1;
 	}
-	return recover_killed_dump();
+	return recover_killed_dump(n);
 }
 
 static const char *dump_prev; /* --prev for the next dump */
