@@ -38,21 +38,48 @@ static inline uint32_t crc32c_x_pow_bytes(uint64_t nbytes)
 	return result;
 }
 
-/* Raw register update without SSE4.2, four bits at a time (CPUs such as
- * QEMU's qemu64 model lack the instruction). */
-static inline uint32_t crc32c_sw_update(uint32_t c, const unsigned char *p, size_t len)
-{
-	static const uint32_t nib[16] = {
-		0x00000000, 0x105ec76f, 0x20bd8ede, 0x30e349b1, 0x417b1dbc, 0x5125dad3,
-		0x61c69362, 0x7198540d, 0x82f63b78, 0x92a8fc17, 0xa24bb5a6, 0xb21572c9,
-		0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
-	};
+/* Without SSE4.2 (CPUs such as QEMU's qemu64 model lack the instruction):
+ * slicing by 8, eight table lookups for eight bytes (t[0] is the classic
+ * byte table, t[k] the same byte followed by k zero bytes).  The tables are
+ * made at run time (crc32c_sw_tab_init: 8 KiB); the restorer gets kupdate's
+ * copy in its arguments. */
+struct crc32c_tab {
+	uint32_t t[8][256];
+};
 
-	while (len--) {
-		c ^= *p++;
-		c = (c >> 4) ^ nib[c & 15];
-		c = (c >> 4) ^ nib[c & 15];
+static inline void crc32c_sw_tab_init(struct crc32c_tab *tab)
+{
+	for (uint32_t n = 0; n < 256; n++) {
+		uint32_t c = n;
+
+		for (int b = 0; b < 8; b++)
+			c = (c >> 1) ^ (CRC32C_POLY & (0U - (c & 1)));
+		tab->t[0][n] = c;
 	}
+	for (uint32_t n = 0; n < 256; n++)
+		for (int k = 1; k < 8; k++)
+			tab->t[k][n] = (tab->t[k - 1][n] >> 8) ^ tab->t[0][tab->t[k - 1][n] & 0xff];
+}
+
+/* raw register update (x86: little-endian) */
+static inline uint32_t crc32c_sw_update(uint32_t c, const unsigned char *p, size_t len,
+					const struct crc32c_tab *tab)
+{
+	const uint32_t(*t)[256] = tab->t;
+
+	while (len && ((uintptr_t)p & 7)) {
+		c = (c >> 8) ^ t[0][(c ^ *p++) & 0xff];
+		len--;
+	}
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t v = *(const uint64_t *)p ^ c;
+
+		c = t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^
+		    t[4][(v >> 24) & 0xff] ^ t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^
+		    t[1][(v >> 48) & 0xff] ^ t[0][v >> 56];
+	}
+	while (len--)
+		c = (c >> 8) ^ t[0][(c ^ *p++) & 0xff];
 	return c;
 }
 

@@ -13,9 +13,22 @@ int crc32c_hw(void)
 	return hw;
 }
 
+/* made before main: the page writer threads use them at once */
+static struct crc32c_tab soft_tab;
+
+__attribute__((constructor)) static void soft_tab_init(void)
+{
+	crc32c_sw_tab_init(&soft_tab);
+}
+
+const struct crc32c_tab *crc32c_soft_tab(void)
+{
+	return &soft_tab;
+}
+
 uint32_t crc32c_soft(uint32_t crc, const void *buf, size_t len)
 {
-	return ~crc32c_sw_update(~crc, buf, len);
+	return ~crc32c_sw_update(~crc, buf, len, &soft_tab);
 }
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)

@@ -383,7 +383,8 @@ static void fill_range(struct rst_args *a, struct rst_run *run, uint64_t from, u
 		}
 		if (check)
 			*c = a->verify_crc == 1 ? crc32c_hw_update(*c, dst + from, step, k)
-						: crc32c_sw_update(*c, dst + from, step);
+						: crc32c_sw_update(*c, dst + from, step,
+								   AT(a, a->crc_tab_off));
 		from += step;
 	}
 }

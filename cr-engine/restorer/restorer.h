@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define RST_MAGIC   0x4b55504452535452ULL
-#define RST_VERSION 2
+#define RST_VERSION 3
 
 #define RST_STACK_SIZE (64 * 1024)
 #define RST_MAX_MOVES  4
@@ -191,6 +191,7 @@ struct rst_args {
 	uint32_t populate;    /* populate a run's pages before reading them */
 	uint32_t fill_helper; /* mappings of at least this many pages are filled
 			       * with kupdate's help (RST_HELPER_*); 0: never */
+	uint32_t crc_tab_off; /* verify_crc 2: struct crc32c_tab (crc32c-impl.h) */
 
 	/* struct prctl_mm_map fields */
 	uint64_t start_code, end_code, start_data, end_data;
