@@ -311,7 +311,7 @@ int main(int argc, char **argv)
 		/* meanwhile the timer went on: still one signal, not the copy and
 		 * the timer's own */
 		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
-		siginfo_t again;
+		siginfo_t again = { 0 };
 		int first, second;
 
 		usleep(50000);
@@ -328,7 +328,18 @@ int main(int argc, char **argv)
 				  si.si_timerid == (int)(intptr_t)t_pend && si.si_overrun > 0,
 			  "pending timer signal: code %d value %d timerid %d overrun %d",
 			  si.si_code, si.si_value.sival_int, si.si_timerid, si.si_overrun);
-		crt_check(second < 0, "the pending timer signal came twice");
+		/* the timer's own next expiry can still come first on a slow
+		 * machine (it re-armed when the first was taken, the next
+		 * period boundary up to 10 ms away): that one has no overrun,
+		 * where a second copy of the restored signal would carry the
+		 * overruns of the time it was pending (cr-guest on 6.1 saw one
+		 * such expiry once in many runs) */
+		if (second >= 0 && again.si_overrun == 0)
+			crt_msg("the timer expired once more before it was disarmed: its own "
+				"next signal, without overrun");
+		crt_check(second < 0 || again.si_overrun == 0,
+			  "the pending timer signal came twice (the second with overrun %d)",
+			  again.si_overrun);
 		timer_delete(t_pend);
 	}
 	/* the overrun count of the last delivered signal */
