@@ -243,7 +243,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
 		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
 		   vdso_args_len(&rp->mm) + seccomp_args_len(core->task->seccomp) +
-		   sizeof(struct crc32c_tab) + 64;
+		   (b.args.verify_crc == 2 ? sizeof(struct crc32c_tab) : 0) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
 		args_len +=
 			128 * core->threads[i]->n_pending +
@@ -386,7 +386,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	b.args.auxv_size = rp->mm.core->n_auxv * 8;
 	memcpy((char *)a + off, rp->mm.core->auxv, b.args.auxv_size);
 	off += b.args.auxv_size;
-	if (!crc32c_hw()) { /* the restorer sums without SSE4.2 */
+	if (b.args.verify_crc == 2) { /* the restorer sums without SSE4.2 */
 		off = (off + 7) & ~7UL;
 		b.args.crc_tab_off = off;
 		memcpy((char *)a + off, crc32c_soft_tab(), sizeof(struct crc32c_tab));
