@@ -32,7 +32,7 @@ static void on_term(int s)
 /* the window the server offers, as this side reads it, by stretches of
  * the stream without a stall (a dump and restore ends one) */
 struct windows {
-	bool reported; /* the kernel reports tcpi_snd_wnd (Linux 6.2) */
+	bool reported; /* the kernel reports tcpi_snd_wnd (newer kernels do) */
 	uint32_t first, last;
 	int stretch;
 	double last_recv;
