@@ -61,6 +61,9 @@ int start_peer(void)
 		    (run_ip("ip link set lo up") || run_ip("ip addr add 10.77.0.2/24 dev kv1") ||
 		     run_ip("ip link set kv1 up")))
 			_exit(121);
+		/* IPv6 too where the kernel has it (tcpserver v6) */
+		if (!o.peer_local)
+			run_ip("ip -6 addr add fd77::2/64 dev kv1 nodad 2>/dev/null");
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, 1);
 		dup2(fd, 2);
@@ -76,6 +79,7 @@ int start_peer(void)
 	    (read(up[0], &c, 1) != 1 ||
 	     run_ip("ip link add kv0 type veth peer name kv1 netns %d", peer_pid) ||
 	     run_ip("ip addr add 10.77.0.1/24 dev kv0") || run_ip("ip link set kv0 up") ||
+	     (run_ip("ip -6 addr add fd77::1/64 dev kv0 nodad 2>/dev/null"), 0) ||
 	     write(go[1], &c, 1) != 1)) {
 		diag("cannot set up the peer's network namespace");
 		return -1;
@@ -184,18 +188,27 @@ int enter_netns(void)
 
 /* A TcpExt counter of our network namespace (/proc/net/netstat: a line of
  * names, then a line of values), or -1. */
-long tcpext_counter(const char *name)
+/* a counter of /proc/PID/net/FILE (snmp, netstat): the line after the one
+ * that names SECTION ("TcpExt:", "Icmp:"); pid 0 is our own namespace;
+ * -1 if it is not there */
+long net_counter(pid_t pid, const char *file, const char *section, const char *name)
 {
-	FILE *f = fopen("/proc/self/net/netstat", "r");
+	char path[128];
+	FILE *f;
 	char *names = NULL, *vals = NULL, *s1, *s2;
-	size_t n1 = 0, n2 = 0;
+	size_t n1 = 0, n2 = 0, sl = strlen(section);
 	long v = -1;
 
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/net/%s", pid, file);
+	else
+		snprintf(path, sizeof(path), "/proc/self/net/%s", file);
+	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	while (getline(&names, &n1, f) > 0 && strncmp(names, "TcpExt:", 7))
+	while (getline(&names, &n1, f) > 0 && strncmp(names, section, sl))
 		;
-	if (names && !strncmp(names, "TcpExt:", 7) && getline(&vals, &n2, f) > 0) {
+	if (names && !strncmp(names, section, sl) && getline(&vals, &n2, f) > 0) {
 		char *n = strtok_r(names, " \n", &s1), *x = strtok_r(vals, " \n", &s2);
 
 		for (; n && x && v < 0;
@@ -207,4 +220,49 @@ long tcpext_counter(const char *name)
 	free(vals);
 	fclose(f);
 	return v;
+}
+
+/* a counter of /proc/PID/net/snmp6 ("Icmp6InDestUnreachs  12" a line);
+ * 0 if there is none (no IPv6) */
+long net_counter6(pid_t pid, const char *name)
+{
+	char path[128], n[64];
+	long v, r = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/net/snmp6", pid ? pid : getpid());
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %ld", n, &v) == 2)
+		if (!strcmp(n, name))
+			r = v;
+	fclose(f);
+	return r;
+}
+
+long tcpext_counter(const char *name)
+{
+	return net_counter(0, "netstat", "TcpExt:", name);
+}
+
+/* the peer's own view, from its progress file: the bytes of the stream
+ * the server has acknowledged (field 4; written: what the peer has written,
+ * field 5); -1 if it does not say */
+long long peer_acked(long long *written)
+{
+	char path[512];
+	long long a = -1, w = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/peer-progress", workdir);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%*d %*d %*f %lld %lld", &a, &w) != 2)
+			a = w = -1;
+		fclose(f);
+	}
+	if (written)
+		*written = w;
+	return a;
 }

@@ -25,6 +25,13 @@
  * --win-probes N (with --netns): each restore must make the namespace send
  * at least N TCP window probes (TcpExt TCPWinProbe): three a connection.
  *
+ * --rto-revert N (with --peer in a namespace of its own): each restore must
+ * make the peer's namespace receive at least N ICMP destination-unreachable
+ * messages (Icmp InDestUnreachs), none of them malformed (InErrors,
+ * InCsumErrors) and not all out of the connection's window (TcpExt
+ * OutOfWindowIcmps); 0: none at all.  Then the peer's data must be
+ * acknowledged again, and how long after the restore that took is shown.
+ *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  *
@@ -57,7 +64,7 @@
 
 #include "crrun.h"
 
-struct opts o = { .iterations = 1, .max_image_kb = -1, .timeout = 60 };
+struct opts o = { .iterations = 1, .max_image_kb = -1, .timeout = 60, .rto_revert = -1 };
 
 char workdir[256];
 
@@ -538,6 +545,77 @@ static int do_dump(pid_t root, const char *img, bool leave_running, const char *
 	return run(argv, out, secs);
 }
 
+/* the peer namespace's ICMP counters that --rto-revert checks */
+enum { IC_DEST_UNREACH, IC_ERRORS, IC_CSUM_ERRORS, IC_OUT_OF_WINDOW, IC_LOCKED, IC_ACKED, IC_N };
+
+static void icmp_counters(long long v[IC_N])
+{
+	v[IC_DEST_UNREACH] = net_counter(peer_pid, "snmp", "Icmp:", "InDestUnreachs") +
+			     net_counter6(peer_pid, "Icmp6InDestUnreachs");
+	v[IC_ERRORS] = net_counter(peer_pid, "snmp", "Icmp:", "InErrors") +
+		       net_counter6(peer_pid, "Icmp6InErrors");
+	v[IC_CSUM_ERRORS] = net_counter(peer_pid, "snmp", "Icmp:", "InCsumErrors") +
+			    net_counter6(peer_pid, "Icmp6InCsumErrors");
+	v[IC_OUT_OF_WINDOW] = net_counter(peer_pid, "netstat", "TcpExt:", "OutOfWindowIcmps");
+	v[IC_LOCKED] = net_counter(peer_pid, "netstat", "TcpExt:", "LockDroppedIcmps");
+	peer_acked(&v[IC_ACKED]); /* written: all of it acknowledged is the goal */
+}
+
+static int check_rto_revert(const long long before[IC_N], double t_restored)
+{
+	long long after[IC_N], d[IC_N];
+	double end, acked_after = -1;
+
+	if (before[IC_DEST_UNREACH] < 0) {
+		diag("--rto-revert: cannot read the ICMP counters");
+		return -1;
+	}
+	/* all the peer had written before the restore acknowledged, what the
+	 * lock dropped included: the peer has retransmitted it */
+	if (peer_pid && before[IC_ACKED] >= 0) {
+		for (end = now() + 60; peer_acked(NULL) < before[IC_ACKED];) {
+			if (now() > end) {
+				diag("FAIL: the server did not acknowledge what the peer had "
+				     "written before the restore within 60 s of it");
+				return -1;
+			}
+			usleep(2000);
+		}
+		acked_after = now() - t_restored;
+	}
+	/* the messages cross the veth pair in the restore's softirq: give a
+	 * busy machine a moment all the same */
+	end = now() + (o.rto_revert ? 2 : 0.1);
+	do {
+		icmp_counters(after);
+		for (int i = 0; i < IC_ACKED; i++)
+			d[i] = after[i] - before[i];
+		if (o.rto_revert && d[IC_DEST_UNREACH] >= o.rto_revert)
+			break;
+		usleep(20000);
+	} while (now() < end);
+	diag("the peer's namespace received %lld ICMP destination-unreachable messages (%lld out "
+	     "of the "
+	     "connection's window, %lld while its socket was busy, %lld malformed)",
+	     d[IC_DEST_UNREACH], d[IC_OUT_OF_WINDOW], d[IC_LOCKED],
+	     d[IC_ERRORS] + d[IC_CSUM_ERRORS]);
+	if (acked_after >= 0)
+		diag("all the peer had written before the restore was acknowledged %.3f s "
+		     "after it returned",
+		     acked_after);
+	if (!o.rto_revert && d[IC_DEST_UNREACH]) {
+		diag("FAIL: expected none");
+		return -1;
+	}
+	if (o.rto_revert && (d[IC_DEST_UNREACH] < o.rto_revert || d[IC_ERRORS] ||
+			     d[IC_CSUM_ERRORS] || d[IC_OUT_OF_WINDOW] >= d[IC_DEST_UNREACH])) {
+		diag("FAIL: expected at least %d, none malformed, not all out of the window",
+		     o.rto_revert);
+		return -1;
+	}
+	return 0;
+}
+
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
 {
 	char *argv[32] = { (char *)o.kupdate, "restore",   "-D",	   (char *)img,
@@ -653,9 +731,20 @@ static int test_main(char **targv)
 		usleep(2000);
 	}
 	usleep(20000); /* let it settle into its wait */
-	if (o.peer && wait_peer_progress(20, 30, "before the dump")) {
+	if (o.peer && !o.one_way && wait_peer_progress(20, 30, "before the dump")) {
 		kill_tree(root);
 		return 1;
+	}
+	/* one way: 20 records of the peer's acknowledged */
+	for (double end = now() + 30; o.peer && o.one_way && peer_acked(NULL) < 20 * 1016;) {
+		if (now() > end || waitpid(peer_pid, NULL, WNOHANG) == peer_pid) {
+			diag("the server acknowledged %lld bytes of the peer's before the dump, "
+			     "expected 20 records within 30 s",
+			     peer_acked(NULL));
+			kill_tree(root);
+			return 1;
+		}
+		usleep(10000);
 	}
 
 	if (o.leave_running) {
@@ -709,7 +798,8 @@ static int test_main(char **targv)
 	}
 
 	for (int it = 0; it < o.iterations; it++) {
-		double dsecs, rsecs;
+		double dsecs, rsecs, t_restored;
+		long long icmp0[IC_N] = { 0 };
 		long probes;
 		char prev[600];
 		bool damage;
@@ -840,7 +930,10 @@ static int test_main(char **targv)
 			usleep(o.pause_ms * 1000);
 		snprintf(out, sizeof(out), "%s/restore-%d.out", workdir, it);
 		probes = o.win_probes ? tcpext_counter("TCPWinProbe") : 0;
+		if (o.rto_revert >= 0)
+			icmp_counters(icmp0);
 		rc = do_restore(img, pidfile, out, &rsecs);
+		t_restored = now();
 		if (o.win_probes)
 			probes = tcpext_counter("TCPWinProbe") - probes;
 		if (o.expect_restore_fail && (!o.corrupt || damage)) {
@@ -903,6 +996,10 @@ static int test_main(char **targv)
 			kill_tree(root);
 			return 1;
 		}
+		if (o.rto_revert >= 0 && check_rto_revert(icmp0, t_restored)) {
+			kill_tree(root);
+			return 1;
+		}
 		{
 			char *p = slurp(pidfile);
 			pid_t rp = atoi(p);
@@ -962,7 +1059,7 @@ static int test_main(char **targv)
 		}
 		diag("iteration %d: %d processes, images %ld KiB, dump %.3f s, restore %.3f s", it,
 		     nbefore, dir_kb(img), dsecs, rsecs);
-		if (o.peer) {
+		if (o.peer && !o.one_way) {
 			long n = peer_progress();
 
 			if (n < 0 || wait_peer_progress(n + 100, 60, "after the restore")) {
@@ -1062,6 +1159,8 @@ int main(int argc, char **argv)
 		{ "skip-if", required_argument, NULL, 's' },
 		{ "no-prev", no_argument, NULL, 'V' },
 		{ "win-probes", required_argument, NULL, 'w' },
+		{ "rto-revert", required_argument, NULL, 'T' },
+		{ "one-way", no_argument, NULL, '1' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1140,6 +1239,12 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			o.win_probes = atoi(optarg);
+			break;
+		case 'T':
+			o.rto_revert = atoi(optarg);
+			break;
+		case '1':
+			o.one_way = true;
 			break;
 		case 'V':
 			o.no_prev = true;

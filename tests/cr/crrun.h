@@ -45,6 +45,8 @@ struct opts {
 	int pre_dumps;
 	bool no_prev;
 	int win_probes; /* --win-probes: window probes each restore sends, at least */
+	bool one_way;	/* --one-way: the test sends its peer nothing */
+	int rto_revert; /* --rto-revert: ICMP errors the peer receives a restore, at least (-1: unchecked; 0: none) */
 	const char *skip_if;
 };
 
@@ -79,6 +81,9 @@ long peer_progress(void);
 int wait_peer_progress(long want, int secs, const char *when);
 int stop_peer(void);
 int enter_netns(void);
+long net_counter(pid_t pid, const char *file, const char *section, const char *name);
+long net_counter6(pid_t pid, const char *name);
 long tcpext_counter(const char *name);
+long long peer_acked(long long *written);
 
 #endif

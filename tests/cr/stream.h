@@ -29,6 +29,7 @@ struct stream {
 	unsigned char in[sizeof(struct rec_hdr) + REC_LEN];
 	size_t in_off;
 	double last_recv, longest_gap;
+	double pace, due; /* pace: seconds between records sent (0: as fast as it goes) */
 	int done_sending;
 	char err[160];
 };
@@ -69,8 +70,12 @@ static inline int stream_step(struct stream *s, int salt_out, int salt_in, int w
 {
 	struct pollfd p = { s->fd, POLLIN | (s->out_len ? POLLOUT : 0), 0 };
 
-	if (!s->out_len && !s->done_sending) {
+	if (!s->out_len && !s->done_sending && (!s->pace || stream_now() >= s->due)) {
 		struct rec_hdr h = { REC_MAGIC, s->next_send, REC_LEN, 0 };
+
+		if (s->pace)
+			s->due =
+				(s->due > stream_now() - s->pace ? s->due : stream_now()) + s->pace;
 
 		rec_fill(s->out + sizeof(h), s->next_send, salt_out);
 		h.crc = rec_crc(s->out + sizeof(h), REC_LEN);

@@ -1,16 +1,24 @@
 /* The peer of the stream test, outside the dumped tree: connects to
- * tcpserver at argv[1]:port (read from $CRT_DIR/port), streams records both
+ * tcpserver at argv[1]:port (an IPv6 address if it has a colon) (read from $CRT_DIR/port), streams records both
  * ways, writes its progress to $CRT_DIR/peer-progress, and on SIGTERM says
  * how it went: exit 0 only if nothing was lost, repeated, reordered or
- * reset.  See stream.h.
+ * reset.  See stream.h.  The progress file's fields: records received,
+ * records sent, the longest stall (s), the bytes of the stream the server
+ * has acknowledged, the bytes this side has written.
  *
  * argv[2] "nowscale" (in a network namespace of its own): the connection
  * goes without window scaling (as with QEMU's user network), and the
  * window the server offers after the last restore must be at least 3/4 of
  * the largest it offered before the first dump (a restored socket that
- * kept the scale its repair-mode connect chose offered half). */
+ * kept the scale its repair-mode connect chose offered half).
+ *
+ * argv[2] "paced": a record every 5 ms (about 200 KB/s) instead of as fast
+ * as the window lets it: the server never closes its window, and what this
+ * side sends while the server is away is lost to the lock and waits for
+ * this side's retransmission timer (a client sending requests). */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <linux/tcp.h> /* the kernel's tcp_info: tcpi_snd_wnd */
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "stream.h"
 
@@ -62,10 +71,12 @@ static void note_window(struct windows *w, int fd, const struct stream *s)
 int main(int argc, char **argv)
 {
 	bool nowscale = argc > 2 && !strcmp(argv[2], "nowscale");
+	bool paced = argc > 2 && !strcmp(argv[2], "paced");
 	struct windows w = { 0 };
 	const char *dir = getenv("CRT_DIR");
 	char path[4096], tmp[4096];
 	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
 	struct stream s;
 	double last_report = 0;
 	int fd, port = 0;
@@ -91,14 +102,27 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	inet_pton(AF_INET, argc > 1 ? argv[1] : "127.0.0.1", &a.sin_addr);
-	a.sin_port = htons(port);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (!port || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		printf("FAIL: cannot connect to port %d: %s\n", port, strerror(errno));
-		return 1;
+	if (argc > 1 && strchr(argv[1], ':')) {
+		inet_pton(AF_INET6, argv[1], &a6.sin6_addr);
+		a6.sin6_port = htons(port);
+		fd = socket(AF_INET6, SOCK_STREAM, 0);
+		if (!port || connect(fd, (struct sockaddr *)&a6, sizeof(a6))) {
+			printf("FAIL: cannot connect to [%s]:%d: %s (no IPv6 here?)\n", argv[1],
+			       port, strerror(errno));
+			return 1;
+		}
+	} else {
+		inet_pton(AF_INET, argc > 1 ? argv[1] : "127.0.0.1", &a.sin_addr);
+		a.sin_port = htons(port);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (!port || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+			printf("FAIL: cannot connect to port %d: %s\n", port, strerror(errno));
+			return 1;
+		}
 	}
 	stream_init(&s, fd);
+	if (paced)
+		s.pace = 0.005;
 	while (!term) {
 		double t;
 
@@ -117,7 +141,16 @@ int main(int argc, char **argv)
 			snprintf(tmp, sizeof(tmp), "%s/.peer-progress", dir);
 			f = fopen(tmp, "w");
 			if (f) {
-				fprintf(f, "%u %u %.3f\n", s.next_recv, s.next_send, s.longest_gap);
+				/* what this side wrote, and of it what the server has
+				 * acknowledged (no longer in the send queue) */
+				long long written = (long long)s.next_send * sizeof(s.out) +
+						    (long long)s.out_off;
+				int outq = 0;
+
+				if (ioctl(fd, SIOCOUTQ, &outq))
+					outq = -1;
+				fprintf(f, "%u %u %.3f %lld %lld\n", s.next_recv, s.next_send,
+					s.longest_gap, outq < 0 ? -1 : written - outq, written);
 				fclose(f);
 				rename(tmp, path);
 			}
