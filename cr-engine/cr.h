@@ -93,6 +93,7 @@ struct cr_restore_opts {
 	const char *pidfile;  /* receives the root pid */
 	bool no_page_verify;  /* skip the crc32c check of page data */
 	bool no_net_unlock;   /* the caller lifts the network lock itself */
+	bool no_rto_revert;   /* no ICMP to cut the peers' retransmission timeout (tcp.c) */
 	const char *cycle_id; /* if set, the images must have been dumped for it */
 	cr_open_external_fn open_external;
 	void *cb_arg;

@@ -882,7 +882,8 @@ static int finish(struct rctx *c)
 		}
 	}
 	step_done(c, "registers set");
-	ret = tcp_finish_restore(&c->files, c->procs, c->nr, !c->opts->no_net_unlock);
+	ret = tcp_finish_restore(&c->files, c->procs, c->nr, !c->opts->no_net_unlock,
+				 !c->opts->no_rto_revert);
 	if (ret)
 		return ret;
 	step_done(c, "connections out of repair mode, network unlocked");

@@ -25,8 +25,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/sockios.h>
-#include <netinet/tcp.h>
+#include <netinet/icmp6.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/ip6.h>
+#include <netinet/ip_icmp.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -120,7 +124,7 @@ static int peek_tcp_queue(int sk, int queue, uint32_t len, uint32_t *seq, Protob
 	return 0;
 }
 
-static int dump_stream(int sk, InetSk *s, const char *what)
+static int dump_stream(int sk, InetSk *s, int64_t rcv_wup_at_lock, const char *what)
 {
 	TcpStream *t = xzalloc(sizeof(*t));
 	struct tcp_info ti;
@@ -151,6 +155,10 @@ static int dump_stream(int sk, InetSk *s, const char *what)
 	if (ret) {
 		pr_err("%s: cannot read its queues in repair mode: %s", what, strerror(-ret));
 		return ret;
+	}
+	if (rcv_wup_at_lock >= 0) {
+		t->has_rcv_locked = 1;
+		t->rcv_locked = (uint32_t)rcv_wup_at_lock;
 	}
 	t->has_outq = outq > 0;
 	t->has_inq = inq > 0;
@@ -422,6 +430,7 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
 		bool reuse = s->opts->has_reuseaddr && s->opts->reuseaddr;
+		int64_t rcv_wup_at_lock = -1;
 		struct cr_conn c;
 		int h, r;
 
@@ -433,6 +442,22 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		}
 		if (ctx->check_only)
 			goto out; /* checkpointable; nothing to lock or read */
+		/* The last acknowledgement this side sent before the lock (an
+		 * ACK it sends later is dropped, and moves rcv_wup all the same):
+		 * the peer's snd_una, which the restore quotes to the peer
+		 * (rto_revert_send).  Reading it takes repair mode, left again
+		 * without a probe. */
+		if (!repair_on(sk, what)) {
+			struct tcp_repair_window w;
+			socklen_t l = sizeof(w);
+
+			if (!getsockopt(sk, SOL_TCP, TCP_REPAIR_WINDOW, &w, &l))
+				rcv_wup_at_lock = (int64_t)w.rcv_wup;
+			if (repair_off(sk, false, what) || reuse_again(sk, reuse, what)) {
+				ret = -EIO;
+				goto out;
+			}
+		}
 		/* lock first, so that nothing moves while it is read */
 		inet_conn(s, &c);
 		ret = dump_lock(ctx, &c);
@@ -448,7 +473,7 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		if (ret)
 			goto out;
 		ctx->tcp_sks[h].repair = true;
-		ret = dump_stream(ctx->tcp_sks[h].fd, s, what);
+		ret = dump_stream(ctx->tcp_sks[h].fd, s, rcv_wup_at_lock, what);
 		/* read: an ordinary socket again at once (its packets stay locked),
 		 * without a window probe; back in repair mode just before the kill */
 		r = repair_off(ctx->tcp_sks[h].fd, false, what);
@@ -767,11 +792,207 @@ int inet_release(int sk, const InetSk *s, const char *what)
 	return 0;
 }
 
+/* The peer's retransmission timer, cut short (RFC 6069).
+ *
+ * What the peer sent while the service was away was dropped by the lock,
+ * and a peer waiting for its acknowledgement retransmits on a timer it
+ * doubled at every try: after a pause of 10 s its next try can be 6 s
+ * away.  The window probes do not help a Linux peer (it ignores duplicate
+ * ACKs after a timeout, and answers an out-of-window segment at most twice
+ * a second).  What does is an ICMP "host unreachable" (ICMPv6 "no route")
+ * that quotes the connection with sequence number == the peer's snd_una:
+ * each one takes one doubling off the peer's timeout, and once the
+ * remaining timeout has run out the peer retransmits at once (Linux does
+ * this for IPv4, and for IPv6 in recent kernels: the guests' 6.1 and 6.12
+ * and this host's 6.18 all do).  The peer's snd_una is what this side last
+ * acknowledged: rcv_locked (in the last segment this side sent before the
+ * dump put the lock in place), rcv_wup (in the last one before the dump
+ * read it: the same, unless the lock dropped one) or rcv_nxt (once one of
+ * its segments got through).  Each is sent RTO_REVERT_COPIES times, enough
+ * for the 15 doublings of a peer's longest timeout.  What is left: an ACK
+ * that left between the first read and the lock, followed by one the lock
+ * dropped, leaves the peer's snd_una between the two, where nothing is
+ * quoted (1 restore in 12 in the host test, under load): that peer waits
+ * for its timer as before.
+ *
+ * A message with any other sequence number changes nothing but the
+ * socket's soft error (reported only if the connection times out later);
+ * a peer socket with IP_RECVERR set would see one EHOSTUNREACH from its
+ * next call, which is why the restore has no_rto_revert (kupdate
+ * --no-rto-revert).  Connections whose both ends are restored together, and
+ * loopback peers, get none. */
+enum { RTO_REVERT_COPIES = 16 };
+
+struct rto_revert {
+	int fd4, fd6; /* raw ICMP sockets, opened on first use (-1: none yet, -2: failed) */
+	unsigned peers, sent;
+};
+
+static uint16_t inet_csum(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t sum = 0;
+
+	for (; len > 1; p += 2, len -= 2)
+		sum += (uint32_t)p[0] << 8 | p[1];
+	if (len)
+		sum += (uint32_t)p[0] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return htons((uint16_t)~sum);
+}
+
+static bool addr_v4mapped(const uint8_t *a)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(a, pfx, sizeof(pfx));
+}
+
+static bool addr_loopback(int family, const uint8_t *a)
+{
+	static const uint8_t lo6[16] = { [15] = 1 };
+
+	if (family == AF_INET)
+		return a[0] == 127;
+	return !memcmp(a, lo6, 16) || (addr_v4mapped(a) && a[12] == 127);
+}
+
+/* the quoted segment: from the peer to us, as the peer sent it */
+static void quote_tcp(struct tcphdr *th, const struct cr_conn *c, uint32_t seq)
+{
+	memset(th, 0, sizeof(*th));
+	th->th_sport = htons(c->rport);
+	th->th_dport = htons(c->lport);
+	th->th_seq = htonl(seq);
+	th->th_off = sizeof(*th) / 4;
+	th->th_flags = TH_ACK;
+}
+
+static int rto_revert_socket(int *fd, int family, const char *what)
+{
+	if (*fd == -1) {
+		*fd = socket(family, SOCK_RAW | SOCK_CLOEXEC,
+			     family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6);
+		if (*fd < 0) {
+			pr_warn("%s: cannot open a raw ICMP socket (%s): its peer resumes when its "
+				"own retransmission timer runs out",
+				what, strerror(errno));
+			*fd = -2;
+		}
+	}
+	return *fd;
+}
+
+/* both ends of this connection are restored together */
+static bool conn_pair_restored(const struct cr_conn *c, const struct cr_conn *all, size_t n)
+{
+	int l = c->family == AF_INET ? 4 : 16;
+
+	for (size_t i = 0; i < n; i++)
+		if (all[i].family == c->family && all[i].lport == c->rport &&
+		    all[i].rport == c->lport && !memcmp(all[i].laddr, c->raddr, l) &&
+		    !memcmp(all[i].raddr, c->laddr, l))
+			return true;
+	return false;
+}
+
+static void rto_revert_send(struct rto_revert *r, const InetSk *s, const struct cr_conn *all,
+			    size_t nall, const char *what)
+{
+	const TcpStream *t = s->tcp;
+	struct cr_conn c;
+	uint32_t seqs[3];
+	int nseq = 0, sent = 0;
+	bool v4;
+
+	inet_conn(s, &c);
+	v4 = c.family == AF_INET || (addr_v4mapped(c.raddr) && addr_v4mapped(c.laddr));
+	if (!t || addr_loopback(c.family, c.raddr) || conn_pair_restored(&c, all, nall))
+		return;
+	if (t->has_rcv_wup && t->rcv_wup != t->rcv_seq)
+		seqs[nseq++] = t->rcv_wup;
+	if (t->has_rcv_locked && t->rcv_locked != t->rcv_seq &&
+	    (!t->has_rcv_wup || t->rcv_locked != t->rcv_wup))
+		seqs[nseq++] = t->rcv_locked;
+	seqs[nseq++] = t->rcv_seq;
+	for (int k = 0; k < nseq; k++) {
+		if (v4) {
+			const uint8_t *la = c.family == AF_INET ? c.laddr : c.laddr + 12;
+			const uint8_t *ra = c.family == AF_INET ? c.raddr : c.raddr + 12;
+			struct {
+				struct icmphdr icmp;
+				struct iphdr ip;
+				struct tcphdr tcp;
+			} m;
+			struct sockaddr_in to = { .sin_family = AF_INET };
+
+			_Static_assert(sizeof(m) == 48, "no padding in the ICMP message");
+			if (rto_revert_socket(&r->fd4, AF_INET, what) < 0)
+				return;
+			memset(&m, 0, sizeof(m));
+			m.icmp.type = ICMP_DEST_UNREACH;
+			m.icmp.code = ICMP_HOST_UNREACH;
+			m.ip.version = 4;
+			m.ip.ihl = 5;
+			m.ip.tot_len = htons(sizeof(m.ip) + sizeof(m.tcp));
+			m.ip.ttl = 64;
+			m.ip.protocol = IPPROTO_TCP;
+			memcpy(&m.ip.saddr, ra, 4);
+			memcpy(&m.ip.daddr, la, 4);
+			m.ip.check = inet_csum(&m.ip, sizeof(m.ip));
+			quote_tcp(&m.tcp, &c, seqs[k]);
+			m.icmp.checksum = inet_csum(&m, sizeof(m));
+			memcpy(&to.sin_addr, ra, 4);
+			for (int i = 0; i < RTO_REVERT_COPIES; i++)
+				sent += sendto(r->fd4, &m, sizeof(m), MSG_DONTWAIT, (void *)&to,
+					       sizeof(to)) == (ssize_t)sizeof(m);
+		} else {
+			struct {
+				struct icmp6_hdr icmp;
+				struct ip6_hdr ip;
+				struct tcphdr tcp;
+			} m;
+			struct sockaddr_in6 to = { .sin6_family = AF_INET6 };
+
+			_Static_assert(sizeof(m) == 68, "no padding in the ICMPv6 message");
+			if (rto_revert_socket(&r->fd6, AF_INET6, what) < 0)
+				return;
+			memset(&m, 0, sizeof(m));
+			m.icmp.icmp6_type = ICMP6_DST_UNREACH;
+			m.icmp.icmp6_code = ICMP6_DST_UNREACH_NOROUTE;
+			m.ip.ip6_flow = htonl(6u << 28);
+			m.ip.ip6_plen = htons(sizeof(m.tcp));
+			m.ip.ip6_nxt = IPPROTO_TCP;
+			m.ip.ip6_hlim = 64;
+			memcpy(&m.ip.ip6_src, c.raddr, 16);
+			memcpy(&m.ip.ip6_dst, c.laddr, 16);
+			quote_tcp(&m.tcp, &c, seqs[k]);
+			/* the kernel sums ICMPv6 itself */
+			memcpy(&to.sin6_addr, c.raddr, 16);
+			for (int i = 0; i < RTO_REVERT_COPIES; i++)
+				sent += sendto(r->fd6, &m, sizeof(m), MSG_DONTWAIT, (void *)&to,
+					       sizeof(to)) == (ssize_t)sizeof(m);
+		}
+	}
+	if (sent) {
+		r->peers++;
+		r->sent += sent;
+	} else {
+		pr_warn("%s: cannot send its peer the messages that cut its retransmission "
+			"timeout short (%s): the peer resumes when that timeout runs out",
+			what, strerror(errno));
+	}
+}
+
 /* TCP connections: lift the lock, then leave repair mode (which sends a
  * window probe, so the peer learns at once that its segments get through
- * again) and send what had never been sent.  The tree is still stopped. */
-int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock)
+ * again), send what had never been sent, and cut the peer's retransmission
+ * timeout short (above).  The tree is still stopped. */
+int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
+		       bool rto_revert)
 {
+	struct rto_revert rr = { .fd4 = -1, .fd6 = -1 };
 	struct cr_conn *conns = NULL;
 	size_t n = 0;
 	int ret = 0;
@@ -795,7 +1016,6 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	}
 	if (n && unlock)
 		netlock_del(conns, n);
-	free(conns);
 	for (size_t i = 0; i < nr && !ret; i++) {
 		struct rproc *rp = &procs[i];
 		int pidfd = -1;
@@ -826,10 +1046,21 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 			snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[k]->fd);
 			ret = inet_release(sk, fe->isk, what);
 			close(sk);
+			if (!ret && rto_revert && unlock)
+				rto_revert_send(&rr, fe->isk, conns, n, what);
 		}
 		if (pidfd >= 0)
 			close(pidfd);
 	}
+	if (rr.peers)
+		pr_info("sent %u peers %u ICMP messages that cut their retransmission timeout "
+			"short (RFC 6069)",
+			rr.peers, rr.sent);
+	if (rr.fd4 >= 0)
+		close(rr.fd4);
+	if (rr.fd6 >= 0)
+		close(rr.fd6);
+	free(conns);
 	free(done);
 	return ret;
 }

@@ -29,8 +29,10 @@ int inet_release(int sk, const InetSk *s, const char *what);
 struct rfiles;
 struct rproc;
 /* After a restore, while the tree is still stopped: lift the lock (unless
- * the caller does it) and take every connection out of repair mode. */
-int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock);
+ * the caller does it), take every connection out of repair mode and, with
+ * rto_revert, cut each remote peer's retransmission timeout short. */
+int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
+		       bool rto_revert);
 
 /* dump.c: the lock of a connection during a dump */
 int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);

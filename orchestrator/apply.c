@@ -74,7 +74,7 @@ struct aunit {
 struct apply_opts {
 	const char *kernel, *initrd, *append;
 	char *store; /* --store, made absolute */
-	bool dry_run, fast, no_kexec, no_reserve, pre_dump;
+	bool dry_run, fast, no_kexec, no_reserve, pre_dump, no_rto_revert;
 	int jobs; /* --jobs: units dumped at once (0: one a CPU) */
 };
 
@@ -97,7 +97,7 @@ static void usage_apply(FILE *f)
 {
 	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
-	      "                     [--pre-dump] [--store DIR] [--jobs N]\n"
+	      "                     [--pre-dump] [--store DIR] [--jobs N] [--no-rto-revert]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
@@ -117,6 +117,10 @@ static void usage_apply(FILE *f)
 	      "                    the state directory\n"
 	      "  --jobs N          dump N units at once (default: one a CPU; every unit\n"
 	      "                    stays frozen until the last one is dumped)\n"
+	      "  --no-rto-revert   the restores send the remote peers of TCP connections no\n"
+	      "                    ICMP errors that cut their retransmission timeout short\n"
+	      "                    (RFC 6069; a peer socket with IP_RECVERR sees one\n"
+	      "                    EHOSTUNREACH from them)\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -539,6 +543,8 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	m.cmdline = (char *)cmdline;
 	m.pid_reserve = (char *)reserve;
 	m.store = (char *)store;
+	m.has_no_rto_revert = ao->no_rto_revert;
+	m.no_rto_revert = ao->no_rto_revert;
 	m.has_started_ns = m.has_preflight_ns = 1;
 	m.started_ns = started;
 	m.preflight_ns = preflight;
@@ -676,6 +682,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "pre-dump", no_argument, NULL, 'M' },
 		{ "store", required_argument, NULL, 'S' },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "no-rto-revert", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -712,6 +719,9 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'M':
 			ao->pre_dump = true;
+			break;
+		case 'R':
+			ao->no_rto_revert = true;
 			break;
 		case 'j': {
 			char *end;

@@ -569,6 +569,7 @@ int cmd_restore_unit(int argc, char **argv)
 	o.detach = true;
 	o.pidfile = pidfile;
 	o.open_external = journal_stream;
+	o.no_rto_revert = m->no_rto_revert;
 	/* the unit's position and name for the engine's fault checks (tests) */
 	for (size_t i = 0; i < m->n_units; i++)
 		if (m->units[i] == cu) {

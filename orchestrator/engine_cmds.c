@@ -215,6 +215,7 @@ int cmd_restore(int argc, char **argv)
 		{ "pidfile", required_argument, NULL, 'p' },
 		{ "no-page-verify", no_argument, NULL, 'V' },
 		{ "reconnect-unix", no_argument, NULL, 'r' },
+		{ "no-rto-revert", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -238,6 +239,9 @@ int cmd_restore(int argc, char **argv)
 			break;
 		case 'r':
 			o.open_external = reconnect;
+			break;
+		case 'R':
+			o.no_rto_revert = true;
 			break;
 		case 'h':
 			usage(stdout);
