@@ -52,6 +52,9 @@
 #define TCPOPT_TIMESTAMP 8
 #endif
 
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
 #ifndef TCP_REPAIR_ON
 #define TCP_REPAIR_ON  1
 #define TCP_REPAIR_OFF 0
@@ -738,8 +741,9 @@ bool inet_is_repaired(const FileEntry *e)
  * full buffer has no room left for the rest (EAGAIN), and waiting for the
  * peer's acknowledgements could take as long as it keeps its window shut.
  * The buffer is made large enough for as long as the rest is queued, and
- * then given back its size (further sends wait until the queue drains). */
-static int send_unsent(int sk, const uint8_t *p, size_t left, const char *what)
+ * then given back its size and lock (further sends wait until the queue
+ * drains). */
+static int send_unsent(int sk, const uint8_t *p, size_t left, int buf_lock, const char *what)
 {
 	int size = 0;
 	socklen_t sl = sizeof(size);
@@ -771,8 +775,13 @@ static int send_unsent(int sk, const uint8_t *p, size_t left, const char *what)
 		p += n;
 		left -= n;
 	}
-	if (raised)
+	if (raised) {
 		setsockopt(sk, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ size / 2 }, sizeof(int));
+		/* which locked the size: the program's lock as it was (a buffer
+		 * the kernel tuned goes on being tuned) */
+		if (buf_lock >= 0)
+			setsockopt(sk, SOL_SOCKET, SO_BUF_LOCK, &buf_lock, sizeof(buf_lock));
+	}
 	return ret ? -EIO : 0;
 }
 
@@ -788,7 +797,9 @@ int inet_release(int sk, const InetSk *s, const char *what)
 	if (ret)
 		return ret;
 	if (t && t->unsent)
-		return send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent, what);
+		return send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent,
+				   s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
+				   what);
 	return 0;
 }
 

@@ -16,7 +16,10 @@
  * Also dumped and restored ("tcpunread SIZE": a send buffer of SIZE, full
  * at the dump): the part of the send queue put back in repair mode takes
  * more of the buffer than it did, and the unsent rest must still go in
- * (tcp.c: send_unsent), the buffer's size as it was afterwards. */
+ * (tcp.c: send_unsent), the buffer's size as it was afterwards.  With
+ * "tcpunread auto" the program never sizes its send buffer: the kernel
+ * tunes it, and it must not come back locked (SO_BUF_LOCK, Linux 5.14)
+ * after the restore grew it for a while. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +43,10 @@
 #define N2_MAX	 400000 /* tree -> peer, beyond the peer's window */
 #define REC	 1000	/* one record each way afterwards */
 #define WAIT_SEC 30
+
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
 
 static unsigned char pat(long i, int salt)
 {
@@ -234,6 +241,8 @@ int main(int argc, char **argv)
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
 	int lst, srv, inq = 0, outq = 0, unsent = 0, rep = -1, st, sndbuf = 0, sndbuf2 = 0;
+	int lock = -1, lock2 = -1;
+	long n2_max;
 	long n2 = 0;
 	char why[256], buf[64], tmp[4096];
 	unsigned char chunk[8192];
@@ -262,7 +271,7 @@ int main(int argc, char **argv)
 		crt_fail("accept: %s", strerror(errno));
 	close(lst);
 	/* "tcpunread SIZE": a send buffer of SIZE (SO_SNDBUF), full at the dump */
-	if (argc > 1 &&
+	if (argc > 1 && strcmp(argv[1], "auto") &&
 	    setsockopt(srv, SOL_SOCKET, SO_SNDBUF, &(int){ atoi(argv[1]) }, sizeof(int)))
 		crt_fail("SO_SNDBUF: %s", strerror(errno));
 
@@ -272,8 +281,11 @@ int main(int argc, char **argv)
 	crt_check(inq == N1, "%d bytes queued from the peer, expected %d", inq, N1);
 	/* ours fill the peer's window, then our send queue */
 	fcntl(srv, F_SETFL, O_NONBLOCK);
-	while (n2 < N2_MAX) {
-		long k = sizeof(chunk) < (size_t)(N2_MAX - n2) ? (long)sizeof(chunk) : N2_MAX - n2;
+	/* a buffer the kernel tunes takes all of N2_MAX: up to 16 MiB, until
+	 * it is full, then */
+	n2_max = argc > 1 && !strcmp(argv[1], "auto") ? 16L << 20 : N2_MAX;
+	while (n2 < n2_max) {
+		long k = sizeof(chunk) < (size_t)(n2_max - n2) ? (long)sizeof(chunk) : n2_max - n2;
 		ssize_t r;
 
 		for (long i = 0; i < k; i++)
@@ -291,6 +303,9 @@ int main(int argc, char **argv)
 		n2, outq, unsent);
 	al = sizeof(sndbuf);
 	getsockopt(srv, SOL_SOCKET, SO_SNDBUF, &sndbuf, &al);
+	al = sizeof(lock);
+	if (getsockopt(srv, SOL_SOCKET, SO_BUF_LOCK, &lock, &al))
+		lock = -1; /* before Linux 5.14 */
 	crt_ready();
 	crt_wait_term();
 
@@ -304,6 +319,10 @@ int main(int argc, char **argv)
 	al = sizeof(sndbuf2);
 	crt_check(!getsockopt(srv, SOL_SOCKET, SO_SNDBUF, &sndbuf2, &al) && sndbuf2 == sndbuf,
 		  "SO_SNDBUF is %d, it was %d", sndbuf2, sndbuf);
+	al = sizeof(lock2);
+	crt_check(lock < 0 ||
+			  (!getsockopt(srv, SOL_SOCKET, SO_BUF_LOCK, &lock2, &al) && lock2 == lock),
+		  "SO_BUF_LOCK is %d, it was %d", lock2, lock);
 	crt_check(!ioctl(srv, SIOCINQ, &inq) && inq == N1, "%d bytes to read, expected %d", inq,
 		  N1);
 	crt_check(!read_check(srv, N1, 1, why, sizeof(why)), "reading the queued bytes: %s", why);
