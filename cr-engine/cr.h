@@ -40,6 +40,7 @@ struct cr_dump_opts {
 	bool no_page_crc;     /* skip the crc32c of page data */
 	bool no_net_lock;     /* the caller locks the network itself */
 	bool check_only;      /* look at everything, write nothing, resume the tree */
+	bool no_rto_revert;   /* a tree that goes on: no ICMP to its peers (tcp.c) */
 	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
 	/* pre_dump: save only memory, copied after the tree runs again, and
 	 * track what it writes from then on; prev_dir: an earlier pre-dump,

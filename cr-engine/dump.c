@@ -200,6 +200,12 @@ int cr_stop_requested(void)
  * (its connections read), nothing written yet */
 static void fault_kill_dump(void)
 {
+	/* a long dump: the tree's peers back their timers off meanwhile */
+	if (cr_fault("slow-dump")) {
+		fprintf(stderr, "kupdate: slow-dump fault (KUPDATE_FAULT): 2 s in the middle of a "
+				"dump\n");
+		usleep(2000000);
+	}
 	if (cr_fault("interrupt-dump")) {
 		fprintf(stderr, "kupdate: interrupt-dump fault (KUPDATE_FAULT): SIGINT in the "
 				"middle of a dump\n");

@@ -253,6 +253,10 @@ struct dump_tcp_sk {
 	int tree_fd;	/* ... it is (for messages) */
 	bool repair;	/* in repair mode */
 	bool reuseaddr; /* SO_REUSEADDR, which leaving repair mode clears */
+	bool read;	/* read: conn and acks hold what the peer is quoted */
+	struct cr_conn conn;
+	uint32_t acks[3]; /* what the peer may wait to have acknowledged (tcp.c) */
+	int nr_acks;
 };
 
 struct cr_dump_ctx {

@@ -117,10 +117,10 @@ static void usage_apply(FILE *f)
 	      "                    the state directory\n"
 	      "  --jobs N          dump N units at once (default: one a CPU; every unit\n"
 	      "                    stays frozen until the last one is dumped)\n"
-	      "  --no-rto-revert   the restores send the remote peers of TCP connections no\n"
-	      "                    ICMP errors that cut their retransmission timeout short\n"
-	      "                    (RFC 6069; a peer socket with IP_RECVERR sees one\n"
-	      "                    EHOSTUNREACH from them)\n"
+	      "  --no-rto-revert   send the remote peers of TCP connections no ICMP errors\n"
+	      "                    that cut their retransmission timeout short after the\n"
+	      "                    restores (or a failed dump) (RFC 6069; a peer socket\n"
+	      "                    with IP_RECVERR sees one EHOSTUNREACH from them)\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -244,7 +244,8 @@ static int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdi
 	return ret;
 }
 
-static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, bool progress)
+static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, bool progress,
+		     bool no_rto_revert)
 {
 	_cleanup_free_ char *imgdir = NULL;
 	struct cr_dump_opts o = { 0 };
@@ -278,6 +279,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	o.imgdir = imgdir;
 	o.cycle_id = cycle_id;
 	o.prev_dir = u->pre;
+	o.no_rto_revert = no_rto_revert;
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
@@ -325,9 +327,10 @@ struct dumpers {
 	struct aunit *u;
 	int n, next;
 	const char *cycle_id, *cycdir;
-	int failed;	/* 1 + the unit whose dump failed first, or 0 */
-	int ret;	/* its error */
-	char why[1024]; /* its first error message, or "" */
+	bool no_rto_revert; /* apply --no-rto-revert: for the dumps that fail too */
+	int failed;	    /* 1 + the unit whose dump failed first, or 0 */
+	int ret;	    /* its error */
+	char why[1024];	    /* its first error message, or "" */
 	int nr, idle;
 	enum verdict verdict;
 	pthread_mutex_t mu;
@@ -353,7 +356,7 @@ static void *dump_worker(void *arg)
 		/* for the engine's fault checks (tests) */
 		cr_fault_set_unit(i + 1, d->u[i].name);
 		cr_log_mark_thread();
-		int ret = dump_unit(&d->u[i], d->cycle_id, d->cycdir, d->nr == 1);
+		int ret = dump_unit(&d->u[i], d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
 
 		if (ret) {
 			pthread_mutex_lock(&d->mu);
@@ -392,7 +395,7 @@ static void *dump_worker(void *arg)
  * thread could be started).  The
  * sessions stay with the threads until dumpers_end(). */
 static int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char *cycle_id,
-		       const char *cycdir)
+		       const char *cycdir, bool no_rto_revert)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -401,6 +404,7 @@ static int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, cons
 	d->n = n;
 	d->cycle_id = cycle_id;
 	d->cycdir = cycdir;
+	d->no_rto_revert = no_rto_revert;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	if (jobs <= 0)
@@ -989,7 +993,7 @@ int cmd_apply(int argc, char **argv)
 			goto abort;
 		}
 	}
-	if (dumpers_run(&dumpers, u, n, ao.jobs, id, tmp)) {
+	if (dumpers_run(&dumpers, u, n, ao.jobs, id, tmp, ao.no_rto_revert)) {
 		int i = dumpers.failed - 1;
 		const char *why = dumpers.why[0] ? dumpers.why : NULL;
 

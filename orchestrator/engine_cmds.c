@@ -77,6 +77,7 @@ int cmd_dump(int argc, char **argv)
 		{ "external-unix", required_argument, NULL, 'x' },
 		{ "pre-dump", no_argument, NULL, 'P' },
 		{ "prev", required_argument, NULL, 'p' },
+		{ "no-rto-revert", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -106,6 +107,9 @@ int cmd_dump(int argc, char **argv)
 			break;
 		case 'C':
 			o.no_page_crc = true;
+			break;
+		case 'N':
+			o.no_rto_revert = true;
 			break;
 		case 'g':
 			if (parse_size(optarg, &o.ghost_limit)) {
