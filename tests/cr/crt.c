@@ -119,6 +119,18 @@ void crt_fail(const char *fmt, ...)
 	exit(1);
 }
 
+void crt_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("SKIP: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(77);
+}
+
 uint64_t crt_hash(const void *p, size_t len, uint64_t h)
 {
 	const unsigned char *c = p;
