@@ -722,8 +722,11 @@ static int test_main(char **targv)
 			if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
 				char *text = slurp(log);
 
-				diag("skipped: %s",
-				     strtok(text, "\n") ? text : "(no reason given)");
+				char *why = strtok(text, "\n");
+
+				if (why && !strncmp(why, "SKIP: ", 6))
+					why += 6;
+				diag("skipped: %s", why ? why : "(no reason given)");
 				free(text);
 				return 77;
 			}
