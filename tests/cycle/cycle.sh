@@ -21,6 +21,8 @@
 #   3 B -> A with demo-pipe's page image damaged before its restore: it is
 #     started the ordinary way (new pid), the others are restored; this
 #     direction goes without pid_reserve= (the generator's ns_last_pid path)
+#     and with --no-rto-revert (A->B's restores quote the connections to
+#     their peers in ICMP errors, B->A's do not)
 #   4 a cycle made ready, then a boot without it (an ordinary reboot):
 #     nothing comes back, the images are removed, status says abandoned
 #   5 for comparison: a plain `systemctl kexec`, the time until the counter
@@ -228,6 +230,11 @@ run 'systemd-analyze; systemd-analyze blame | head -6; systemd-analyze critical-
 # the whole journal of that boot, kept beside the results for reading
 run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-B.journal" 2>&1 || true
 run 'tail -n +1 /run/kupdate/restore-*.log' >"$BUILD/cycle-restore-B.log" 2>&1 || true
+# the restores quote each connection to its peer (here QEMU's user network,
+# which ignores them: the host test tcpstream-revert shows what a Linux
+# peer does with them)
+check "A->B: the restores sent the host clients' connections ICMP errors that cut a peer's retransmission timeout short" \
+	grep -q 'ICMP messages that cut their retransmission timeout short' "$BUILD/cycle-restore-B.log"
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \
@@ -283,7 +290,10 @@ run 'cp /payload/extra/kupdate-test-corrupt.service /etc/systemd/system/ &&
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
 # without pid_reserve= (as for a kernel without our patch): the generator
 # moves the pid allocator above the saved pids
-apply_kexec "B->A" "--no-pid-reserve /payload/boot/bzImage-A"
+# and with --no-rto-revert: the manifest tells the restores to send none
+apply_kexec "B->A" "--no-pid-reserve --no-rto-revert /payload/boot/bzImage-A"
+check "B->A: apply --no-rto-revert: the restores sent no ICMP errors" \
+	run 'ls /run/kupdate/restore-*.log >/dev/null && ! grep -q "ICMP messages that cut" /run/kupdate/restore-*.log'
 status=$(run 'kupdate status')
 report_ba=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
@@ -377,6 +387,9 @@ check "A->A': counter memory intact, the count went on ($before -> $after)" \
 		exit !(y[1] == "ok" && y[3] == x[3] && y[2] >= x[2]) }'
 status=$(run 'kupdate status')
 report_aa=$(grep "^phases" <<<"$status")
+# A''s boot journal and restore logs, kept for reading as B's are
+run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-A2.journal" 2>&1 || true
+run 'tail -n +1 /run/kupdate/restore-*.log' >"$BUILD/cycle-restore-A2.log" 2>&1 || true
 echo "$status" | sed 's/^/# status: /'
 check "A->A': kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 # the lock reads the connections from the images: it waited for the store
