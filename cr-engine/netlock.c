@@ -225,6 +225,10 @@ static int elems_nl(bool add, const struct cr_conn *c, size_t n, int *keep)
 		*keep = sk;
 		atexit(close_del_sock);
 	}
+	/* an error's answer without the request it refuses (which can be
+	 * larger than the receive buffer) */
+	if (sk >= 0)
+		setsockopt(sk, SOL_NETLINK, NETLINK_CAP_ACK, &(int){ 1 }, sizeof(int));
 	if (sk < 0 ||
 	    setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
 		       sizeof(struct timeval)) ||
