@@ -1,0 +1,99 @@
+/* Unit tests of the network lock's elements (netlock.c), which go through
+ * nftables' netlink messages built by kupdate: in a network namespace of
+ * the test's own, elements added for IPv4, IPv6 and v4-mapped connections
+ * must be the ones nftables shows for those connections (its text "get
+ * element"), a batch larger than one message's worth is taken whole, and
+ * a removal with an element missing removes the others.  Needs root
+ * (CAP_NET_ADMIN, CAP_SYS_ADMIN for the namespace): skipped without. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cr.h"
+#include "netlock.h"
+
+static bool in_netns;
+
+static int setup(void **state)
+{
+	(void)state;
+	in_netns = unshare(CLONE_NEWNET) == 0;
+	return 0;
+}
+
+static void conn(struct cr_conn *c, int family, const char *l, const char *r, unsigned lp,
+		 unsigned rp)
+{
+	memset(c, 0, sizeof(*c));
+	c->family = family;
+	inet_pton(family, l, c->laddr);
+	inet_pton(family, r, c->raddr);
+	c->lport = lp;
+	c->rport = rp;
+}
+
+static void test_kinds(void **state)
+{
+	struct cr_conn c[3];
+
+	(void)state;
+	if (!in_netns)
+		skip();
+	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
+	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+	conn(&c[2], AF_INET6, "::ffff:10.7.8.9", "::ffff:10.9.8.7", 8080, 40003);
+	assert_int_equal(netlock_add(c, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(netlock_present(&c[i]));
+	/* the same ports the other way round is another connection */
+	{
+		struct cr_conn o;
+
+		conn(&o, AF_INET, "10.1.2.3", "10.4.5.6", 40001, 80);
+		assert_false(netlock_present(&o));
+	}
+	assert_int_equal(netlock_del(c, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_false(netlock_present(&c[i]));
+}
+
+static void test_many_and_missing(void **state)
+{
+	enum { N = 1500 };
+	static struct cr_conn c[N];
+
+	(void)state;
+	if (!in_netns)
+		skip();
+	for (int i = 0; i < N; i++)
+		conn(&c[i], i % 3 ? AF_INET : AF_INET6, i % 3 ? "10.0.0.1" : "fd00::1",
+		     i % 3 ? "10.0.0.2" : "fd00::2", 80, 10000 + i);
+	assert_int_equal(netlock_add(c, N), 0);
+	assert_true(netlock_present(&c[0]));
+	assert_true(netlock_present(&c[N - 1]));
+	assert_int_equal(netlock_del(&c[7], 1), 0);
+	assert_false(netlock_present(&c[7]));
+	/* one of them is gone: the rest go all the same */
+	assert_int_equal(netlock_del(c, N), 0);
+	assert_false(netlock_present(&c[0]));
+	assert_false(netlock_present(&c[N / 2]));
+	assert_false(netlock_present(&c[N - 1]));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kinds),
+		cmocka_unit_test(test_many_and_missing),
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
