@@ -387,6 +387,10 @@ check "A->A': counter memory intact, the count went on ($before -> $after)" \
 		exit !(y[1] == "ok" && y[3] == x[3] && y[2] >= x[2]) }'
 status=$(run 'kupdate status')
 report_aa=$(grep "^phases" <<<"$status")
+# what the store's mount waited for in A''s boot (diagnostics)
+run "systemd-analyze critical-chain kupdate-netlock.service 'var-lib-kupdate\\x2dstore.mount';
+	systemctl show -p After -p Wants -p BindsTo -p Requires 'var-lib-kupdate\\x2dstore.mount'" 2>&1 |
+	sed 's/^/# store mount: /'
 # A''s boot journal and restore logs, kept for reading as B's are
 run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-A2.journal" 2>&1 || true
 run 'tail -n +1 /run/kupdate/restore-*.log' >"$BUILD/cycle-restore-A2.log" 2>&1 || true
