@@ -35,10 +35,15 @@
 
 #define TABLE "inet kupdate"
 
-static bool v4mapped(const uint8_t *a)
+bool addr_v4mapped(const uint8_t *a)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	return !memcmp(a, pfx, 12);
+}
+
+bool conn_is_v4(const struct cr_conn *c)
+{
+	return c->family == AF_INET || (addr_v4mapped(c->raddr) && addr_v4mapped(c->laddr));
 }
 
 /* "R . rp . L . lp" and which set it belongs to */
@@ -46,7 +51,7 @@ static void element(const struct cr_conn *c, char *buf, size_t len, const char *
 {
 	char r[INET6_ADDRSTRLEN], l[INET6_ADDRSTRLEN];
 
-	if (c->family == AF_INET || (v4mapped(c->raddr) && v4mapped(c->laddr))) {
+	if (conn_is_v4(c)) {
 		const uint8_t *ra = c->family == AF_INET ? c->raddr : c->raddr + 12;
 		const uint8_t *la = c->family == AF_INET ? c->laddr : c->laddr + 12;
 
@@ -70,7 +75,7 @@ static size_t element_key(const struct cr_conn *c, uint8_t key[40], bool *v6)
 	uint16_t rp = htons(c->rport), lp = htons(c->lport);
 
 	memset(key, 0, 40);
-	*v6 = !(c->family == AF_INET || (v4mapped(c->raddr) && v4mapped(c->laddr)));
+	*v6 = !conn_is_v4(c);
 	l = *v6 ? 16 : 4;
 	memcpy(key, c->family == AF_INET || *v6 ? c->raddr : c->raddr + 12, l);
 	memcpy(key + l, &rp, 2);
@@ -105,6 +110,7 @@ static struct nlmsghdr *nl_msg(struct nlbuf *b, uint16_t type, uint16_t flags, u
 
 	if (!h || !g)
 		return NULL;
+	h->nlmsg_len = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(*g)); /* grown by the caller */
 	h->nlmsg_type = type;
 	h->nlmsg_flags = NLM_F_REQUEST | flags;
 	h->nlmsg_seq = seq;
@@ -199,22 +205,10 @@ static int elems_nl(bool add, const struct cr_conn *c, size_t n, int *keep)
 		}
 		if (h) {
 			nl_end(&b, list);
-			h = (struct nlmsghdr *)(b.p + start); /* the buffer does not move */
-			h->nlmsg_len = b.len - start;
+			h->nlmsg_len = b.len - start; /* the buffer does not move */
 		}
 	}
 	nl_msg(&b, NFNL_MSG_BATCH_END, 0, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
-	/* the lengths of the batch messages */
-	for (size_t off = 0; off < b.len;) {
-		struct nlmsghdr *h = (struct nlmsghdr *)(b.p + off);
-
-		if (!h->nlmsg_len) {
-			size_t next = off + NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
-
-			h->nlmsg_len = next - off;
-		}
-		off += NLMSG_ALIGN(h->nlmsg_len);
-	}
 	if (!msgs) {
 		free(b.p);
 		return 0;

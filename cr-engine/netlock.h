@@ -7,6 +7,10 @@
 
 #include "cr.h" /* struct cr_conn: one TCP connection, from our side, ports in host order */
 
+/* an IPv4 connection, as such or in v4-mapped IPv6 addresses (conn4) */
+bool addr_v4mapped(const uint8_t *a);
+bool conn_is_v4(const struct cr_conn *c);
+
 int netlock_add(const struct cr_conn *c, size_t n);
 /* the whole lock, whatever it holds (recovery after a killed apply) */
 int netlock_clear(void);

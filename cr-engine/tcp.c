@@ -365,13 +365,6 @@ static uint16_t inet_csum(const void *data, size_t len)
 	return htons((uint16_t)~sum);
 }
 
-static bool addr_v4mapped(const uint8_t *a)
-{
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(a, pfx, sizeof(pfx));
-}
-
 static bool addr_loopback(int family, const uint8_t *a)
 {
 	static const uint8_t lo6[16] = { [15] = 1 };
@@ -451,7 +444,7 @@ static void rto_revert_send(struct rto_revert *r, const struct cr_conn *conn, co
 {
 	const struct cr_conn c = *conn;
 	int sent = 0;
-	bool v4 = c.family == AF_INET || (addr_v4mapped(c.raddr) && addr_v4mapped(c.laddr));
+	bool v4 = conn_is_v4(&c);
 
 	if (!nseq || addr_loopback(c.family, c.raddr) || conn_pair_restored(&c, all, nall))
 		return;
