@@ -47,6 +47,7 @@
 #include "proc.h"
 #include "recover.h"
 #include "sd.h"
+#include "store.h"
 #include "term.h"
 #include "units.h"
 #include "util.h"
@@ -73,7 +74,8 @@ struct aunit {
 
 struct apply_opts {
 	const char *kernel, *initrd, *append;
-	char *store; /* --store, made absolute */
+	char *store;		 /* --store, made absolute */
+	StoreMount *store_mount; /* its file system, mounted early by the new boot */
 	bool dry_run, fast, no_kexec, no_reserve, pre_dump, no_rto_revert;
 	int jobs; /* --jobs: units dumped at once (0: one a CPU) */
 };
@@ -547,6 +549,7 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	m.cmdline = (char *)cmdline;
 	m.pid_reserve = (char *)reserve;
 	m.store = (char *)store;
+	m.store_mount = ao->store_mount;
 	m.has_no_rto_revert = ao->no_rto_revert;
 	m.no_rto_revert = ao->no_rto_revert;
 	m.has_started_ns = m.has_preflight_ns = 1;
@@ -672,6 +675,28 @@ static void undo_handover(struct sd *sd, struct aunit *u, int n)
 		restart_if_stopped(sd, u[i].name, "during the failed apply");
 }
 
+/* how the new boot mounts the store's file system: at once from its
+ * device node (kupdate-store.service), or through fstab when it cannot */
+static int store_of(struct apply_opts *ao)
+{
+	const char *why;
+	int ret;
+
+	store_mount_free(ao->store_mount);
+	ao->store_mount = NULL;
+	ret = store_mount_find(ao->store, NULL, NULL, &ao->store_mount, &why);
+	if (ret) {
+		pr_err("--store %s: cannot read its mount: %s", ao->store, strerror(-ret));
+		return ret;
+	}
+	if (why)
+		printf("kupdate: note: the new boot mounts the store %s only when its fstab entry "
+		       "does, after udev has announced its device (%s); the restores wait for "
+		       "it\n",
+		       ao->store, why);
+	return 0;
+}
+
 static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char ***units, int *nr)
 {
 	static const struct option opts[] = {
@@ -754,6 +779,13 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 				       optarg);
 				return 2;
 			}
+			if (strpbrk(ao->store, " \t\n\\%$\"'")) {
+				/* the new boot's units name it (RequiresMountsFor=) */
+				pr_err("--store %s: a path with spaces, quotes, '\\', '%%' or '$' "
+				       "cannot be named in a unit file: choose another",
+				       ao->store);
+				return 2;
+			}
 			if (st.st_uid != 0 || (st.st_mode & 022)) {
 				pr_err("--store %s: must be root's and writable by no one else "
 				       "(the "
@@ -762,6 +794,8 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 				       optarg);
 				return 2;
 			}
+			if (store_of(ao))
+				return 2;
 			break;
 		}
 		case 'h':
@@ -839,6 +873,7 @@ int cmd_apply(int argc, char **argv)
 	if (ret) {
 		free(names);
 		free(ao.store);
+		store_mount_free(ao.store_mount);
 		return ret < 0 ? 0 : ret;
 	}
 	/* up to the point of no return an interruption resumes every unit */
@@ -1132,6 +1167,7 @@ out:
 	sd_close(&sd);
 	free(names);
 	free(ao.store);
+	store_mount_free(ao.store_mount);
 	strv_free(preserved, nr_pres);
 	return rc;
 }

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "proc.h"
 #include "sd.h"
+#include "store.h"
 #include "units.h"
 #include "util.h"
 
@@ -134,23 +135,19 @@ void remove_checkpointed_dropin(const char *unit)
 	"Before=shutdown.target\n"
 
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
-			 bool here, const char *store)
+			 bool here, const char *store_deps)
 {
 	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
-	_cleanup_free_ char *mounts =
-		store ? xasprintf("RequiresMountsFor=%s\n", store) : xstrdup("");
+	const char *mounts = store_deps ? store_deps : "";
 	_cleanup_free_ char *t =
-		!mounts ? NULL
-			: xasprintf(
-				  "# kupdate: this start restores %s from kernel update cycle %s\n"
-				  "[Unit]\n%s%s"
-				  "[Service]\nType=forking\nPIDFile=" PID_DIR
-				  "/%s.pid\nGuessMainPID=no\n"
-				  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
-				  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
-				  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
-				  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, exe, id,
-				  unit, here ? " --here" : "");
+		xasprintf("# kupdate: this start restores %s from kernel update cycle %s\n"
+			  "[Unit]\n%s%s"
+			  "[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
+			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
+			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
+			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
+			  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, exe, id, unit,
+			  here ? " --here" : "");
 
 	return p && t ? write_text(p, t) : -ENOMEM;
 }
@@ -300,10 +297,41 @@ void prefetch_cycle_images(const char *id, const CycleManifest *m)
 	}
 }
 
+/* kupdate-store.service: the store's file system mounted from its device
+ * node as soon as the root file system is there (store.h); ordered before
+ * the store's own .mount unit (of fstab), whose job then completes */
+static void write_store_unit(const char *early, const char *exe, const char *id,
+			     const StoreMount *sm)
+{
+	_cleanup_free_ char *p = xasprintf("%s/" STORE_UNIT, early);
+	_cleanup_free_ char *parent = xstrdup(sm->mount_point);
+	_cleanup_free_ char *mount = unit_name_from_path(sm->mount_point, ".mount");
+	_cleanup_free_ char *t = NULL;
+	char *slash = parent ? strrchr(parent, '/') : NULL;
+
+	if (!p || !slash || !mount)
+		return;
+	if (slash == parent)
+		slash[1] = 0;
+	else
+		*slash = 0;
+	t = xasprintf("# kupdate: the image store of kernel update cycle %s, mounted from %s\n"
+		      "# as soon as the kernel has made it, not after udev announces it\n"
+		      "[Unit]\nDescription=Mount the image store of a kernel update (kupdate)\n"
+		      "Documentation=man:kupdate(8)\nDefaultDependencies=no\n"
+		      "RequiresMountsFor=%s\nBefore=%s kupdate-netlock.service\n"
+		      "[Service]\nType=oneshot\nRemainAfterExit=yes\nTimeoutStartSec=60\n"
+		      "ExecStart=%s mount-store\n",
+		      id, sm->source, parent, mount, exe);
+	if (t)
+		write_text(p, t);
+}
+
 int cmd_generator(int argc, char **argv)
 {
 	CycleManifest *m;
-	_cleanup_free_ char *id = NULL, *exe = self_exe(), *wants = NULL, *after = NULL;
+	_cleanup_free_ char *id = NULL, *exe = self_exe(), *wants = NULL, *after = NULL,
+			    *deps = NULL;
 	const char *early;
 	size_t wl = 0, al = 0;
 
@@ -331,15 +359,16 @@ int cmd_generator(int argc, char **argv)
 	if (!getenv("KUPDATE_CMDLINE")) /* not in tests */
 		raise_last_pid(m);
 	prefetch_cycle_images(id, m);
+	deps = store_unit_deps(m);
 	wants = calloc(1, 1);
 	after = calloc(1, 1);
-	for (size_t i = 0; i < m->n_units && wants && after; i++) {
+	for (size_t i = 0; i < m->n_units && wants && after && deps; i++) {
 		const char *u = m->units[i]->name;
 		char *nw, *na;
 
 		if (has_status(id, u))
 			continue; /* restored, or handed to an ordinary start */
-		if (write_restore_dropin(early, u, exe, id, false, m->store))
+		if (write_restore_dropin(early, u, exe, id, false, deps))
 			continue;
 		nw = xasprintf("%s %s", wants, u);
 		na = xasprintf("%s %s", after, u);
@@ -361,25 +390,24 @@ int cmd_generator(int argc, char **argv)
 			xasprintf("%s/kupdate-finish.service.d/" RESTORE_DROPIN, early);
 		/* the images, which it removes and the network lock reads, may be
 		 * in a store (apply --store) */
-		_cleanup_free_ char *mounts =
-			m->store ? xasprintf("RequiresMountsFor=%s\n", m->store) : xstrdup("");
-		_cleanup_free_ char *t2 =
-			mounts ? xasprintf("[Unit]\nAfter=%s\n%s", after, mounts) : NULL;
+		_cleanup_free_ char *t2 = xasprintf("[Unit]\nAfter=%s\n%s", after, deps);
 
 		if (p1 && t1)
 			write_text(p1, t1);
 		if (p2 && t2)
 			write_text(p2, t2);
-		if (m->store && mounts) {
+		if (m->store) {
 			/* the connections to hold are read from the images: the
 			 * network must not come up before the store is mounted */
 			_cleanup_free_ char *p3 =
 				xasprintf("%s/kupdate-netlock.service.d/" RESTORE_DROPIN, early);
-			_cleanup_free_ char *t3 = xasprintf("[Unit]\n%s", mounts);
+			_cleanup_free_ char *t3 = xasprintf("[Unit]\n%s", deps);
 
 			if (p3 && t3)
 				write_text(p3, t3);
 		}
+		if (m->store_mount)
+			write_store_unit(early, exe, id, m->store_mount);
 		pr_info("cycle %s: %zu units restored at boot", id, wl);
 	}
 	cycle_manifest__free_unpacked(m, NULL);
@@ -437,6 +465,28 @@ int cmd_netlock(int argc, char **argv)
 	if (!id)
 		return 0;
 	ret = lock_units(m, id, true, NULL);
+	cycle_manifest__free_unpacked(m, NULL);
+	return ret ? 1 : 0;
+}
+
+int cmd_mount_store(int argc, char **argv)
+{
+	CycleManifest *m;
+	_cleanup_free_ char *id = NULL;
+	int ret = 0;
+
+	if (argc > 1) {
+		printf("usage: kupdate mount-store\n"
+		       "Mount the image store of the cycle this boot restores (apply --store)\n"
+		       "from its device node, without waiting for udev (run by\n"
+		       "kupdate-store.service, which kupdate-generator writes).\n");
+		return strcmp(argv[1], "--help") ? 2 : 0;
+	}
+	id = boot_cycle(&m);
+	if (!id)
+		return 0;
+	if (m->store_mount)
+		ret = store_mount_now(m->store_mount, m->store, 10000);
 	cycle_manifest__free_unpacked(m, NULL);
 	return ret ? 1 : 0;
 }

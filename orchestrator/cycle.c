@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cycle.h"
+#include "store.h"
 #include "image.h"
 #include "log.h"
 #include "util.h"
@@ -211,6 +212,8 @@ int manifest_validate(const CycleManifest *m)
 		pr_err("the cycle manifest is damaged: image store '%s'", m->store);
 		return -EINVAL;
 	}
+	if (store_mount_validate(m))
+		return -EINVAL;
 	for (size_t i = 0; i < m->n_units; i++) {
 		const CycleUnit *u = m->units[i];
 

@@ -74,8 +74,8 @@ void usage(FILE *out)
 	      "  show DIR [--json]\n"
 	      "      Decode every image of DIR.\n"
 	      "\n"
-	      "Boot-time commands (run by kupdate's systemd units): netlock, restore-unit,\n"
-	      "finish; kupdate-generator is this program under that name.\n"
+	      "Boot-time commands (run by kupdate's systemd units): mount-store, netlock,\n"
+	      "restore-unit, finish; kupdate-generator is this program under that name.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -v, --verbose        more messages (repeat for debug)\n"
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
 			{ "enable", cmd_enable },   { "disable", cmd_disable },
 			{ "list", cmd_list },	    { "check", cmd_check },
 			{ "netlock", cmd_netlock }, { "restore-unit", cmd_restore_unit },
-			{ "finish", cmd_finish },
+			{ "finish", cmd_finish },   { "mount-store", cmd_mount_store },
 		};
 
 		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

@@ -22,6 +22,7 @@ int cmd_apply(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_generator(int argc, char **argv);
 int cmd_netlock(int argc, char **argv);
+int cmd_mount_store(int argc, char **argv);
 int cmd_restore_unit(int argc, char **argv);
 int cmd_finish(int argc, char **argv);
 

@@ -387,9 +387,16 @@ check "A->A': counter memory intact, the count went on ($before -> $after)" \
 		exit !(y[1] == "ok" && y[3] == x[3] && y[2] >= x[2]) }'
 status=$(run 'kupdate status')
 report_aa=$(grep "^phases" <<<"$status")
-# what the store's mount waited for in A''s boot (diagnostics)
-run "systemd-analyze critical-chain kupdate-netlock.service 'var-lib-kupdate\\x2dstore.mount';
-	systemctl show -p After -p Wants -p BindsTo -p Requires 'var-lib-kupdate\\x2dstore.mount'" 2>&1 |
+# the store's file system was mounted from /dev/pmem0 by kupdate-store.service
+# (the generator's), not when udev announced the device; fstab's mount unit
+# took it as its own, and it is mounted once
+smsg=$(run "journalctl -b -u kupdate-store.service -o cat | grep 'image store /dev/pmem0 mounted on $store'")
+check "A->A': kupdate-store.service mounted the store from /dev/pmem0 (${smsg#kupdate: })" test -n "$smsg"
+check "A->A': fstab's mount unit of the store is active, and the store is mounted once" \
+	run "test \"\$(systemctl show -p ActiveState --value 'var-lib-kupdate\\x2dstore.mount')\" = active &&
+		test \"\$(grep -c ' $store ' /proc/mounts)\" = 1"
+# when, against udev's announcement of the device and the network lock (figures)
+run "journalctl -b -o short-monotonic --no-hostname | grep -E 'Found device dev-pmem0|Starting kupdate-netlock|Finished kupdate-store|Mounted var-lib-kupdate'" 2>&1 |
 	sed 's/^/# store mount: /'
 # A''s boot journal and restore logs, kept for reading as B's are
 run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-A2.journal" 2>&1 || true

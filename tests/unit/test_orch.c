@@ -14,7 +14,9 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "boot.h"
@@ -22,6 +24,7 @@
 #include "kexec.h"
 #include "kupdate.h"
 #include "log.h"
+#include "store.h"
 #include "units.h"
 #include "util.h"
 
@@ -387,14 +390,18 @@ static void test_store(void **state)
 	CycleUnit u, *pu[1];
 	int32_t ids[2] = { 42, 43 };
 	CycleManifest *m = sample(&u, pu, ids);
-	char dir[128], store[160], cyc[160], path[256], *text;
+	char dir[128], store[160], cyc[160], path[256], *text, *deps;
 
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s/store-early", tmpdir);
+	m->store = "/var/lib/kupdate-store/20261203T045532-7d6c";
+	deps = store_unit_deps(m);
+	assert_string_equal(deps,
+			    "RequiresMountsFor=/var/lib/kupdate-store/20261203T045532-7d6c\n");
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
-					      "20261203T045532-7d6c", false,
-					      "/var/lib/kupdate-store/20261203T045532-7d6c"),
+					      "20261203T045532-7d6c", false, deps),
 			 0);
+	free(deps);
 	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(
@@ -432,6 +439,215 @@ static void test_store(void **state)
 	m->store = NULL;
 }
 
+/* a block device of this machine, for the mount table's sources */
+static const char *some_block_device(void)
+{
+	static const char *const cand[] = { "/dev/loop0", "/dev/vda", "/dev/sda", "/dev/nvme0n1",
+					    "/dev/zram0" };
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++)
+		if (!stat(cand[i], &st) && S_ISBLK(st.st_mode))
+			return cand[i];
+	return NULL;
+}
+
+static void write_str(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void expect_name(const char *path, const char *name)
+{
+	char *n = unit_name_from_path(path, ".mount");
+
+	assert_string_equal(n, name);
+	free(n);
+}
+
+/* the store's file system: how it is mounted, read from the mount table
+ * (a fake one here), written into the manifest, mounted by
+ * kupdate-store.service in the new boot, which the generator writes */
+static void test_store_mount(void **state)
+{
+	CycleUnit u, *pu[1];
+	int32_t ids[2] = { 42, 43 };
+	CycleManifest *m = sample(&u, pu, ids), *back;
+	StoreMount sm = STORE_MOUNT__INIT, *found;
+	const char *dev = some_block_device(), *why;
+	char mnt[128], store[160], info[160], fstab[160], text[1024], path[256], early[160],
+		dir[160], *s;
+	char *argv[] = { "kupdate-generator", early, early, early, NULL };
+	uint64_t flags;
+	struct stat st;
+	int dfd;
+
+	(void)state;
+	/* mountinfo's options as mount(2)'s flags and data */
+	assert_int_equal(store_mount_opts("rw,nosuid,nodev,relatime",
+					  "rw,dax=always,errors=remount-ro", &flags, &s),
+			 0);
+	assert_int_equal(flags, MS_NOSUID | MS_NODEV | MS_RELATIME);
+	assert_string_equal(s, "dax=always,errors=remount-ro");
+	free(s);
+	assert_int_equal(store_mount_opts("ro,noatime", "ro,sync", &flags, &s), 0);
+	assert_int_equal(flags, MS_RDONLY | MS_NOATIME | MS_SYNCHRONOUS);
+	assert_string_equal(s, "");
+	free(s);
+
+	/* systemd's unit names of paths */
+	expect_name("/var/lib/kupdate-store", "var-lib-kupdate\\x2dstore.mount");
+	expect_name("/", "-.mount");
+	expect_name("//srv//img/", "srv-img.mount");
+	expect_name("/.a/b c.d", "\\x2ea-b\\x20c.d.mount");
+
+	if (!dev) {
+		print_message("no block device on this machine: the mount table part skipped\n");
+		return;
+	}
+	/* two mounts, one with a space in its mount point (\040 in mountinfo) */
+	snprintf(mnt, sizeof(mnt), "%s/m nt", tmpdir);
+	snprintf(store, sizeof(store), "%s/store", mnt);
+	assert_int_equal(mkdir_p(store, 0700), 0);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmpdir);
+	snprintf(store, sizeof(store), "%s/store", mnt);
+	assert_int_equal(mkdir_p(store, 0700), 0);
+	assert_int_equal(stat(store, &st), 0);
+	snprintf(info, sizeof(info), "%s/mountinfo", tmpdir);
+	snprintf(fstab, sizeof(fstab), "%s/fstab", tmpdir);
+#define ROOT_LINE "1 0 %u:%u / / rw,relatime shared:1 - ext4 /dev/root rw\n"
+	snprintf(text, sizeof(text),
+		 ROOT_LINE
+		 "2 1 %u:%u / %s/mnt rw,nosuid,relatime shared:2 - ext4 %s rw,dax=always\n"
+		 "3 1 %u:%u / %s/m\\040nt rw - ext4 %s rw\n",
+		 major(st.st_dev), minor(st.st_dev), major(st.st_dev), minor(st.st_dev), tmpdir,
+		 dev, major(st.st_dev), minor(st.st_dev), tmpdir, dev);
+	write_str(info, text);
+	write_str(fstab, "# fstab\n/dev/root / ext4 defaults 0 1\n");
+	snprintf(path, sizeof(path), "%s/m nt/store", tmpdir);
+	assert_int_equal(store_mount_find(path, info, fstab, &found, &why), 0);
+	assert_non_null(found);
+	snprintf(path, sizeof(path), "%s/m nt", tmpdir);
+	assert_string_equal(found->mount_point, path);
+	store_mount_free(found);
+	assert_int_equal(store_mount_find(store, info, fstab, &found, &why), 0);
+	assert_non_null(found);
+	assert_null(why);
+	assert_string_equal(found->mount_point, mnt);
+	assert_string_equal(found->source, dev);
+	assert_string_equal(found->fstype, "ext4");
+	assert_int_equal(found->flags, MS_NOSUID | MS_RELATIME);
+	assert_string_equal(found->data, "dax=always");
+
+	/* into the manifest and back, then the generator's unit (a cycle
+	 * whose unit has no result yet) */
+	m->id = "20261203T070000-0003";
+	m->store = store;
+	m->store_mount = found;
+	snprintf(dir, sizeof(dir), "%s/cycles/%s", tmpdir, m->id);
+	assert_int_equal(mkdir_p(dir, 0700), 0);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(manifest_write(dfd, m), 0);
+	close(dfd);
+	assert_int_equal(manifest_read(m->id, &back), 0);
+	assert_non_null(back->store_mount);
+	assert_string_equal(back->store_mount->mount_point, mnt);
+	assert_string_equal(back->store_mount->data, "dax=always");
+	cycle_manifest__free_unpacked(back, NULL);
+	snprintf(early, sizeof(early), "%s/gen-store-mount", tmpdir);
+	snprintf(text, sizeof(text), "quiet kupdate.cycle=%s", m->id);
+	setenv("KUPDATE_CMDLINE", text, 1);
+	assert_int_equal(cmd_generator(4, argv), 0);
+	unsetenv("KUPDATE_CMDLINE");
+	snprintf(path, sizeof(path), "%s/kupdate-store.service", early);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &s, NULL), 0);
+	snprintf(text, sizeof(text), "RequiresMountsFor=%s\n", tmpdir);
+	assert_non_null(strstr(s, text));
+	/* ordered before the mount unit of tmpdir/mnt */
+	assert_non_null(strstr(s, "-mnt.mount kupdate-netlock.service\n"));
+	assert_non_null(strstr(s, "DefaultDependencies=no\n"));
+	assert_non_null(strstr(s, " mount-store\n"));
+	free(s);
+	{
+		const char *const files[] = { "kupdate-netlock.service.d", "demo.service.d",
+					      "kupdate-finish.service.d" };
+
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/%s/zz-kupdate-restore.conf", early,
+				 files[i]);
+			assert_int_equal(read_file_at(AT_FDCWD, path, &s, NULL), 0);
+			assert_non_null(strstr(s, "Wants=kupdate-store.service\n"
+						  "After=kupdate-store.service\n"));
+			free(s);
+		}
+	}
+	store_mount_free(found);
+	m->store_mount = NULL;
+
+	/* cases the new boot leaves to fstab, saying why */
+	write_str(fstab, "/dev/pmem0 /elsewhere ext4 dax 0 0\n");
+	snprintf(text, sizeof(text), "/dev/pmem0 %s/mnt ext4 dax 0 2\n", tmpdir);
+	write_str(fstab, text);
+	assert_int_equal(store_mount_find(store, info, fstab, &found, &why), 0);
+	assert_null(found);
+	assert_non_null(strstr(why, "check"));
+	snprintf(text, sizeof(text), ROOT_LINE "2 1 %u:%u /sub %s/mnt rw shared:2 - ext4 %s rw\n",
+		 major(st.st_dev), minor(st.st_dev), major(st.st_dev), minor(st.st_dev), tmpdir,
+		 dev);
+	write_str(info, text);
+	assert_int_equal(store_mount_find(store, info, NULL, &found, &why), 0);
+	assert_null(found);
+	assert_non_null(strstr(why, "bind mount"));
+	snprintf(text, sizeof(text), ROOT_LINE "2 1 %u:%u / %s/mnt rw shared:2 - tmpfs tmpfs rw\n",
+		 major(st.st_dev), minor(st.st_dev), major(st.st_dev), minor(st.st_dev), tmpdir);
+	write_str(info, text);
+	assert_int_equal(store_mount_find(store, info, NULL, &found, &why), 0);
+	assert_null(found);
+	assert_non_null(strstr(why, "block device"));
+	snprintf(text, sizeof(text), ROOT_LINE, major(st.st_dev), minor(st.st_dev));
+	write_str(info, text);
+	assert_int_equal(store_mount_find(store, info, NULL, &found, &why), 0);
+	assert_null(found);
+	assert_null(why); /* the root file system: nothing to do */
+	snprintf(text, sizeof(text), ROOT_LINE, major(st.st_dev) + 1, minor(st.st_dev));
+	write_str(info, text);
+	assert_int_equal(store_mount_find(store, info, NULL, &found, &why), 0);
+	assert_null(found);
+	assert_non_null(strstr(why, "mount table"));
+#undef ROOT_LINE
+
+	/* at boot: a device that never comes is given up quickly; a mount
+	 * point that is one already is left alone */
+	sm.mount_point = mnt;
+	sm.source = "/dev/kupdate-test-absent";
+	sm.fstype = "ext4";
+	assert_int_equal(store_mount_now(&sm, store, 50), -ENODEV);
+	sm.mount_point = "/";
+	assert_int_equal(store_mount_now(&sm, store, 50), 0);
+
+	/* what a manifest may say */
+	m->store = "/var/lib/kupdate-store/x";
+	m->store_mount = &sm;
+	sm.mount_point = "/var/lib/kupdate-store";
+	sm.source = "/dev/pmem0";
+	assert_int_equal(manifest_validate(m), 0);
+	sm.mount_point = "/srv";
+	assert_int_not_equal(manifest_validate(m), 0);
+	sm.mount_point = "/";
+	assert_int_not_equal(manifest_validate(m), 0);
+	sm.mount_point = "/var/lib/kupdate-store";
+	sm.source = "tmpfs";
+	assert_int_not_equal(manifest_validate(m), 0);
+	sm.source = "/dev/pmem0";
+	m->store = NULL;
+	assert_int_not_equal(manifest_validate(m), 0);
+	m->store_mount = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,7 +655,8 @@ int main(void)
 		cmocka_unit_test(test_names),		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
 		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
-		cmocka_unit_test(test_store),		cmocka_unit_test(test_prefetch),
+		cmocka_unit_test(test_store),		cmocka_unit_test(test_store_mount),
+		cmocka_unit_test(test_prefetch),
 	};
 	char cmd[96];
 	int ret;
