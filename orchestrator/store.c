@@ -168,8 +168,8 @@ void store_mount_free(StoreMount *sm)
 	free(sm);
 }
 
-int store_mount_find(const char *dir, const char *mountinfo, const char *fstab,
-		     StoreMount **out, const char **why)
+int store_mount_find(const char *dir, const char *mountinfo, const char *fstab, StoreMount **out,
+		     const char **why)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct minfo best = { 0 };
@@ -186,7 +186,8 @@ int store_mount_find(const char *dir, const char *mountinfo, const char *fstab,
 			: read_proc(&buf, NULL, "/proc/self/mountinfo");
 	if (ret)
 		return ret;
-	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		struct minfo mi;
 
 		if (parse_line(l, &mi) || makedev(mi.maj, mi.min) != st.st_dev ||
@@ -269,7 +270,8 @@ static bool is_mount_point(const char *mp)
 
 	if (read_proc(&buf, NULL, "/proc/self/mountinfo"))
 		return false;
-	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		struct minfo mi;
 
 		if (!parse_line(l, &mi) && !strcmp(mi.mp, mp))
@@ -289,8 +291,8 @@ int store_mount_now(const StoreMount *sm, const char *store, int wait_ms)
 	}
 	while (stat(sm->source, &st) || !S_ISBLK(st.st_mode)) {
 		if (now_ns(CLOCK_MONOTONIC) - t0 > (int64_t)wait_ms * 1000000) {
-			pr_err("the image store's device %s did not appear within %d s: %s is left to "
-			       "its own mount (fstab), later in the boot",
+			pr_err("the image store's device %s did not appear within %d s: %s is "
+			       "left to its own mount (fstab), later in the boot",
 			       sm->source, wait_ms / 1000, sm->mount_point);
 			return -ENODEV;
 		}

@@ -22,8 +22,8 @@
  * boot cannot or need not mount it itself; *why (static text, or NULL
  * when there is nothing to say: the root file system) tells why.
  * -errno when dir or mountinfo cannot be read. */
-int store_mount_find(const char *dir, const char *mountinfo, const char *fstab,
-		     StoreMount **out, const char **why);
+int store_mount_find(const char *dir, const char *mountinfo, const char *fstab, StoreMount **out,
+		     const char **why);
 void store_mount_free(StoreMount *sm);
 
 /* mountinfo's per-mount (vfs) and super block options as mount(2)'s flags
