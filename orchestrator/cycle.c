@@ -334,11 +334,22 @@ int cycle_claimed_by(const char *id, char *boot, size_t len)
 {
 	_cleanup_free_ char *p = cycle_path(id, "claimed");
 	_cleanup_free_ char *b = NULL;
+	char link[64];
+	ssize_t n;
 	int ret;
 
 	boot[0] = 0;
 	if (!p)
 		return -ENOMEM;
+	n = readlink(p, link, sizeof(link) - 1);
+	if (n >= 0) {
+		link[n] = 0;
+		snprintf(boot, len, "%s", link);
+		return 0;
+	}
+	if (errno == ENOENT)
+		return 0;
+	/* a regular file holding the boot id (kupdate before 2026-12-04) */
 	ret = read_file_at(AT_FDCWD, p, &b, NULL);
 	if (ret == -ENOENT)
 		return 0;
@@ -350,33 +361,25 @@ int cycle_claimed_by(const char *id, char *boot, size_t len)
 }
 
 /* Claim the cycle for this boot; 0 if it is ours (now or already),
- * -EALREADY if another boot claimed it.  The claim appears whole (a
- * complete file linked into place), so that units restoring at the same
- * time never read a half-written one. */
+ * -EALREADY if another boot claimed it.  The claim is a symbolic link
+ * whose target is the boot id: it appears whole, so that units restoring
+ * at the same time never read a half-written one, and it costs no
+ * fsync (a file's did, 0.04-0.29 s in each of seven restores at once in
+ * the emulated boot).  A claim that a power loss takes away is harmless:
+ * only the boot the kexec made names the cycle. */
 int cycle_claim(const char *id)
 {
 	char me[64], other[64];
 	_cleanup_free_ char *p = cycle_path(id, "claimed");
-	_cleanup_free_ char *tmp = cycle_path(id, ".claimed.%d", getpid());
-	int fd, ret;
+	int ret;
 
-	if (!p || !tmp)
+	if (!p)
 		return -ENOMEM;
 	ret = current_boot_id(me, sizeof(me));
 	if (ret)
 		return ret;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
+	if (symlink(me, p) && errno != EEXIST)
 		return -errno;
-	ret = write_all(fd, me, strlen(me));
-	if (!ret && fsync(fd))
-		ret = -errno;
-	close(fd);
-	if (!ret && link(tmp, p) && errno != EEXIST)
-		ret = -errno;
-	unlink(tmp);
-	if (ret)
-		return ret;
 	ret = cycle_claimed_by(id, other, sizeof(other));
 	if (ret)
 		return ret;

@@ -469,6 +469,35 @@ static void expect_name(const char *path, const char *name)
 	free(n);
 }
 
+/* a cycle is claimed by one boot: this one, again and again; not when
+ * another boot has it (a symbolic link to its boot id, or the regular file
+ * of earlier versions) */
+static void test_claim(void **state)
+{
+	char dir[160], path[200], boot[64], me[64];
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/cycles/20261204T030000-0004", tmpdir);
+	assert_int_equal(mkdir_p(dir, 0700), 0);
+	assert_int_equal(current_boot_id(me, sizeof(me)), 0);
+	assert_int_equal(cycle_claimed_by("20261204T030000-0004", boot, sizeof(boot)), 0);
+	assert_string_equal(boot, "");
+	assert_int_equal(cycle_claim("20261204T030000-0004"), 0);
+	assert_int_equal(cycle_claim("20261204T030000-0004"), 0);
+	assert_int_equal(cycle_claimed_by("20261204T030000-0004", boot, sizeof(boot)), 0);
+	assert_string_equal(boot, me);
+	snprintf(path, sizeof(path), "%s/claimed", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("0123-another-boot", path), 0);
+	assert_int_equal(cycle_claim("20261204T030000-0004"), -EALREADY);
+	assert_int_equal(unlink(path), 0);
+	write_str(path, "0123-an-older-claim\n");
+	assert_int_equal(cycle_claimed_by("20261204T030000-0004", boot, sizeof(boot)), 0);
+	assert_string_equal(boot, "0123-an-older-claim");
+	assert_int_equal(cycle_claim("20261204T030000-0004"), -EALREADY);
+	assert_int_equal(rm_cycle_dir(dir), 0);
+}
+
 /* the store's file system: how it is mounted, read from the mount table
  * (a fake one here), written into the manifest, mounted by
  * kupdate-store.service in the new boot, which the generator writes */
@@ -656,7 +685,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
 		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
 		cmocka_unit_test(test_store),		cmocka_unit_test(test_store_mount),
-		cmocka_unit_test(test_prefetch),
+		cmocka_unit_test(test_claim),		cmocka_unit_test(test_prefetch),
 	};
 	char cmd[96];
 	int ret;
