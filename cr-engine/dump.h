@@ -192,8 +192,9 @@ struct cr_proc {
 
 	struct cr_pagerun *runs;
 	int nr_runs;
-	uint64_t nr_pages; /* pages whose data this dump writes (not in_parent) */
-	int nr_page_files; /* written by that many threads, a file each */
+	uint64_t nr_pages;   /* pages whose data this dump writes (not in_parent) */
+	uint64_t zero_pages; /* read, found to be zeros and left out (pages.c) */
+	int nr_page_files;   /* written by that many threads, a file each */
 	/* predump.c: pages present and unchanged since the --prev dump, which
 	 * the parent images hold (sorted) */
 	struct cr_range *inpar;
@@ -277,6 +278,7 @@ struct cr_dump_ctx {
 	int64_t t_start, t_seized, t_released;
 	unsigned nr_threads;
 	uint64_t total_pages;
+	uint64_t zero_pages; /* left out of the page files: zeros */
 	/* open file descriptions of the tree, see files.c */
 	struct cr_file *files;
 	int nr_files;

@@ -519,69 +519,53 @@ int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 	if (ret)
 		return ret;
+	ret = mem_write_pages(ctx, p);
 	ctx->total_pages += p->nr_pages;
-	return mem_write_pages(ctx, p);
-}
-
-static int push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r)
-{
-	if (*n == *cap) {
-		int c = *cap ? *cap * 2 : 64;
-		struct cr_pagerun *nr = xrealloc_array(*out, c, sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		*out = nr;
-		*cap = c;
-	}
-	(*out)[(*n)++] = *r;
-	return 0;
+	ctx->zero_pages += p->zero_pages;
+	return ret;
 }
 
 /* Pre-dump: the process runs while its pages are copied.  A page it unmaps
  * meanwhile cannot be read: it is left out (the dump that follows copies
- * whatever is there then), and the runs are cut around it. */
+ * whatever is there then), and the runs are cut around it; so are pages
+ * of zeros in private anonymous memory (pages_emit). */
 int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	enum { BUF = 512 << 10 };
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ unsigned char *buf = NULL;
-	_cleanup_free_ struct cr_pagerun *out = NULL;
+	struct pages_out o = { .fd = -1, .crc = !ctx->opts->no_page_crc };
 	unsigned char hdr[PAGES_DATA_OFFSET];
 	char name[64];
-	bool crc = !ctx->opts->no_page_crc;
-	int n = 0, cap = 0, ret;
-	uint64_t written = 0;
+	int ret;
 
 	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
-	fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
+	o.fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (o.fd < 0) {
 		ret = -errno;
 		pr_perror("cannot create image %s", name);
 		return ret;
 	}
 	buf = malloc(BUF);
-	if (!buf)
-		return -ENOMEM;
-	p->nr_page_files = 1; /* written as it is read, by one thread */
-	ret = pwrite(fd, "", 1, PAGES_DATA_OFFSET - 1) == 1 ? 0 : -errno;
-	if (ret)
-		goto werr;
-	if (lseek(fd, PAGES_DATA_OFFSET, SEEK_SET) < 0) {
-		ret = -errno;
-		goto werr;
+	if (!buf) {
+		ret = -ENOMEM;
+		goto out;
 	}
+	p->nr_page_files = 1; /* written as it is read, by one thread */
 	for (int i = 0; i < p->nr_runs; i++) {
 		struct cr_pagerun *r = &p->runs[i];
 		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
-		bool open_run = false;
+		const struct cr_vma *v = NULL;
 
+		o.open = false;
 		if (r->in_parent) {
-			ret = push_run(&out, &n, &cap, r);
+			ret = pages_push_run(&o.runs, &o.nr, &o.cap, r);
 			if (ret)
-				return ret;
+				goto out;
 			continue;
 		}
+		for (int k = 0; k < p->nr_vmas && !v; k++)
+			if (a >= p->vmas[k].s.start && a < p->vmas[k].s.end)
+				v = &p->vmas[k];
 		while (left) {
 			uint64_t chunk = MIN(left, (uint64_t)BUF), len = 0, step;
 			struct iovec l = { buf, chunk }, rv = { (void *)a, chunk };
@@ -595,19 +579,8 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			       pread(p->mem_fd, buf + len, PAGE_SIZE, a + len) == PAGE_SIZE)
 				len += PAGE_SIZE;
 			if (len) {
-				if (!open_run) {
-					struct cr_pagerun nr = { .vaddr = a };
-
-					ret = push_run(&out, &n, &cap, &nr);
-					if (ret)
-						return ret;
-					open_run = true;
-				}
-				if (crc)
-					out[n - 1].crc = crc32c(out[n - 1].crc, buf, len);
-				out[n - 1].nr_pages += len / PAGE_SIZE;
-				written += len / PAGE_SIZE;
-				ret = write_all(fd, buf, len);
+				ret = pages_emit(&o, a, buf, len,
+						 v && v->kind == VMA_KIND__VMA_ANON_PRIVATE);
 				if (ret)
 					goto werr;
 			}
@@ -616,32 +589,35 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 				pr_debug("pid %d: page %lx went away during the pre-dump", p->pid,
 					 (unsigned long)(a + len));
 				step += PAGE_SIZE;
-				open_run = false;
+				o.open = false;
 			}
 			a += step;
 			left -= step;
 		}
 	}
-	mem_pages_header(hdr, p->pid, 0, written);
-	if (pwrite(fd, hdr, sizeof(hdr), 0) != sizeof(hdr)) {
-		ret = -errno;
+	mem_pages_header(hdr, p->pid, 0, o.written);
+	ret = pwrite_all(o.fd, hdr, sizeof(hdr), 0);
+	if (ret)
 		goto werr;
-	}
-	if (close(fd)) {
-		fd = -1;
-		ret = -errno;
+	ret = close(o.fd) ? -errno : 0;
+	o.fd = -1;
+	if (ret)
 		goto werr;
-	}
-	fd = -1;
 	free(p->runs);
-	p->runs = out;
-	out = NULL;
-	p->nr_runs = n;
-	p->nr_pages = written;
-	ctx->total_pages += written;
+	p->runs = o.runs;
+	o.runs = NULL;
+	p->nr_runs = o.nr;
+	p->nr_pages = o.written;
+	p->zero_pages = o.zero_pages;
+	ctx->total_pages += o.written;
+	ctx->zero_pages += o.zero_pages;
 	return write_pagemap(ctx, p);
 werr:
 	pr_err("cannot write image %s: %s", name, strerror(-ret));
+out:
+	if (o.fd >= 0)
+		close(o.fd);
+	free(o.runs);
 	return ret;
 }
 

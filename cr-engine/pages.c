@@ -45,12 +45,90 @@ static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len
 	return 0;
 }
 
-static bool vma_readable(struct cr_proc *p, uint64_t addr)
+static const struct cr_vma *vma_of(const struct cr_proc *p, uint64_t addr)
 {
 	for (int i = 0; i < p->nr_vmas; i++)
 		if (addr >= p->vmas[i].s.start && addr < p->vmas[i].s.end)
-			return p->vmas[i].s.prot & PROT_READ;
-	return false;
+			return &p->vmas[i];
+	return NULL;
+}
+
+/* a page of zeros; most pages that are not differ in their first bytes */
+static bool page_is_zero(const unsigned char *page)
+{
+	const uint64_t *w = (const void *)page;
+
+	if (w[0])
+		return false;
+	for (size_t c = 0; c < PAGE_SIZE / 8; c += 64) {
+		uint64_t acc = 0;
+
+		for (size_t i = 0; i < 64; i++)
+			acc |= w[c + i];
+		if (acc)
+			return false;
+	}
+	return true;
+}
+
+int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r)
+{
+	if (*n == *cap) {
+		int c = *cap ? *cap * 2 : 64;
+		struct cr_pagerun *nr = xrealloc_array(*out, c, sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		*out = nr;
+		*cap = c;
+	}
+	(*out)[(*n)++] = *r;
+	return 0;
+}
+
+int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, uint64_t len,
+	       bool zeros)
+{
+	uint64_t np = len / PAGE_SIZE;
+
+	for (uint64_t j = 0; j < np;) {
+		uint64_t k = j;
+		struct cr_pagerun *last;
+		int ret;
+
+		if (zeros) {
+			while (j < np && page_is_zero(buf + j * PAGE_SIZE))
+				j++;
+			o->zero_pages += j - k;
+			if (j > k)
+				o->open = false; /* a gap in the run */
+			k = j;
+			while (j < np && !page_is_zero(buf + j * PAGE_SIZE))
+				j++;
+		} else {
+			j = np;
+		}
+		if (j == k)
+			continue;
+		if (!o->open) {
+			struct cr_pagerun nr = { .vaddr = vaddr + k * PAGE_SIZE, .file = o->file };
+
+			ret = pages_push_run(&o->runs, &o->nr, &o->cap, &nr);
+			if (ret)
+				return ret;
+			o->open = true;
+		}
+		last = &o->runs[o->nr - 1];
+		if (o->crc)
+			last->crc = crc32c(last->crc, buf + k * PAGE_SIZE, (j - k) * PAGE_SIZE);
+		last->nr_pages += j - k;
+		ret = pwrite_all(o->fd, buf + k * PAGE_SIZE, (j - k) * PAGE_SIZE,
+				 (off_t)(PAGES_DATA_OFFSET + o->written * PAGE_SIZE));
+		if (ret)
+			return ret;
+		o->written += j - k;
+	}
+	return 0;
 }
 
 /* The page data is written by up to PW_MAX_THREADS threads, each into a
@@ -60,13 +138,15 @@ static bool vma_readable(struct cr_proc *p, uint64_t addr)
  * A thread reads its part with process_vm_readv in PW_BUF steps, sums each
  * step while it is in the cache and appends it to its file.  One file per
  * thread because every write to a tmpfs file takes that file's inode lock:
- * two threads writing one file took turns (bench/README.md). */
+ * two threads writing one file took turns (bench/README.md).  Pages of
+ * zeros in private anonymous memory are left out (pages_emit): the
+ * restore's fresh memory is zeros, and a kernel without the shared zero
+ * page (this host's) gives even a page only ever read a frame of its own. */
 enum { PW_MAX_THREADS = PAGES_MAX_FILES, PW_BUF = 512 << 10, PW_MIN_PART = 4 << 20 };
 
 struct pw_part {
 	struct cr_proc *p;
-	bool crc;
-	int file, fd;
+	struct pages_out o;
 	char name[64];
 	int first_run, end_run; /* its runs in p->runs */
 	uint64_t nr_pages;
@@ -75,20 +155,25 @@ struct pw_part {
 
 static int pw_write(struct pw_part *w, unsigned char *buf)
 {
-	uint64_t off = PAGES_DATA_OFFSET;
-
 	for (int i = w->first_run; i < w->end_run; i++) {
 		struct cr_pagerun *r = &w->p->runs[i];
 		uint64_t len = r->nr_pages * PAGE_SIZE;
-		bool readable;
-		uint32_t c = 0;
+		const struct cr_vma *v;
+		bool readable, zeros;
+		int ret;
 
-		if (r->in_parent)
+		w->o.open = false;
+		if (r->in_parent) {
+			ret = pages_push_run(&w->o.runs, &w->o.nr, &w->o.cap, r);
+			if (ret)
+				return ret;
 			continue;
-		readable = vma_readable(w->p, r->vaddr);
+		}
+		v = vma_of(w->p, r->vaddr);
+		readable = v && (v->s.prot & PROT_READ);
+		zeros = v && v->kind == VMA_KIND__VMA_ANON_PRIVATE;
 		for (uint64_t done = 0; done < len;) {
 			uint64_t n = MIN(len - done, (uint64_t)PW_BUF), a = r->vaddr + done;
-			int ret;
 
 			if (cr_stop_requested())
 				return -EINTR; /* the dump says so */
@@ -100,17 +185,13 @@ static int pw_write(struct pw_part *w, unsigned char *buf)
 				       strerror(-ret));
 				return ret;
 			}
-			if (w->crc)
-				c = crc32c(c, buf, n);
-			ret = pwrite_all(w->fd, buf, n, off);
+			ret = pages_emit(&w->o, a, buf, n, zeros);
 			if (ret) {
 				pr_err("cannot write image %s: %s", w->name, strerror(-ret));
 				return ret;
 			}
 			done += n;
-			off += n;
 		}
-		r->crc = c;
 	}
 	return 0;
 }
@@ -217,18 +298,49 @@ static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 	unsigned char hdr[PAGES_DATA_OFFSET];
 	int ret;
 
-	mem_pages_name(w->name, sizeof(w->name), w->p->pid, (uint32_t)w->file);
-	w->fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (w->fd < 0) {
+	mem_pages_name(w->name, sizeof(w->name), w->p->pid, w->o.file);
+	w->o.fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (w->o.fd < 0) {
 		ret = -errno;
 		pr_perror("cannot create image %s", w->name);
 		return ret;
 	}
-	mem_pages_header(hdr, w->p->pid, (uint32_t)w->file, w->nr_pages);
-	ret = write_all(w->fd, hdr, sizeof(hdr));
+	/* its page count is known once the zeros are left out: the header
+	 * is written again then */
+	mem_pages_header(hdr, w->p->pid, w->o.file, w->nr_pages);
+	ret = write_all(w->o.fd, hdr, sizeof(hdr));
 	if (ret)
 		pr_err("cannot write image %s: %s", w->name, strerror(-ret));
 	return ret;
+}
+
+/* the parts' runs, in order, become the process's: what was written */
+static int pw_collect(struct cr_proc *p, struct pw_part *parts, int nt)
+{
+	struct cr_pagerun *runs;
+	int n = 0;
+
+	for (int i = 0; i < nt; i++)
+		n += parts[i].o.nr;
+	runs = xrealloc_array(NULL, n ? n : 1, sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
+	n = 0;
+	p->nr_pages = 0;
+	p->zero_pages = 0;
+	for (int i = 0; i < nt; i++) {
+		memcpy(runs + n, parts[i].o.runs, parts[i].o.nr * sizeof(*runs));
+		n += parts[i].o.nr;
+		p->nr_pages += parts[i].o.written;
+		p->zero_pages += parts[i].o.zero_pages;
+	}
+	free(p->runs);
+	p->runs = runs;
+	p->nr_runs = n;
+	if (p->zero_pages)
+		pr_debug("pid %d: %lu pages of zeros left out", p->pid,
+			 (unsigned long)p->zero_pages);
+	return 0;
 }
 
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
@@ -240,9 +352,9 @@ int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	memset(parts, 0, sizeof(parts));
 	for (int i = 0; i < nt; i++) {
 		parts[i].p = p;
-		parts[i].crc = !ctx->opts->no_page_crc;
-		parts[i].file = i;
-		parts[i].fd = -1;
+		parts[i].o.crc = !ctx->opts->no_page_crc;
+		parts[i].o.file = (uint32_t)i;
+		parts[i].o.fd = -1;
 	}
 	ret = pw_split(p, nt, parts);
 	if (ret)
@@ -263,14 +375,28 @@ int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		for (int i = 0; i < nt && !ret; i++)
 			ret = parts[i].err;
 	}
-	for (int i = 0; i < nt; i++) {
-		if (parts[i].fd < 0)
+	for (int i = 0; i < nt && !ret; i++) {
+		unsigned char hdr[PAGES_DATA_OFFSET];
+
+		if (parts[i].o.written == parts[i].nr_pages)
 			continue;
-		if (close(parts[i].fd) && !ret) {
+		mem_pages_header(hdr, p->pid, parts[i].o.file, parts[i].o.written);
+		ret = pwrite_all(parts[i].o.fd, hdr, sizeof(hdr), 0);
+		if (ret)
+			pr_err("cannot write image %s: %s", parts[i].name, strerror(-ret));
+	}
+	for (int i = 0; i < nt; i++) {
+		if (parts[i].o.fd < 0)
+			continue;
+		if (close(parts[i].o.fd) && !ret) {
 			ret = -errno;
 			pr_err("cannot write image %s: %s", parts[i].name, strerror(-ret));
 		}
 	}
+	if (!ret)
+		ret = pw_collect(p, parts, nt);
+	for (int i = 0; i < nt; i++)
+		free(parts[i].o.runs);
 	return ret;
 }
 

@@ -1,6 +1,7 @@
 #ifndef CR_PAGES_H
 #define CR_PAGES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,7 +18,27 @@ void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_
  * below it (--prev, the parent links) */
 #define PAGES_MAX_LAYERS 16
 
-/* write the page data of p->runs (dump side) */
+struct cr_pagerun;
+
+/* Page data going into one page file, run by run: pages_emit appends
+ * [vaddr, +len) from buf, summed (crc), to the open run (a new one if
+ * none is open, at file), leaving out pages of zeros when zeros; a run
+ * left out of, or a new source run, closes the open run (open = false). */
+struct pages_out {
+	int fd;
+	uint32_t file;
+	bool crc, open;
+	struct cr_pagerun *runs;
+	int nr, cap;
+	uint64_t written;    /* pages in the file */
+	uint64_t zero_pages; /* left out */
+};
+int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, uint64_t len,
+	       bool zeros);
+int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r);
+
+/* write the page data of p->runs (dump side); p->runs and p->nr_pages
+ * become what was written */
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* the page file holding a run's data */
