@@ -22,8 +22,10 @@
  *            fault-interrupt-dump-tcp), room-check-off (skip the
  *            free-space check, so that a full image filesystem is met by
  *            the writes)
- *   boot:    generator, restore (engine: after the tree is created),
- *            unlock (the network unlock after a unit's restore)
+ *   boot:    generator, store-mount (kupdate-store.service: the early
+ *            mount of apply --store's file system), restore (engine: after
+ *            the tree is created), unlock (the network unlock after a
+ *            unit's restore)
  *
  * The orchestrator puts the position of the unit it works on in
  * KUPDATE_FAULT_UNIT (and its name in KUPDATE_FAULT_UNIT_NAME) for the

@@ -482,11 +482,18 @@ int cmd_mount_store(int argc, char **argv)
 		       "kupdate-store.service, which kupdate-generator writes).\n");
 		return strcmp(argv[1], "--help") ? 2 : 0;
 	}
+	fault_from_cmdline();
 	id = boot_cycle(&m);
 	if (!id)
 		return 0;
-	if (m->store_mount)
+	if (m->store_mount && cr_fault_unit("store-mount", 0, NULL)) {
+		pr_err("store-mount fault injected by kupdate.fault=: %s is left to its own mount "
+		       "(fstab), later in the boot",
+		       m->store_mount->mount_point);
+		ret = -EIO;
+	} else if (m->store_mount) {
 		ret = store_mount_now(m->store_mount, m->store, 10000);
+	}
 	cycle_manifest__free_unpacked(m, NULL);
 	return ret ? 1 : 0;
 }

@@ -21,11 +21,13 @@
 # The host client's connection saw no reset through all of it (up to the
 # kill, then a new one); an idle connection is held through the kill.
 # Then two kexecs to kernel B:
-#   restore:2 (demo-pipe's restore fails after its tree is created) and
-#   unlock:1 (demo-counter's network unlock fails): demo-pipe is started the
-#   ordinary way and reported with the reason, the others are restored with
-#   their pids, the lock is released by kupdate-finish, the host client sees
-#   no reset;
+#   restore:2 (demo-pipe's restore fails after its tree is created),
+#   unlock:1 (demo-counter's network unlock fails) and store-mount (the
+#   images are in a pmem store, apply --store, whose early mount by
+#   kupdate-store.service fails): demo-pipe is started the ordinary way and
+#   reported with the reason, the others are restored with their pids from
+#   the store that fstab's mount brought, the lock is released by
+#   kupdate-finish, the host client sees no reset;
 #   generator (the generator fails): every unit is started the ordinary way
 #   and reported, nothing is held (pid reservation, network lock), images
 #   removed.
@@ -67,6 +69,10 @@ finish() {
 	exit $((failed > 0))
 }
 trap finish INT TERM
+# a script that dies on an error (set -u) must not leave its VM running: it
+# would hold the QEMU lock every later suite waits for
+trap '[ -n "${client_pid:-}" ] && kill "$client_pid" 2>/dev/null
+	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 
 counter() { query demo-counter get | cut -d' ' -f1; }
 start_client() {
@@ -134,10 +140,10 @@ apply_fault() { # apply_fault WHAT EXPECTED-REGEX ENV...
 # kexec_with_fault FAULTS: apply into kernel B with kupdate.fault=FAULTS on its
 # command line (the running one's, less the cycle's own arguments), wait for
 # that boot; $status is then kupdate status there
-kexec_with_fault() {
+kexec_with_fault() { # kexec_with_fault FAULTS [APPLY OPTIONS]
 	local cmdl
 	cmdl=$(run "sed 's/kupdate\.[a-z]*=[^ ]*//g; s/pid_reserve=[^ ]*//g' /proc/cmdline")
-	apply_kexec "$1" "/payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=$1'"
+	apply_kexec "$1" "${2:-} /payload/boot/bzImage-B $unit_args --append '$cmdl kupdate.fault=$1'"
 	status=$(run 'kupdate status')
 	echo "$status" | sed 's/^/# status: /'
 }
@@ -265,10 +271,23 @@ check "kexec-exec: the Restart=always units were not restarted by systemd when r
 		! ls /run/systemd/system/$u.service.d/*kupdate-* 2>/dev/null || exit 1; done'
 stop_client "kexec-exec (restored on this kernel)"
 
-# ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B --------
+# ---- restore of unit 2 and the network unlock of unit 1 fail in kernel B, -------
+# and so does the early mount of the image store (pmem, through fstab too)
+store=/var/lib/kupdate-store
+check "store-mount: an image store on pmem, ext4 -o dax, mounted through fstab" \
+	run "mkfs.ext4 -q -F -b 4096 /dev/pmem0 && mkdir -p $store &&
+		echo '/dev/pmem0 $store ext4 dax,nofail 0 0' >>/etc/fstab && systemctl daemon-reload &&
+		mount $store && chmod 700 $store"
 start_client
 snapshot
-kexec_with_fault restore:2,unlock:1
+kexec_with_fault restore:2,unlock:1,store-mount "--store $store"
+check "store-mount: the images went to the store" grep -q "images in $store/.*/units (--store)" "$work/apply"
+check "store-mount: kupdate-store.service failed and said the store is left to fstab's mount" \
+	run "systemctl is-failed -q kupdate-store.service &&
+		journalctl -b -u kupdate-store.service -o cat | grep -q 'store-mount fault injected.*left to its own mount'"
+check "store-mount: fstab's mount brought the store, once, and kupdate-finish emptied it" \
+	run "test \"\$(grep -c ' $store ext4 ' /proc/mounts)\" = 1 &&
+		test -z \"\$(ls -A $store | grep -v '^lost+found\$')\""
 check "restore:2: demo-pipe was started the ordinary way, with the reason" \
 	grep -q '^demo-pipe.service *cold-started.*fault injected' <<<"$status"
 newpipe=$(unit_pids demo-pipe.service)
