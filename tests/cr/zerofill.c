@@ -105,8 +105,9 @@ int main(int argc, char **argv)
 				want = pattern(i, k);
 			if ((kept(i) || i == LASTBYTE) && k == PG - 1)
 				want = pattern(i, k);
-			crt_check(anon[i * PG + k] == want, "anonymous page %lu byte %lu: %#x, not %#x",
-				  i, k, anon[i * PG + k], want);
+			crt_check(anon[i * PG + k] == want,
+				  "anonymous page %lu byte %lu: %#x, not %#x", i, k,
+				  anon[i * PG + k], want);
 		}
 	}
 	for (unsigned long i = 0; i < FPAGES; i++)
@@ -114,8 +115,8 @@ int main(int argc, char **argv)
 			unsigned char want = i == 3 || i == 9 ? 0 : 0xab;
 
 			crt_check(fmap[i * PG + k] == want,
-				  "page %lu of the private file mapping, byte %lu: %#x, not %#x", i, k,
-				  fmap[i * PG + k], want);
+				  "page %lu of the private file mapping, byte %lu: %#x, not %#x", i,
+				  k, fmap[i * PG + k], want);
 		}
 	crt_pass();
 }
