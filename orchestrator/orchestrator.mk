@@ -17,7 +17,7 @@ $(OBJ)/orchestrator/%.o: orchestrator/%.c $(PROTO_H) $(ORCH_PROTO_H)
 
 $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR) $(PKG_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR) $(KUPDATE_LIBS)
 
 all: $(KUPDATE)
 .PHONY: kupdate

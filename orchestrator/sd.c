@@ -8,13 +8,98 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-bus.h>
-#include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "sd.h"
 #include "util.h"
+
+/* libsystemd (sd-bus) and the libraries it brings (libgcrypt,
+ * libgpg-error, liblz4, libcap) are loaded by the commands that talk to
+ * systemd, when they first do: not at every start of kupdate.  A restore
+ * at boot, the generator, the network lock and the store's mount use
+ * none of it (journald's two sockets are spoken to directly, below). */
+#define LIBSYSTEMD "libsystemd.so.0"
+#define SD_FUNCS(X)                       \
+	X(sd_bus_call)                    \
+	X(sd_bus_error_free)              \
+	X(sd_bus_flush_close_unref)       \
+	X(sd_bus_get_property_string)     \
+	X(sd_bus_get_property_trivial)    \
+	X(sd_bus_message_append)          \
+	X(sd_bus_message_append_strv)     \
+	X(sd_bus_message_appendv)         \
+	X(sd_bus_message_new_method_call) \
+	X(sd_bus_message_read)            \
+	X(sd_bus_message_unref)           \
+	X(sd_bus_new)                     \
+	X(sd_bus_open_system)             \
+	X(sd_bus_set_address)             \
+	X(sd_bus_start)                   \
+	X(sd_bus_unref)
+static struct {
+#define X(f) __typeof__(&f) f;
+	SD_FUNCS(X)
+#undef X
+} sdl;
+static char sdl_error[256];
+static pthread_once_t sdl_once = PTHREAD_ONCE_INIT;
+
+static void sdl_load(void)
+{
+	const char *lib = getenv("KUPDATE_LIBSYSTEMD"); /* tests: a library that is not there */
+	void *h = dlopen(lib && *lib ? lib : LIBSYSTEMD, RTLD_NOW | RTLD_LOCAL);
+	const char *e;
+
+	if (!h) {
+		e = dlerror();
+		snprintf(sdl_error, sizeof(sdl_error), "%s", e ? e : "not found");
+		return;
+	}
+#define X(f)                                                                \
+	if (!(*(void **)&sdl.f = dlsym(h, #f))) {                           \
+		snprintf(sdl_error, sizeof(sdl_error), "it has no %s", #f); \
+		sdl.sd_bus_new = NULL;                                      \
+		return;                                                     \
+	}
+	SD_FUNCS(X)
+#undef X
+}
+
+/* 0 once libsystemd is there, or -ENOENT, said */
+static int sdl_ready(void)
+{
+	pthread_once(&sdl_once, sdl_load);
+	if (sdl.sd_bus_new && sdl.sd_bus_unref)
+		return 0;
+	pr_err("cannot load " LIBSYSTEMD " (%s): kupdate talks to systemd through it; install "
+	       "the libsystemd0 package",
+	       sdl_error);
+	return -ENOENT;
+}
+
+/* from here on, sd-bus's functions are the loaded ones */
+#define sd_bus_call		       (*sdl.sd_bus_call)
+#define sd_bus_error_free	       (*sdl.sd_bus_error_free)
+#define sd_bus_flush_close_unref       (*sdl.sd_bus_flush_close_unref)
+#define sd_bus_get_property_string     (*sdl.sd_bus_get_property_string)
+#define sd_bus_get_property_trivial    (*sdl.sd_bus_get_property_trivial)
+#define sd_bus_message_append	       (*sdl.sd_bus_message_append)
+#define sd_bus_message_append_strv     (*sdl.sd_bus_message_append_strv)
+#define sd_bus_message_appendv	       (*sdl.sd_bus_message_appendv)
+#define sd_bus_message_new_method_call (*sdl.sd_bus_message_new_method_call)
+#define sd_bus_message_read	       (*sdl.sd_bus_message_read)
+#define sd_bus_message_unref	       (*sdl.sd_bus_message_unref)
+#define sd_bus_new		       (*sdl.sd_bus_new)
+#define sd_bus_open_system	       (*sdl.sd_bus_open_system)
+#define sd_bus_set_address	       (*sdl.sd_bus_set_address)
+#define sd_bus_start		       (*sdl.sd_bus_start)
+#define sd_bus_unref		       (*sdl.sd_bus_unref)
 
 #define DEST   "org.freedesktop.systemd1"
 #define MPATH  "/org/freedesktop/systemd1"
@@ -25,6 +110,9 @@ int sd_open(struct sd *s)
 	int r;
 
 	memset(s, 0, sizeof(*s));
+	r = sdl_ready();
+	if (r)
+		return r;
 	/* as root, straight to systemd: no bus daemon needed (early boot,
 	 * shutdown); otherwise through the system bus */
 	if (geteuid() == 0 && access("/run/systemd/private", F_OK) == 0) {
@@ -258,16 +346,48 @@ void restart_if_stopped(struct sd *s, const char *unit, const char *when)
 		fprintf(stderr, "kupdate: unit %s stopped %s: started again\n", unit, when);
 }
 
+static int unix_connect(const char *path, int type)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
 /* journald's stdout stream for a restored process: it attributes the
- * stream to the unit of the process that opens it (we run in the unit) */
+ * stream to the unit of the process that opens it (we run in the unit).
+ * The stream starts with journald's header: the identifier, the unit
+ * (empty: the peer's), the priority, whether lines carry <N> prefixes,
+ * and the forwards to syslog, kmsg and the console (journald's). */
 int journal_stream(const char *peer, const char *comm, void *arg)
 {
-	int fd;
+	char hdr[128];
+	int fd, n, ret;
 
 	(void)arg;
 	if (strcmp(peer, JOURNAL_STDOUT))
 		return -EOPNOTSUPP;
-	fd = sd_journal_stream_fd(comm, LOG_INFO, 1);
+	fd = unix_connect(JOURNAL_STDOUT, SOCK_STREAM);
+	if (fd < 0)
+		return fd;
+	shutdown(fd, SHUT_RD);
+	/* room for a burst of output, as journald's own clients ask */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){ 8 << 20 }, sizeof(int));
+	n = snprintf(hdr, sizeof(hdr), "%s\n\n%d\n1\n0\n0\n0\n", comm, LOG_INFO);
+	ret = write_all(fd, hdr, (size_t)n);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
 	return fd;
 }
 
@@ -277,17 +397,32 @@ bool journal_replaceable(const char *peer, void *arg)
 	return !strcmp(peer, JOURNAL_STDOUT);
 }
 
+/* one record through journald's native socket: FIELD=value lines (the
+ * values here hold no newline) */
 void journal_note(const char *cycle, const char *unit, int prio, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[1024], rec[1400];
 	va_list ap;
+	int fd, n;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	sd_journal_send("MESSAGE=kupdate: %s", msg, "PRIORITY=%d", prio,
-			"SYSLOG_IDENTIFIER=kupdate", "KUPDATE_CYCLE=%s", cycle ? cycle : "",
-			"KUPDATE_UNIT=%s", unit ? unit : "", NULL);
+	for (char *c = msg; *c; c++)
+		if (*c == '\n')
+			*c = ' ';
+	n = snprintf(rec, sizeof(rec),
+		     "MESSAGE=kupdate: %s\nPRIORITY=%d\nSYSLOG_IDENTIFIER=kupdate\n"
+		     "KUPDATE_CYCLE=%s\nKUPDATE_UNIT=%s\n",
+		     msg, prio, cycle ? cycle : "", unit ? unit : "");
+	if (n < 0 || (size_t)n >= sizeof(rec))
+		n = (int)sizeof(rec) - 1;
+	fd = unix_connect("/run/systemd/journal/socket", SOCK_DGRAM);
+	if (fd < 0)
+		return;
+	if (send(fd, rec, (size_t)n, MSG_NOSIGNAL) < 0)
+		pr_debug("journal: %s", strerror(errno));
+	close(fd);
 }
 
 int sd_wait_settled(struct sd *s, const char *unit, int timeout_s)
@@ -314,4 +449,20 @@ int sd_wait_settled(struct sd *s, const char *unit, int timeout_s)
 			return -ETIMEDOUT;
 		usleep(100 * 1000);
 	}
+}
+
+int sd_systemd_version(char **ver)
+{
+	sd_bus *bus = NULL;
+	int r = sdl_ready();
+
+	*ver = NULL;
+	if (r)
+		return r;
+	r = sd_bus_open_system(&bus);
+	if (r < 0)
+		return r;
+	r = sd_bus_get_property_string(bus, DEST, MPATH, MIFACE, "Version", NULL, ver);
+	sd_bus_flush_close_unref(bus);
+	return r < 0 ? r : 0;
 }

@@ -22,6 +22,8 @@ struct unit_info {
 };
 
 int sd_open(struct sd *s);
+/* systemd's version, asked on the system bus (kupdate check); malloc'd */
+int sd_systemd_version(char **ver);
 void sd_close(struct sd *s);
 int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui);
 void unit_info_free(struct unit_info *ui);

@@ -82,6 +82,27 @@ if [ "$(id -u)" = 0 ]; then
 	expect ptrace true "root can trace its own child"
 fi
 
+# libnftables and libsystemd are loaded when needed, not at every start: a
+# missing one is named, with the package that brings it
+if ldd "$k" | grep -qE 'libnftables|libsystemd'; then
+	nok "kupdate starts without libnftables and libsystemd: $(ldd "$k" | grep -oE 'lib(nftables|systemd)[^ ]*' | xargs)"
+else
+	ok "kupdate starts without libnftables and libsystemd (loaded when needed)"
+fi
+KUPDATE_LIBNFTABLES=/nonexistent/libnftables.so.1 "$k" check --json >"$t/nonft.json" 2>/dev/null
+d=$(jq -r '.checks[] | select(.name == "nftables") | "\(.ok) \(.detail)"' "$t/nonft.json")
+case "$d" in
+"false "*"cannot load libnftables.so.1"*"install the libnftables1 package"*) ok "without libnftables, the nftables check says so: ${d#false }" ;;
+*) nok "without libnftables, the nftables check says: $d" ;;
+esac
+KUPDATE_LIBSYSTEMD=/nonexistent/libsystemd.so.0 "$k" enable kupdate-test-nosuch.service >"$t/nosd" 2>&1
+rc3=$?
+if [ $rc3 = 1 ] && grep -q 'cannot load libsystemd.so.0.*install the libsystemd0 package' "$t/nosd"; then
+	ok "without libsystemd, kupdate enable fails naming it (exit $rc3)"
+else
+	nok "without libsystemd, kupdate enable: exit $rc3, $(head -c 300 "$t/nosd")"
+fi
+
 # human output: aligned, no escape sequences into a pipe, colours on a terminal
 "$k" check >"$t/human" 2>&1
 if grep -q $'\e' "$t/human"; then nok "no escape sequences into a pipe"; else ok "no escape sequences into a pipe"; fi
