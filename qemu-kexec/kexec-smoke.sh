@@ -41,6 +41,9 @@ finish() {
 	echo "1..$n"
 	exit $((failed > 0))
 }
+# a script that dies on an error (set -u) must not leave its VM running: it
+# would hold the QEMU lock every later suite waits for
+trap '[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 bail() {
 	notok "$*"
 	echo "# last serial lines:"

@@ -21,7 +21,9 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-180}
 
 [ $# -gt 0 ] || { echo "usage: kselftest.sh SELFTEST_BINARY..." >&2; exit 2; }
 payload=$(mktemp -d)
-trap 'rm -rf "$payload"' EXIT
+# on any exit: no VM left running (it would hold the QEMU lock every later
+# suite waits for)
+trap 'rm -rf "$payload"; [ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 cp "$@" "$payload/"
 
 n=0

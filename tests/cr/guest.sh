@@ -30,6 +30,9 @@ finish() {
 	exit $((failed > 0))
 }
 trap finish INT TERM
+# a script that dies on an error (set -u) must not leave its VM running: it
+# would hold the QEMU lock every later suite waits for
+trap '[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 notok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
 
 mkdir -p "$stage/bin" "$stage/cr"

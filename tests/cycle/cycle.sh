@@ -65,6 +65,10 @@ finish() {
 	exit $((failed > 0))
 }
 trap finish INT TERM
+# a script that dies on an error (set -u) must not leave its VM running: it
+# would hold the QEMU lock every later suite waits for
+trap 'for p in ${client_pid:-} ${stream_pid:-} ${redis_pid:-} ${curl_pid:-}; do kill "$p" 2>/dev/null; done
+	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 
 main_pid() { run "systemctl show -p MainPID --value $1"; }
 active() { [ "$(run "systemctl is-active $1")" = active ]; }
