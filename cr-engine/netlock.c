@@ -22,7 +22,6 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
-#include <dlfcn.h>
 #include <nftables/libnftables.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -268,46 +267,33 @@ static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
  * third of a start's 6 ms on this host, and a restore at boot (seven at
  * once on two emulated CPUs) uses none of them. */
 #define LIBNFTABLES "libnftables.so.1"
+#define NFT_FUNCS(X)                 \
+	X(nft_ctx_new)               \
+	X(nft_ctx_free)              \
+	X(nft_run_cmd_from_buffer)   \
+	X(nft_ctx_get_error_buffer)  \
+	X(nft_ctx_get_output_buffer) \
+	X(nft_ctx_buffer_error)      \
+	X(nft_ctx_buffer_output)     \
+	X(nft_ctx_set_dry_run)
 static struct {
-	__typeof__(&nft_ctx_new) ctx_new;
-	__typeof__(&nft_ctx_free) ctx_free;
-	__typeof__(&nft_run_cmd_from_buffer) run_cmd_from_buffer;
-	__typeof__(&nft_ctx_get_error_buffer) get_error_buffer;
-	__typeof__(&nft_ctx_get_output_buffer) get_output_buffer;
-	__typeof__(&nft_ctx_buffer_error) buffer_error;
-	__typeof__(&nft_ctx_buffer_output) buffer_output;
-	__typeof__(&nft_ctx_set_dry_run) set_dry_run;
+#define X(f) __typeof__(&f) f;
+	NFT_FUNCS(X)
+#undef X
 } nftl;
 static char nftl_error[256];
 
 static void nftl_load(void)
 {
-	const char *lib = getenv("KUPDATE_LIBNFTABLES"); /* tests: a library that is not there */
-	void *h = dlopen(lib && *lib ? lib : LIBNFTABLES, RTLD_NOW | RTLD_LOCAL);
-	const char *e;
+#define X(f) #f,
+	static const char *const names[] = { NFT_FUNCS(X) };
+#undef X
+#define X(f) (void **)&nftl.f,
+	static void **const ptrs[] = { NFT_FUNCS(X) };
+#undef X
 
-	if (!h) {
-		e = dlerror();
-		snprintf(nftl_error, sizeof(nftl_error), "%s", e ? e : "not found");
-		return;
-	}
-#define NFTL_SYM(field, name)                                                            \
-	do {                                                                             \
-		*(void **)&nftl.field = dlsym(h, #name);                                 \
-		if (!nftl.field) {                                                       \
-			snprintf(nftl_error, sizeof(nftl_error), "it has no %s", #name); \
-			return;                                                          \
-		}                                                                        \
-	} while (0)
-	NFTL_SYM(ctx_free, nft_ctx_free);
-	NFTL_SYM(run_cmd_from_buffer, nft_run_cmd_from_buffer);
-	NFTL_SYM(get_error_buffer, nft_ctx_get_error_buffer);
-	NFTL_SYM(get_output_buffer, nft_ctx_get_output_buffer);
-	NFTL_SYM(buffer_error, nft_ctx_buffer_error);
-	NFTL_SYM(buffer_output, nft_ctx_buffer_output);
-	NFTL_SYM(set_dry_run, nft_ctx_set_dry_run);
-	NFTL_SYM(ctx_new, nft_ctx_new); /* last: set means all are */
-#undef NFTL_SYM
+	dl_load("KUPDATE_LIBNFTABLES", LIBNFTABLES, names, ptrs, ARRAY_SIZE(names), nftl_error,
+		sizeof(nftl_error));
 }
 
 /* called with nft_lock held */
@@ -319,7 +305,7 @@ static bool nftl_ready(void)
 		tried = true;
 		nftl_load();
 	}
-	return nftl.ctx_new != NULL;
+	return nftl.nft_ctx_new != NULL;
 }
 
 static int nft_cmd(struct nft_ctx *nft, const char *cmd)
@@ -327,7 +313,7 @@ static int nft_cmd(struct nft_ctx *nft, const char *cmd)
 	int ret;
 
 	pthread_mutex_lock(&nft_lock);
-	ret = nftl.run_cmd_from_buffer(nft, cmd);
+	ret = nftl.nft_run_cmd_from_buffer(nft, cmd);
 	pthread_mutex_unlock(&nft_lock);
 	return ret;
 }
@@ -337,7 +323,7 @@ static void close_nft(struct nft_ctx *nft)
 	if (!nft)
 		return;
 	pthread_mutex_lock(&nft_lock);
-	nftl.ctx_free(nft);
+	nftl.nft_ctx_free(nft);
 	pthread_mutex_unlock(&nft_lock);
 }
 
@@ -360,7 +346,7 @@ static void close_deferred(void)
 		drop_table_if_empty(deferred[nr_deferred - 1]);
 	pthread_mutex_lock(&nft_lock);
 	while (nr_deferred > 0)
-		nftl.ctx_free(deferred[--nr_deferred]);
+		nftl.nft_ctx_free(deferred[--nr_deferred]);
 	pthread_mutex_unlock(&nft_lock);
 }
 
@@ -385,7 +371,7 @@ static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 	int ret = nft_cmd(nft, cmd);
 
 	if (ret && !quiet) {
-		const char *err = nftl.get_error_buffer(nft);
+		const char *err = nftl.nft_ctx_get_error_buffer(nft);
 
 		pr_err("network lock: nftables refused '%.*s': %s", (int)strcspn(cmd, "\n"), cmd,
 		       err && *err ? err : "unknown error");
@@ -405,14 +391,14 @@ static struct nft_ctx *open_nft(void)
 		       nftl_error);
 		return NULL;
 	}
-	nft = nftl.ctx_new(NFT_CTX_DEFAULT);
+	nft = nftl.nft_ctx_new(NFT_CTX_DEFAULT);
 	pthread_mutex_unlock(&nft_lock);
 	if (!nft) {
 		pr_err("network lock: cannot create an nftables context");
 		return NULL;
 	}
-	nftl.buffer_error(nft);
-	nftl.buffer_output(nft);
+	nftl.nft_ctx_buffer_error(nft);
+	nftl.nft_ctx_buffer_output(nft);
 	return nft;
 }
 
@@ -521,7 +507,7 @@ static bool table_empty(struct nft_ctx *nft)
 
 	if (nft_cmd(nft, "list table " TABLE))
 		return true;
-	out = nftl.get_output_buffer(nft);
+	out = nftl.nft_ctx_get_output_buffer(nft);
 	return !out || !strstr(out, "elements");
 }
 
@@ -634,7 +620,7 @@ int netlock_probe(char *why, size_t len)
 
 	why[0] = 0;
 	if (!nft) {
-		if (!nftl.ctx_new)
+		if (!nftl.nft_ctx_new)
 			snprintf(why, len,
 				 "cannot load " LIBNFTABLES " (%s): install the libnftables1 "
 				 "package",
@@ -651,10 +637,10 @@ int netlock_probe(char *why, size_t len)
 		return -ENOMEM;
 	}
 	/* check mode: the kernel validates the batch, then aborts it */
-	nftl.set_dry_run(nft, true);
+	nftl.nft_ctx_set_dry_run(nft, true);
 	ret = nft_cmd(nft, cmd) ? -EOPNOTSUPP : 0;
 	if (ret) {
-		const char *err = nftl.get_error_buffer(nft);
+		const char *err = nftl.nft_ctx_get_error_buffer(nft);
 
 		if (!err || !*err)
 			err = "refused";

@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <time.h>
@@ -195,4 +196,28 @@ int fd_move_above(int fd, int floor)
 		return ret;
 	}
 	return nfd;
+}
+
+int dl_load(const char *env, const char *lib, const char *const *names, void **const *ptrs,
+	    size_t n, char *why, size_t len)
+{
+	const char *path = env ? getenv(env) : NULL;
+	void *h = dlopen(path && *path ? path : lib, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		const char *e = dlerror();
+
+		snprintf(why, len, "%s", e ? e : "not found");
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < n; i++) {
+		*ptrs[i] = dlsym(h, names[i]);
+		if (!*ptrs[i]) {
+			snprintf(why, len, "it has no %s", names[i]);
+			for (size_t k = 0; k < n; k++)
+				*ptrs[k] = NULL;
+			return -ENOENT;
+		}
+	}
+	return 0; /* the library stays loaded: its functions are in use */
 }

@@ -78,6 +78,13 @@ int read_file_at(int dirfd, const char *path, char **buf, size_t *len);
 int read_proc(char **buf, size_t *len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 int64_t now_ns(int clock);
+
+/* Load a shared library when it is first needed (dlopen): lib, or the
+ * path in environment variable env (tests: one that is not there), and
+ * its symbols names[i] into *ptrs[i].  0, or -ENOENT with why filled in
+ * and every *ptrs[i] NULL. */
+int dl_load(const char *env, const char *lib, const char *const *names, void **const *ptrs,
+	    size_t n, char *why, size_t len);
 /* XCR0, the CPU state components XSAVE covers; 0 on a CPU (or a QEMU model
  * such as qemu64) without XSAVE, whose FPU/SSE state is the 512-byte
  * FXSAVE area */

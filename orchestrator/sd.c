@@ -8,7 +8,6 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -52,30 +51,22 @@ static pthread_once_t sdl_once = PTHREAD_ONCE_INIT;
 
 static void sdl_load(void)
 {
-	const char *lib = getenv("KUPDATE_LIBSYSTEMD"); /* tests: a library that is not there */
-	void *h = dlopen(lib && *lib ? lib : LIBSYSTEMD, RTLD_NOW | RTLD_LOCAL);
-	const char *e;
-
-	if (!h) {
-		e = dlerror();
-		snprintf(sdl_error, sizeof(sdl_error), "%s", e ? e : "not found");
-		return;
-	}
-#define X(f)                                                                \
-	if (!(*(void **)&sdl.f = dlsym(h, #f))) {                           \
-		snprintf(sdl_error, sizeof(sdl_error), "it has no %s", #f); \
-		sdl.sd_bus_new = NULL;                                      \
-		return;                                                     \
-	}
-	SD_FUNCS(X)
+#define X(f) #f,
+	static const char *const names[] = { SD_FUNCS(X) };
 #undef X
+#define X(f) (void **)&sdl.f,
+	static void **const ptrs[] = { SD_FUNCS(X) };
+#undef X
+
+	dl_load("KUPDATE_LIBSYSTEMD", LIBSYSTEMD, names, ptrs, ARRAY_SIZE(names), sdl_error,
+		sizeof(sdl_error));
 }
 
 /* 0 once libsystemd is there, or -ENOENT, said */
 static int sdl_ready(void)
 {
 	pthread_once(&sdl_once, sdl_load);
-	if (sdl.sd_bus_new && sdl.sd_bus_unref)
+	if (sdl.sd_bus_new)
 		return 0;
 	pr_err("cannot load " LIBSYSTEMD " (%s): kupdate talks to systemd through it; install "
 	       "the libsystemd0 package",

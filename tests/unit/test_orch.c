@@ -307,6 +307,22 @@ static void test_prefetch(void **state)
 	assert_int_equal(resident(path[1], len), len / 4096);
 }
 
+/* the units that read a store's images (the lock, the restored unit,
+ * kupdate-finish) have text in their drop-in from the generator in early */
+static void expect_store_dropins(const char *early, const char *text)
+{
+	const char *const units[] = { "kupdate-netlock.service", "demo.service",
+				      "kupdate-finish.service" };
+	char path[256], *t;
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s.d/zz-kupdate-restore.conf", early, units[i]);
+		assert_int_equal(read_file_at(AT_FDCWD, path, &t, NULL), 0);
+		assert_non_null(strstr(t, text));
+		free(t);
+	}
+}
+
 /* the generator: a drop-in for each unit of the named cycle that has no
  * result yet, the boot wanting them, nothing for another cycle */
 static void test_generator(void **state)
@@ -364,19 +380,8 @@ static void test_generator(void **state)
 	snprintf(early, sizeof(early), "%s/gen-store", tmpdir);
 	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0001 pid_reserve=42-43", 1);
 	assert_int_equal(cmd_generator(4, argv), 0);
-	{
-		const char *const files[] = { "kupdate-netlock.service.d", "demo.service.d",
-					      "kupdate-finish.service.d" };
-
-		for (size_t i = 0; i < 3; i++) {
-			snprintf(path, sizeof(path), "%s/%s/zz-kupdate-restore.conf", early,
-				 files[i]);
-			assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
-			assert_non_null(strstr(text, "RequiresMountsFor=/var/lib/kupdate-store/"
-						     "20261203T060000-0001\n"));
-			free(text);
-		}
-	}
+	expect_store_dropins(early, "RequiresMountsFor=/var/lib/kupdate-store/"
+				    "20261203T060000-0001\n");
 	m->store = NULL;
 	unsetenv("KUPDATE_CMDLINE");
 	m->n_units = 1;
@@ -601,19 +606,7 @@ static void test_store_mount(void **state)
 	assert_non_null(strstr(s, "DefaultDependencies=no\n"));
 	assert_non_null(strstr(s, " mount-store\n"));
 	free(s);
-	{
-		const char *const files[] = { "kupdate-netlock.service.d", "demo.service.d",
-					      "kupdate-finish.service.d" };
-
-		for (size_t i = 0; i < 3; i++) {
-			snprintf(path, sizeof(path), "%s/%s/zz-kupdate-restore.conf", early,
-				 files[i]);
-			assert_int_equal(read_file_at(AT_FDCWD, path, &s, NULL), 0);
-			assert_non_null(strstr(s, "Wants=kupdate-store.service\n"
-						  "After=kupdate-store.service\n"));
-			free(s);
-		}
-	}
+	expect_store_dropins(early, "Wants=kupdate-store.service\nAfter=kupdate-store.service\n");
 	store_mount_free(found);
 	m->store_mount = NULL;
 
