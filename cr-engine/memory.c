@@ -554,7 +554,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	for (int i = 0; i < p->nr_runs; i++) {
 		struct cr_pagerun *r = &p->runs[i];
 		uint64_t left = r->nr_pages * PAGE_SIZE, a = r->vaddr;
-		const struct cr_vma *v = NULL;
+		const struct cr_vma *v = mem_vma_at(p, r->vaddr);
 
 		o.open = false;
 		if (r->in_parent) {
@@ -563,9 +563,6 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 				goto out;
 			continue;
 		}
-		for (int k = 0; k < p->nr_vmas && !v; k++)
-			if (a >= p->vmas[k].s.start && a < p->vmas[k].s.end)
-				v = &p->vmas[k];
 		while (left) {
 			uint64_t chunk = MIN(left, (uint64_t)BUF), len = 0, step;
 			struct iovec l = { buf, chunk }, rv = { (void *)a, chunk };
@@ -579,8 +576,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			       pread(p->mem_fd, buf + len, PAGE_SIZE, a + len) == PAGE_SIZE)
 				len += PAGE_SIZE;
 			if (len) {
-				ret = pages_emit(&o, a, buf, len,
-						 v && v->kind == VMA_KIND__VMA_ANON_PRIVATE);
+				ret = pages_emit(&o, a, buf, len, pages_zeros_skippable(v));
 				if (ret)
 					goto werr;
 			}

@@ -45,12 +45,17 @@ static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len
 	return 0;
 }
 
-static const struct cr_vma *vma_of(const struct cr_proc *p, uint64_t addr)
+const struct cr_vma *mem_vma_at(const struct cr_proc *p, uint64_t addr)
 {
 	for (int i = 0; i < p->nr_vmas; i++)
 		if (addr >= p->vmas[i].s.start && addr < p->vmas[i].s.end)
 			return &p->vmas[i];
 	return NULL;
+}
+
+bool pages_zeros_skippable(const struct cr_vma *v)
+{
+	return v && v->kind == VMA_KIND__VMA_ANON_PRIVATE;
 }
 
 /* a page of zeros; most pages that are not differ in their first bytes */
@@ -169,9 +174,9 @@ static int pw_write(struct pw_part *w, unsigned char *buf)
 				return ret;
 			continue;
 		}
-		v = vma_of(w->p, r->vaddr);
+		v = mem_vma_at(w->p, r->vaddr);
 		readable = v && (v->s.prot & PROT_READ);
-		zeros = v && v->kind == VMA_KIND__VMA_ANON_PRIVATE;
+		zeros = pages_zeros_skippable(v);
 		for (uint64_t done = 0; done < len;) {
 			uint64_t n = MIN(len - done, (uint64_t)PW_BUF), a = r->vaddr + done;
 

@@ -33,6 +33,13 @@ struct pages_out {
 	uint64_t written;    /* pages in the file */
 	uint64_t zero_pages; /* left out */
 };
+struct cr_vma;
+/* the mapping of p holding addr, or NULL */
+const struct cr_vma *mem_vma_at(const struct cr_proc *p, uint64_t addr);
+/* pages of zeros in v may be left out: private anonymous memory, whose
+ * missing pages a restore leaves to fresh (zero) memory; not a private
+ * file mapping, whose missing pages would come back as the file's data */
+bool pages_zeros_skippable(const struct cr_vma *v);
 int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, uint64_t len,
 	       bool zeros);
 int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r);

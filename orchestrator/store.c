@@ -310,7 +310,10 @@ int store_mount_now(const StoreMount *sm, const char *store, int wait_ms)
 		return -e;
 	}
 	if (stat(store, &st) || !S_ISDIR(st.st_mode)) {
-		int e = errno ? errno : ENOTDIR;
+		int e = errno;
+
+		if (!stat(store, &st))
+			e = ENOTDIR; /* it is there, not a directory */
 
 		umount2(sm->mount_point, 0);
 		pr_err("%s holds no %s: not the image store of this cycle (was the device "
