@@ -11,11 +11,14 @@
  * The table lives in the network namespace kupdate runs in.  Elements are
  * added by the dump and removed by the restore (or by a failed dump).
  *
- * The table is set up through libnftables; elements are added and removed
- * with nftables' netlink messages directly (elems_nl): a libnftables
- * command costs about 5 ms of CPU here (its context, parser and cache),
- * which an emulated guest's boot, with seven restores at once, stretched to
- * 0.1-0.5 s per unit.  Where that fails the text commands are used. */
+ * The table is set up, and elements are added and removed, with nftables'
+ * netlink messages built here (put_setup, put_elems): a libnftables
+ * command costs about 5 ms of CPU on the host (loading it and its five
+ * libraries, its context, parser and cache), which an emulated guest
+ * stretched to 0.1-0.5 s per unit, inside a dump's frozen window and in a
+ * boot's restores.  Where the kernel refuses the messages, the same lock
+ * is asked for by libnftables' text commands (`setup`, below); the unit
+ * tests check that both make the same table. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/netfilter.h>
@@ -87,6 +90,7 @@ static size_t element_key(const struct cr_conn *c, uint8_t key[40], bool *v6)
 struct nlbuf {
 	uint8_t *p;
 	size_t len, cap;
+	bool full; /* something did not fit: the batch is not sent */
 };
 
 static void *nl_put(struct nlbuf *b, size_t len)
@@ -94,8 +98,10 @@ static void *nl_put(struct nlbuf *b, size_t len)
 	size_t al = NLMSG_ALIGN(len);
 	void *r;
 
-	if (b->len + al > b->cap)
+	if (b->len + al > b->cap) {
+		b->full = true;
 		return NULL;
+	}
 	r = b->p + b->len;
 	memset(r, 0, al);
 	b->len += al;
@@ -153,27 +159,172 @@ static void close_del_sock(void)
 	del_sock = -1;
 }
 
-/* One transaction adding or removing the elements of n connections: 0, or
- * a negative errno (the kernel's: -ENOENT for an element that is not
- * there; nothing is changed then).  keep: a socket kept for the next calls
- * (opened on the first), or NULL for one of its own. */
-static int elems_nl(bool add, const struct cr_conn *c, size_t n, int *keep)
+static struct nlmsghdr *nft_msg(struct nlbuf *b, uint16_t type, uint16_t flags, uint32_t *seq)
 {
-	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
-	struct nlbuf b = { .cap = 256 + n * 96 };
-	static uint32_t next_seq;
-	uint32_t seq = __atomic_fetch_add(&next_seq, 4, __ATOMIC_RELAXED) +
-		       ((uint32_t)getpid() << 16),
-		 first = seq;
-	int sk, ret = 0, acks = 0, msgs = 0;
+	return nl_msg(b, NFNL_SUBSYS_NFTABLES << 8 | type, NLM_F_ACK | flags, (*seq)++,
+		      NFPROTO_INET, 0);
+}
 
-	b.p = malloc(b.cap);
-	if (!b.p)
-		return -ENOMEM;
-	nl_msg(&b, NFNL_MSG_BATCH_BEGIN, 0, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+/* a message's length, once its attributes are in */
+static void msg_end(struct nlbuf *b, struct nlmsghdr *h)
+{
+	if (h)
+		h->nlmsg_len = b->p + b->len - (uint8_t *)h;
+}
+
+static void nl_str(struct nlbuf *b, uint16_t type, const char *s)
+{
+	nl_attr(b, type, s, strlen(s) + 1);
+}
+
+static void nl_be32(struct nlbuf *b, uint16_t type, uint32_t v)
+{
+	uint32_t be = htonl(v);
+
+	nl_attr(b, type, &be, sizeof(be));
+}
+
+/* one expression of a rule: its name, then its attributes (closed by
+ * expr_end) */
+static struct nlattr *expr_begin(struct nlbuf *b, const char *name, struct nlattr **data)
+{
+	struct nlattr *e = nl_attr(b, NFTA_LIST_ELEM, NULL, 0);
+
+	nl_str(b, NFTA_EXPR_NAME, name);
+	*data = nl_attr(b, NFTA_EXPR_DATA, NULL, 0);
+	return e;
+}
+
+static void expr_end(struct nlbuf *b, struct nlattr *e, struct nlattr *data)
+{
+	nl_end(b, data);
+	nl_end(b, e);
+}
+
+/* meta KEY => reg 1; cmp eq reg 1 VALUE (one byte) */
+static void expr_meta_is(struct nlbuf *b, uint32_t key, uint8_t value)
+{
+	struct nlattr *d, *e = expr_begin(b, "meta", &d), *v;
+
+	nl_be32(b, NFTA_META_KEY, key);
+	nl_be32(b, NFTA_META_DREG, NFT_REG_1);
+	expr_end(b, e, d);
+	e = expr_begin(b, "cmp", &d);
+	nl_be32(b, NFTA_CMP_SREG, NFT_REG_1);
+	nl_be32(b, NFTA_CMP_OP, NFT_CMP_EQ);
+	v = nl_attr(b, NFTA_CMP_DATA, NULL, 0);
+	nl_attr(b, NFTA_DATA_VALUE, &value, 1);
+	nl_end(b, v);
+	expr_end(b, e, d);
+}
+
+/* payload load LEN bytes at BASE + OFFSET => the 32-bit register *reg,
+ * which then moves past them */
+static void expr_payload(struct nlbuf *b, uint32_t base, uint32_t offset, uint32_t len,
+			 uint32_t *reg)
+{
+	struct nlattr *d, *e = expr_begin(b, "payload", &d);
+
+	nl_be32(b, NFTA_PAYLOAD_DREG, *reg);
+	nl_be32(b, NFTA_PAYLOAD_BASE, base);
+	nl_be32(b, NFTA_PAYLOAD_OFFSET, offset);
+	nl_be32(b, NFTA_PAYLOAD_LEN, len);
+	expr_end(b, e, d);
+	*reg += (len + 3) / 4;
+}
+
+/* "ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop" (chain in) and
+ * its mirror "ip daddr . tcp dport . ip saddr . tcp sport" (chain out): the
+ * remote end's address and port, then ours, as element_key lays them out */
+static void rule_msg(struct nlbuf *b, uint32_t *seq, bool out, bool v6)
+{
+	uint32_t alen = v6 ? 16 : 4, src = v6 ? 8 : 12, dst = v6 ? 24 : 16;
+	uint32_t reg = NFT_REG32_00, verdict = NF_DROP;
+	struct nlmsghdr *h = nft_msg(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, seq);
+	struct nlattr *list, *e, *d, *imm, *vd;
+
+	nl_str(b, NFTA_RULE_TABLE, "kupdate");
+	nl_str(b, NFTA_RULE_CHAIN, out ? "out" : "in");
+	list = nl_attr(b, NFTA_RULE_EXPRESSIONS, NULL, 0);
+	expr_meta_is(b, NFT_META_NFPROTO, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
+	expr_meta_is(b, NFT_META_L4PROTO, IPPROTO_TCP);
+	expr_payload(b, NFT_PAYLOAD_NETWORK_HEADER, out ? dst : src, alen, &reg);
+	expr_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, out ? 2 : 0, 2, &reg);
+	expr_payload(b, NFT_PAYLOAD_NETWORK_HEADER, out ? src : dst, alen, &reg);
+	expr_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, out ? 0 : 2, 2, &reg);
+	e = expr_begin(b, "lookup", &d);
+	nl_str(b, NFTA_LOOKUP_SET, v6 ? "conn6" : "conn4");
+	nl_be32(b, NFTA_LOOKUP_SREG, NFT_REG32_00);
+	nl_be32(b, NFTA_LOOKUP_SET_ID, v6 ? 2 : 1);
+	expr_end(b, e, d);
+	e = expr_begin(b, "immediate", &d);
+	nl_be32(b, NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+	imm = nl_attr(b, NFTA_IMMEDIATE_DATA, NULL, 0);
+	vd = nl_attr(b, NFTA_DATA_VERDICT, NULL, 0);
+	nl_be32(b, NFTA_VERDICT_CODE, verdict);
+	nl_end(b, vd);
+	nl_end(b, imm);
+	expr_end(b, e, d);
+	nl_end(b, list);
+	msg_end(b, h);
+}
+
+/* The objects of `setup` (below), as nftables' netlink messages: the table,
+ * the two sets (their key types: nftables' concatenation of ipv4_addr or
+ * ipv6_addr and inet_service, 6 bits a field), the two chains, emptied,
+ * and their four rules.  Each "add" leaves an existing object as it is. */
+static void put_setup(struct nlbuf *b, uint32_t *seq)
+{
+	enum { IPV4_ADDR = 7, IPV6_ADDR = 8, INET_SERVICE = 13 };
+	struct nlmsghdr *h;
+
+	h = nft_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, seq);
+	nl_str(b, NFTA_TABLE_NAME, "kupdate");
+	nl_be32(b, NFTA_TABLE_FLAGS, 0);
+	msg_end(b, h);
+	for (int v6 = 0; v6 < 2; v6++) {
+		uint32_t addr = v6 ? IPV6_ADDR : IPV4_ADDR;
+
+		h = nft_msg(b, NFT_MSG_NEWSET, NLM_F_CREATE, seq);
+		nl_str(b, NFTA_SET_TABLE, "kupdate");
+		nl_str(b, NFTA_SET_NAME, v6 ? "conn6" : "conn4");
+		nl_be32(b, NFTA_SET_FLAGS, 0);
+		nl_be32(b, NFTA_SET_KEY_TYPE,
+			((addr << 6 | INET_SERVICE) << 6 | addr) << 6 | INET_SERVICE);
+		nl_be32(b, NFTA_SET_KEY_LEN, v6 ? 40 : 16);
+		nl_be32(b, NFTA_SET_ID, v6 ? 2 : 1);
+		msg_end(b, h);
+	}
+	for (int out = 0; out < 2; out++) {
+		struct nlattr *hook;
+
+		h = nft_msg(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, seq);
+		nl_str(b, NFTA_CHAIN_TABLE, "kupdate");
+		nl_str(b, NFTA_CHAIN_NAME, out ? "out" : "in");
+		nl_str(b, NFTA_CHAIN_TYPE, "filter");
+		nl_be32(b, NFTA_CHAIN_POLICY, NF_ACCEPT);
+		hook = nl_attr(b, NFTA_CHAIN_HOOK, NULL, 0);
+		nl_be32(b, NFTA_HOOK_HOOKNUM, out ? NF_INET_LOCAL_OUT : NF_INET_LOCAL_IN);
+		nl_be32(b, NFTA_HOOK_PRIORITY, (uint32_t)-300);
+		nl_end(b, hook);
+		msg_end(b, h);
+	}
+	for (int out = 0; out < 2; out++) {
+		h = nft_msg(b, NFT_MSG_DELRULE, 0, seq); /* flush chain */
+		nl_str(b, NFTA_RULE_TABLE, "kupdate");
+		nl_str(b, NFTA_RULE_CHAIN, out ? "out" : "in");
+		msg_end(b, h);
+	}
+	for (int out = 0; out < 2; out++)
+		for (int v6 = 0; v6 < 2; v6++)
+			rule_msg(b, seq, out, v6);
+}
+
+/* the elements of n connections, added or removed: a message a set */
+static void put_elems(struct nlbuf *b, uint32_t *seq, bool add, const struct cr_conn *c, size_t n)
+{
 	for (int v6 = 0; v6 < 2; v6++) {
 		struct nlmsghdr *h = NULL;
-		size_t start = 0;
 		struct nlattr *list = NULL;
 
 		for (size_t i = 0; i < n; i++) {
@@ -185,30 +336,51 @@ static int elems_nl(bool add, const struct cr_conn *c, size_t n, int *keep)
 			if (is6 != (bool)v6)
 				continue;
 			if (!h) {
-				start = b.len;
-				h = nl_msg(&b,
-					   NFNL_SUBSYS_NFTABLES << 8 |
-						   (add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM),
-					   NLM_F_ACK | (add ? NLM_F_CREATE : 0), seq++,
-					   NFPROTO_INET, 0);
-				nl_attr(&b, NFTA_SET_ELEM_LIST_TABLE, "kupdate", sizeof("kupdate"));
-				nl_attr(&b, NFTA_SET_ELEM_LIST_SET, v6 ? "conn6" : "conn4",
-					sizeof("conn4"));
-				list = nl_attr(&b, NFTA_SET_ELEM_LIST_ELEMENTS, NULL, 0);
-				msgs++;
+				h = nft_msg(b, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM,
+					    add ? NLM_F_CREATE : 0, seq);
+				nl_str(b, NFTA_SET_ELEM_LIST_TABLE, "kupdate");
+				nl_str(b, NFTA_SET_ELEM_LIST_SET, v6 ? "conn6" : "conn4");
+				list = nl_attr(b, NFTA_SET_ELEM_LIST_ELEMENTS, NULL, 0);
 			}
-			el = nl_attr(&b, NFTA_LIST_ELEM, NULL, 0);
-			ka = nl_attr(&b, NFTA_SET_ELEM_KEY, NULL, 0);
-			nl_attr(&b, NFTA_DATA_VALUE, key, kl);
-			nl_end(&b, ka);
-			nl_end(&b, el);
+			el = nl_attr(b, NFTA_LIST_ELEM, NULL, 0);
+			ka = nl_attr(b, NFTA_SET_ELEM_KEY, NULL, 0);
+			nl_attr(b, NFTA_DATA_VALUE, key, kl);
+			nl_end(b, ka);
+			nl_end(b, el);
 		}
-		if (h) {
-			nl_end(&b, list);
-			h->nlmsg_len = b.len - start; /* the buffer does not move */
-		}
+		nl_end(b, list);
+		msg_end(b, h);
 	}
+}
+
+/* One transaction: what put() adds between the batch's begin and end.  0,
+ * or a negative errno (the kernel's for the first message it refused:
+ * -ENOENT for an element that is not there; nothing is changed then).
+ * keep: a socket kept for the next calls (opened on the first), or NULL
+ * for one of its own. */
+static int batch_nl(void (*put)(struct nlbuf *b, uint32_t *seq, const void *arg), const void *arg,
+		    size_t cap, int *keep)
+{
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	struct nlbuf b = { .cap = cap };
+	static uint32_t next_seq;
+	uint32_t seq = __atomic_fetch_add(&next_seq, 1024, __ATOMIC_RELAXED) +
+		       ((uint32_t)getpid() << 16),
+		 first = seq, msgs;
+	int sk, ret = 0;
+	uint32_t acks = 0;
+
+	b.p = malloc(b.cap);
+	if (!b.p)
+		return -ENOMEM;
+	nl_msg(&b, NFNL_MSG_BATCH_BEGIN, 0, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+	put(&b, &seq, arg);
+	msgs = seq - first - 1; /* each asks for an acknowledgement */
 	nl_msg(&b, NFNL_MSG_BATCH_END, 0, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+	if (b.full || seq - first > 1024) {
+		free(b.p);
+		return -E2BIG;
+	}
 	if (!msgs) {
 		free(b.p);
 		return 0;
@@ -242,7 +414,7 @@ static int elems_nl(bool add, const struct cr_conn *c, size_t n, int *keep)
 		}
 		for (struct nlmsghdr *h = (struct nlmsghdr *)rb; NLMSG_OK(h, (size_t)r);
 		     h = NLMSG_NEXT(h, r)) {
-			if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq - first >= 4)
+			if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq - first > msgs + 1)
 				continue; /* not an answer to this transaction */
 			ret = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
 			acks++;
@@ -255,6 +427,39 @@ out:
 		close(sk);
 	free(b.p);
 	return ret;
+}
+
+struct elems_arg {
+	bool add, setup;
+	const struct cr_conn *c;
+	size_t n;
+};
+
+static void put_lock(struct nlbuf *b, uint32_t *seq, const void *arg)
+{
+	const struct elems_arg *a = arg;
+
+	if (a->setup)
+		put_setup(b, seq);
+	put_elems(b, seq, a->add, a->c, a->n);
+}
+
+/* The elements of n connections added or removed in one transaction,
+ * after the table's setup if asked (setup: the whole lock in one batch) */
+static int elems_nl(bool add, bool setup, const struct cr_conn *c, size_t n, int *keep)
+{
+	struct elems_arg a = { .add = add, .setup = setup, .c = c, .n = n };
+
+	return batch_nl(put_lock, &a, (setup ? 4096 : 256) + n * 96, keep);
+}
+
+static void put_deltable(struct nlbuf *b, uint32_t *seq, const void *arg)
+{
+	struct nlmsghdr *h = nft_msg(b, NFT_MSG_DELTABLE, 0, seq);
+
+	(void)arg;
+	nl_str(b, NFTA_TABLE_NAME, "kupdate");
+	msg_end(b, h);
 }
 
 /* libnftables keeps state of its own beyond a context: apply's dumps,
@@ -417,19 +622,30 @@ static const char *const setup =
 	"add rule " TABLE " out ip daddr . tcp dport . ip saddr . tcp sport @conn4 drop\n"
 	"add rule " TABLE " out ip6 daddr . tcp dport . ip6 saddr . tcp sport @conn6 drop\n";
 
-static int add(struct nft_ctx *nft, const struct cr_conn *c, size_t n, bool with_setup)
+const char *netlock_setup_text(void)
+{
+	return setup;
+}
+
+/* The lock of n connections, after the table's setup if asked: one
+ * transaction of netlink messages built here; where the kernel refuses it,
+ * libnftables' text commands (*nft is opened then, and left to the
+ * caller to close). */
+static int add(struct nft_ctx **nft, const struct cr_conn *c, size_t n, bool with_setup)
 {
 	char *cmd;
 	size_t cap = n * 160 + 1, len = 0;
 	int ret;
 
-	if (with_setup && run(nft, setup, false))
-		return -EIO;
-	ret = elems_nl(true, c, n, NULL);
+	ret = elems_nl(true, with_setup, c, n, NULL);
 	if (!ret)
 		return 0;
-	pr_debug("network lock: nftables' netlink refused the elements (%s): by text",
-		 strerror(-ret));
+	pr_debug("network lock: nftables' netlink refused the %s (%s): by text",
+		 with_setup ? "table and its elements" : "elements", strerror(-ret));
+	if (!*nft && !(*nft = open_nft()))
+		return -EIO;
+	if (with_setup && run(*nft, setup, false))
+		return -EIO;
 	cmd = malloc(cap);
 	if (!cmd)
 		return -ENOMEM;
@@ -442,28 +658,26 @@ static int add(struct nft_ctx *nft, const struct cr_conn *c, size_t n, bool with
 		len += snprintf(cmd + len, cap - len, "add element " TABLE " %s { %s }\n", set, el);
 	}
 	/* one batch: all or nothing */
-	ret = run(nft, cmd, false);
+	ret = run(*nft, cmd, false);
 	free(cmd);
 	return ret;
 }
 
 int netlock_add(const struct cr_conn *c, size_t n)
 {
-	struct nft_ctx *nft;
+	struct nft_ctx *nft = NULL;
 	int ret;
 
 	if (!n)
 		return 0;
-	nft = open_nft();
-	if (!nft)
-		return -EIO;
-	ret = add(nft, c, n, true);
+	ret = add(&nft, c, n, true);
 	close_nft(nft);
 	return ret;
 }
 
-/* A dump locks its connections one by one: the table is set up once and
- * each connection costs one element, not a new context and ruleset. */
+/* A dump locks its connections one by one: the table is set up with the
+ * first, and each connection costs one element.  libnftables is only
+ * loaded if the kernel refuses the netlink messages. */
 struct netlock {
 	struct nft_ctx *nft;
 	bool set_up;
@@ -471,21 +685,12 @@ struct netlock {
 
 struct netlock *netlock_open(void)
 {
-	struct netlock *l = calloc(1, sizeof(*l));
-
-	if (!l)
-		return NULL;
-	l->nft = open_nft();
-	if (!l->nft) {
-		free(l);
-		return NULL;
-	}
-	return l;
+	return calloc(1, sizeof(struct netlock));
 }
 
 int netlock_add_one(struct netlock *l, const struct cr_conn *c)
 {
-	int ret = add(l->nft, c, 1, !l->set_up);
+	int ret = add(&l->nft, c, 1, !l->set_up);
 
 	if (!ret)
 		l->set_up = true;
@@ -531,11 +736,11 @@ int netlock_del(const struct cr_conn *c, size_t n)
 
 	/* one socket, one transaction at a time (apply's threads) */
 	pthread_mutex_lock(&del_lock);
-	ret = n ? elems_nl(false, c, n, &del_sock) : 0;
+	ret = n ? elems_nl(false, false, c, n, &del_sock) : 0;
 	/* one that is not there (removed meanwhile) fails the whole
 	 * transaction: then one at a time */
 	for (size_t i = 0; ret == -ENOENT && i < n; i++)
-		elems_nl(false, &c[i], 1, &del_sock);
+		elems_nl(false, false, &c[i], 1, &del_sock);
 	pthread_mutex_unlock(&del_lock);
 	if (ret == -ENOENT)
 		ret = 0;
@@ -584,11 +789,15 @@ void netlock_keep_table(void)
 	keep_table = true;
 }
 
+/* 0 when there was a table to delete */
 int netlock_clear(void)
 {
-	struct nft_ctx *nft = open_nft();
-	int ret;
+	struct nft_ctx *nft;
+	int ret = batch_nl(put_deltable, NULL, 256, NULL);
 
+	if (!ret || ret == -ENOENT)
+		return ret;
+	nft = open_nft();
 	if (!nft)
 		return -EIO;
 	ret = run(nft, "delete table " TABLE, true);

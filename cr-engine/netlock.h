@@ -22,6 +22,9 @@ bool netlock_present(const struct cr_conn *c);
  * kernel in nftables' check mode: nothing is changed); 0, or -errno with
  * the reason in why. */
 int netlock_probe(char *why, size_t len);
+/* the lock's table, sets, chains and rules as nftables' text (which the
+ * netlink messages kupdate sends must match: the unit tests compare) */
+const char *netlock_setup_text(void);
 
 /* one context for many additions (a dump) */
 struct netlock;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cr.h"
@@ -88,11 +89,57 @@ static void test_many_and_missing(void **state)
 	assert_false(netlock_present(&c[N - 1]));
 }
 
+/* nft's listing of the lock's table */
+static void listing(char *buf, size_t len)
+{
+	FILE *f = popen("nft list table inet kupdate", "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = 0;
+	assert_int_equal(pclose(f), 0);
+}
+
+/* The table kupdate sets up with its own netlink messages is the one nft
+ * makes of the text setup: the same listing (sets, chains, rules), with
+ * the same elements, and a second setup leaves one copy of each rule. */
+static void test_setup_as_text(void **state)
+{
+	struct cr_conn c[2];
+	static char a[16384], b[16384];
+	FILE *f;
+
+	(void)state;
+	if (!in_netns || system("nft --version >/dev/null 2>&1"))
+		skip();
+	netlock_clear();
+	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
+	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+	assert_int_equal(netlock_add(&c[0], 1), 0);
+	assert_int_equal(netlock_add(&c[1], 1), 0);
+	listing(a, sizeof(a));
+	assert_int_equal(netlock_clear(), 0);
+	assert_int_equal(netlock_clear(), -ENOENT);
+	f = popen("nft -f -", "w");
+	assert_non_null(f);
+	fputs(netlock_setup_text(), f);
+	fputs("add element inet kupdate conn4 { 10.4.5.6 . 40001 . 10.1.2.3 . 80 }\n"
+	      "add element inet kupdate conn6 { fd00::2 . 40002 . fd00::1 . 443 }\n",
+	      f);
+	assert_int_equal(pclose(f), 0);
+	listing(b, sizeof(b));
+	assert_string_equal(a, b);
+	assert_non_null(strstr(a, "ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop"));
+	assert_int_equal(netlock_clear(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_many_and_missing),
+		cmocka_unit_test(test_setup_as_text),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
