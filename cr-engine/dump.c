@@ -223,6 +223,18 @@ static int check_stop(void)
 	return stop_signal ? -EINTR : 0;
 }
 
+/* Where a dump's time goes, at debug level (-vv, and always in a log
+ * file): each step's end, from the start of the dump. */
+static void step_done(const struct cr_dump_ctx *ctx, const struct cr_proc *p, const char *what)
+{
+	if (p)
+		pr_debug("dump: pid %d: %s at +%.1f ms", p->pid, what,
+			 (now_ns(CLOCK_MONOTONIC) - ctx->t_start) / 1e6);
+	else
+		pr_debug("dump: %s at +%.1f ms", what,
+			 (now_ns(CLOCK_MONOTONIC) - ctx->t_start) / 1e6);
+}
+
 static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	int ret;
@@ -239,10 +251,13 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		if (ret)
 			return ret;
 	}
+	step_done(ctx, p, "threads");
 	/* before its fds are looked at: a pre-dump's userfaultfd goes */
 	ret = prev_collect(ctx, p);
 	if (!ret)
 		ret = dump_mm(ctx, p);
+	if (!ret)
+		step_done(ctx, p, "memory map");
 	if (!ret)
 		ret = dump_task_misc(ctx, p);
 	if (!ret)
@@ -254,9 +269,15 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (!ret)
 		ret = dump_timers(ctx, p);
 	if (!ret)
+		step_done(ctx, p, "credentials, signals, timers");
+	if (!ret)
 		ret = dump_files(ctx, p);
 	if (!ret)
+		step_done(ctx, p, "files");
+	if (!ret)
 		ret = ctx->check_only ? 0 : dump_pages(ctx, p);
+	if (!ret)
+		step_done(ctx, p, "pages");
 	if (!ret)
 		ret = ctx->check_only ? 0 : write_core(ctx, p);
 	if (!ret)
@@ -536,6 +557,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	ret = check_stop();
 	if (!ret)
 		ret = seize_tree(ctx);
+	if (!ret)
+		step_done(ctx, NULL, "tree seized");
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
 	if (!ret && o->pre_dump) {
@@ -566,8 +589,12 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = check_tree(ctx);
 	if (!ret)
 		ret = check_stop();
+	if (!ret)
+		step_done(ctx, NULL, "processes dumped");
 	if (!ret && !o->check_only)
 		ret = write_images(ctx);
+	if (!ret)
+		step_done(ctx, NULL, "images written");
 
 	if (ret || o->check_only) {
 		sockets_resume(ctx);
@@ -606,6 +633,7 @@ void cr_dump_end(struct cr_dump_session *s, bool kill_it)
 		tcp_dump_repair(ctx);
 		release_tree(ctx, true);
 		tcp_dump_close(ctx);
+		step_done(ctx, NULL, "tree killed");
 	}
 	fill_stats(ctx, s->st);
 	free_ctx(ctx);
