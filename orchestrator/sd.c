@@ -28,6 +28,7 @@
 	X(sd_bus_call)                    \
 	X(sd_bus_error_free)              \
 	X(sd_bus_flush_close_unref)       \
+	X(sd_bus_get_property)            \
 	X(sd_bus_get_property_string)     \
 	X(sd_bus_get_property_trivial)    \
 	X(sd_bus_message_append)          \
@@ -78,6 +79,7 @@ static int sdl_ready(void)
 #define sd_bus_call		       (*sdl.sd_bus_call)
 #define sd_bus_error_free	       (*sdl.sd_bus_error_free)
 #define sd_bus_flush_close_unref       (*sdl.sd_bus_flush_close_unref)
+#define sd_bus_get_property	       (*sdl.sd_bus_get_property)
 #define sd_bus_get_property_string     (*sdl.sd_bus_get_property_string)
 #define sd_bus_get_property_trivial    (*sdl.sd_bus_get_property_trivial)
 #define sd_bus_message_append	       (*sdl.sd_bus_message_append)
@@ -185,6 +187,24 @@ static int get_string(struct sd *s, const char *path, const char *iface, const c
 	return r;
 }
 
+/* the id of the unit's pending job (a start waiting for its dependencies,
+ * say), 0 if none */
+static uint32_t unit_job(struct sd *s, const char *path)
+{
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+	sd_bus_message *reply = NULL;
+	uint32_t id = 0;
+	const char *jp;
+
+	if (sd_bus_get_property(s->bus, DEST, path, "org.freedesktop.systemd1.Unit", "Job", &err,
+				&reply, "(uo)") < 0 ||
+	    sd_bus_message_read(reply, "(uo)", &id, &jp) < 0)
+		id = 0;
+	sd_bus_message_unref(reply);
+	sd_bus_error_free(&err);
+	return id;
+}
+
 int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui)
 {
 	_cleanup_free_ char *path = NULL;
@@ -213,6 +233,8 @@ int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui)
 					"MainPID", &err, 'u', &pid) >= 0)
 		ui->main_pid = pid;
 	sd_bus_error_free(&err);
+	if (r >= 0)
+		ui->job = unit_job(s, path);
 	if (r < 0) {
 		pr_err("unit %s: cannot read its state: %s", unit, strerror(-r));
 		unit_info_free(ui);
@@ -427,7 +449,11 @@ int sd_wait_settled(struct sd *s, const char *unit, int timeout_s)
 
 		if (r)
 			return r;
-		r = !strcmp(ui.active, "active")     ? 0
+		/* a start job waiting for the unit's dependencies (basic.target
+		 * in a boot, seconds in a small virtual machine) leaves it
+		 * inactive, or failed from an earlier start */
+		r = ui.job			     ? -EINPROGRESS
+		    : !strcmp(ui.active, "active")   ? 0
 		    : !strcmp(ui.active, "failed")   ? -EIO
 		    : !strcmp(ui.active, "inactive") ? -ENOENT
 						     : -EINPROGRESS;
