@@ -134,6 +134,13 @@ void remove_checkpointed_dropin(const char *unit)
 	"Conflicts=shutdown.target\n"                                                  \
 	"Before=shutdown.target\n"
 
+/* A restore competes for the CPU with the rest of the boot (udev's
+ * coldplug, journald, tmpfiles, the other restores): until the boot is
+ * done it gets ten times a unit's default share.  The restored processes
+ * get their own nice values and policies back (the images carry them); the
+ * weight is the unit's, and once the boot is over its CPUWeight= holds. */
+#define BOOT_RESTORE_SERVICE "StartupCPUWeight=1000\n"
+
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
 			 bool here, const char *store_deps)
 {
@@ -145,9 +152,9 @@ int write_restore_dropin(const char *dir, const char *unit, const char *exe, con
 			  "[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
 			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
 			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
-			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n",
+			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n%s",
 			  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, exe, id, unit,
-			  here ? " --here" : "");
+			  here ? " --here" : "", here ? "" : BOOT_RESTORE_SERVICE);
 
 	return p && t ? write_text(p, t) : -ENOMEM;
 }
@@ -321,7 +328,7 @@ static void write_store_unit(const char *early, const char *exe, const char *id,
 		      "Documentation=man:kupdate(8)\nDefaultDependencies=no\n"
 		      "RequiresMountsFor=%s\nBefore=%s kupdate-netlock.service\n"
 		      "[Service]\nType=oneshot\nRemainAfterExit=yes\nTimeoutStartSec=60\n"
-		      "ExecStart=%s mount-store\n",
+		      "ExecStart=%s mount-store\n" BOOT_RESTORE_SERVICE,
 		      id, sm->source, parent, mount, exe);
 	if (t)
 		write_text(p, t);

@@ -233,6 +233,8 @@ static void test_dropins(void **state)
 	assert_non_null(strstr(text, "After=local-fs.target systemd-sysctl.service "
 				     "systemd-tmpfiles-setup.service systemd-journald.socket\n"));
 	assert_non_null(strstr(text, "Conflicts=shutdown.target\n"));
+	/* ahead of the rest of the boot for the CPU, in [Service] */
+	assert_non_null(strstr(strstr(text, "[Service]"), "StartupCPUWeight=1000\n"));
 	free(text);
 	setenv("KUPDATE_RUNTIME_UNIT_DIR", dir, 1);
 	assert_int_equal(write_checkpointed_dropin("demo.service"), 0);
