@@ -301,6 +301,8 @@ check "B->A: apply --no-rto-revert: the restores sent no ICMP errors" \
 status=$(run 'kupdate status')
 report_ba=$(grep "^phases" <<<"$status")
 echo "$status" | sed 's/^/# status: /'
+# that boot's journal (the damaged unit's restore, its cold start), kept too
+run 'journalctl -b -o short-monotonic --no-hostname' >"$BUILD/cycle-boot-A.journal" 2>&1 || true
 check "B->A: demo-pipe was started the ordinary way, with the reason" \
 	grep -q '^demo-pipe.service *cold-started.*restore failed:.*damaged' <<<"$status"
 check "B->A: demo-pipe is active with a new pid" \
