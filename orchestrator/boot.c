@@ -547,6 +547,20 @@ static void restore_log_open(const char *unit)
 			 (now_ns(CLOCK_BOOTTIME) -
 			  (double)ps.starttime * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
 				 1e6);
+	/* the unit's CPU weight (StartupCPUWeight= of the drop-in, while the
+	 * boot lasts) */
+	{
+		_cleanup_free_ char *cg = NULL, *wp = NULL, *w = NULL;
+
+		if (!read_file_at(AT_FDCWD, "/proc/self/cgroup", &cg, NULL) &&
+		    !strncmp(cg, "0::/", 4)) {
+			cg[strcspn(cg, "\n")] = 0;
+			wp = xasprintf("/sys/fs/cgroup%s/cpu.weight", cg + 3);
+			if (wp && !read_file_at(AT_FDCWD, wp, &w, NULL))
+				pr_debug("restore-unit %s: cpu.weight %.*s", unit,
+					 (int)strcspn(w, "\n"), w);
+		}
+	}
 }
 
 int cmd_restore_unit(int argc, char **argv)

@@ -239,6 +239,9 @@ run 'tail -n +1 /run/kupdate/restore-*.log' >"$BUILD/cycle-restore-B.log" 2>&1 |
 # peer does with them)
 check "A->B: the restores sent the host clients' connections ICMP errors that cut a peer's retransmission timeout short" \
 	grep -q 'ICMP messages that cut their retransmission timeout short' "$BUILD/cycle-restore-B.log"
+# while the boot lasts each restore has ten times a unit's share of the CPU
+check "A->B: every restore ran with the drop-in's StartupCPUWeight= (cpu.weight 1000)" \
+	test "$(grep -c 'cpu.weight 1000$' "$BUILD/cycle-restore-B.log")" = $nunits
 echo "$status" | sed 's/^/# status: /'
 check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
 check "A->B: kupdate status --json names the new kernel" \
