@@ -19,6 +19,7 @@
 #include "files.h"
 #include "inotify.h"
 #include "log.h"
+#include "proc.h"
 #include "util.h"
 
 #define MAX_WATCHES (1 << 20)
@@ -27,31 +28,29 @@
 /* an fd of a mount of the filesystem with kernel device number sdev */
 static int open_mount(unsigned sdev)
 {
-	_cleanup_free_ char *buf = NULL;
+	struct mount_table t;
 	unsigned maj = sdev >> 20, min = sdev & 0xfffff;
-	int ret = read_proc(&buf, NULL, "/proc/self/mountinfo");
-	char *line, *save = NULL;
+	int ret = mount_table_read(NULL, &t);
 	int best = -1;
 
 	if (ret)
 		return ret;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned a, b;
-		char root[PATH_MAX], mnt[PATH_MAX];
+	for (size_t i = 0; i < t.n; i++) {
+		const struct mount_entry *m = &t.e[i];
 
-		if (sscanf(line, "%*d %*d %u:%u %4095s %4095s", &a, &b, root, mnt) != 4 ||
-		    a != maj || b != min)
+		if (m->maj != maj || m->min != min)
 			continue;
 		if (best >= 0) {
 			/* prefer a mount of the whole filesystem */
-			if (strcmp(root, "/"))
+			if (strcmp(m->root, "/"))
 				continue;
 			close(best);
 		}
-		best = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (best >= 0 && !strcmp(root, "/"))
+		best = open(m->mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (best >= 0 && !strcmp(m->root, "/"))
 			break;
 	}
+	mount_table_free(&t);
 	return best >= 0 ? best : -ENOENT;
 }
 

@@ -330,3 +330,76 @@ int list_children(pid_t pid, pid_t **kids)
 	*kids = k;
 	return n;
 }
+
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r;) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 4;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = 0;
+}
+
+/* split one mountinfo line in place: 0, or -1 if it is not one */
+static int mount_line(char *line, struct mount_entry *m)
+{
+	char *f[32];
+	int n = 0, dash = -1;
+
+	for (char *save = NULL, *t = strtok_r(line, " ", &save); t && n < 32;
+	     t = strtok_r(NULL, " ", &save)) {
+		if (dash < 0 && n >= 6 && !strcmp(t, "-"))
+			dash = n;
+		f[n++] = t;
+	}
+	if (dash < 0 || n < dash + 4 || sscanf(f[2], "%u:%u", &m->maj, &m->min) != 2)
+		return -1;
+	m->root = f[3];
+	m->mp = f[4];
+	m->vfs = f[5];
+	m->fstype = f[dash + 1];
+	m->source = f[dash + 2];
+	m->super = f[dash + 3];
+	unescape_octal(m->root);
+	unescape_octal(m->mp);
+	unescape_octal(m->source);
+	return 0;
+}
+
+int mount_table_read(const char *path, struct mount_table *t)
+{
+	size_t lines = 1;
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	ret = path ? read_file_at(AT_FDCWD, path, &t->buf, NULL)
+		   : read_proc(&t->buf, NULL, "/proc/self/mountinfo");
+	if (ret)
+		return ret;
+	for (const char *c = t->buf; *c; c++)
+		lines += *c == '\n';
+	t->e = calloc(lines, sizeof(*t->e));
+	if (!t->e) {
+		mount_table_free(t);
+		return -ENOMEM;
+	}
+	for (char *save = NULL, *l = strtok_r(t->buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
+		if (!mount_line(l, &t->e[t->n]))
+			t->n++;
+	return 0;
+}
+
+void mount_table_free(struct mount_table *t)
+{
+	free(t->e);
+	free(t->buf);
+	memset(t, 0, sizeof(*t));
+}

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "proc.h"
 #include "store.h"
 #include "util.h"
 
@@ -84,23 +85,6 @@ int store_mount_opts(const char *vfs, const char *super, uint64_t *flags, char *
 	return 0;
 }
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo */
-static void unescape(char *s)
-{
-	char *w = s;
-
-	for (char *r = s; *r;) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
-			r += 4;
-		} else {
-			*w++ = *r++;
-		}
-	}
-	*w = 0;
-}
-
 /* mp is dir or one of its parents */
 static bool path_under(const char *dir, const char *mp)
 {
@@ -109,37 +93,6 @@ static bool path_under(const char *dir, const char *mp)
 	if (!strcmp(mp, "/"))
 		return dir[0] == '/';
 	return !strncmp(dir, mp, n) && (dir[n] == 0 || dir[n] == '/');
-}
-
-struct minfo {
-	char *root, *mp, *vfs, *fstype, *source, *super;
-	unsigned maj, min;
-};
-
-/* split one mountinfo line in place: 0, or -1 if it is not one */
-static int parse_line(char *line, struct minfo *mi)
-{
-	char *f[32];
-	int n = 0, dash = -1;
-
-	for (char *save = NULL, *t = strtok_r(line, " ", &save); t && n < 32;
-	     t = strtok_r(NULL, " ", &save)) {
-		if (dash < 0 && n >= 6 && !strcmp(t, "-"))
-			dash = n;
-		f[n++] = t;
-	}
-	if (dash < 0 || n < dash + 4 || sscanf(f[2], "%u:%u", &mi->maj, &mi->min) != 2)
-		return -1;
-	mi->root = f[3];
-	mi->mp = f[4];
-	mi->vfs = f[5];
-	mi->fstype = f[dash + 1];
-	mi->source = f[dash + 2];
-	mi->super = f[dash + 3];
-	unescape(mi->root);
-	unescape(mi->mp);
-	unescape(mi->source);
-	return 0;
 }
 
 /* the fstab entry of mount point mp asks for a file system check */
@@ -171,8 +124,8 @@ void store_mount_free(StoreMount *sm)
 int store_mount_find(const char *dir, const char *mountinfo, const char *fstab, StoreMount **out,
 		     const char **why)
 {
-	_cleanup_free_ char *buf = NULL;
-	struct minfo best = { 0 };
+	struct mount_table t;
+	const struct mount_entry *best = NULL;
 	size_t best_len = 0;
 	struct stat st, dev;
 	StoreMount *sm;
@@ -182,53 +135,48 @@ int store_mount_find(const char *dir, const char *mountinfo, const char *fstab, 
 	*why = NULL;
 	if (stat(dir, &st))
 		return -errno;
-	ret = mountinfo ? read_file_at(AT_FDCWD, mountinfo, &buf, NULL)
-			: read_proc(&buf, NULL, "/proc/self/mountinfo");
+	ret = mount_table_read(mountinfo, &t);
 	if (ret)
 		return ret;
-	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		struct minfo mi;
+	for (size_t i = 0; i < t.n; i++) {
+		const struct mount_entry *m = &t.e[i];
 
-		if (parse_line(l, &mi) || makedev(mi.maj, mi.min) != st.st_dev ||
-		    !path_under(dir, mi.mp) || strlen(mi.mp) < best_len)
+		if (makedev(m->maj, m->min) != st.st_dev || !path_under(dir, m->mp) ||
+		    strlen(m->mp) < best_len)
 			continue;
-		best = mi; /* the last of several on one mount point is the one seen */
-		best_len = strlen(mi.mp);
+		best = m; /* the last of several on one mount point is the one seen */
+		best_len = strlen(m->mp);
 	}
-	if (!best.mp) {
+	ret = 0;
+	if (!best)
 		*why = "its file system is not in the mount table";
-		return 0;
-	}
-	if (!strcmp(best.mp, "/"))
-		return 0; /* on the root file system: mounted before anything */
-	if (strcmp(best.root, "/")) {
+	else if (!strcmp(best->mp, "/"))
+		; /* on the root file system: mounted before anything */
+	else if (strcmp(best->root, "/"))
 		*why = "it is a bind mount of a directory";
-		return 0;
-	}
-	if (strncmp(best.source, "/dev/", 5) || stat(best.source, &dev) || !S_ISBLK(dev.st_mode)) {
+	else if (strncmp(best->source, "/dev/", 5) || stat(best->source, &dev) ||
+		 !S_ISBLK(dev.st_mode))
 		*why = "its file system's source is not a block device";
-		return 0;
-	}
-	if (fstab_pass(fstab, best.mp) > 0) {
+	else if (fstab_pass(fstab, best->mp) > 0)
 		*why = "its fstab entry asks for a file system check first (pass number)";
-		return 0;
+	else if (!(sm = calloc(1, sizeof(*sm)))) {
+		ret = -ENOMEM;
+	} else {
+		store_mount__init(sm);
+		sm->mount_point = xstrdup(best->mp);
+		sm->source = xstrdup(best->source);
+		sm->fstype = xstrdup(best->fstype);
+		sm->has_flags = 1;
+		if (!sm->mount_point || !sm->source || !sm->fstype ||
+		    store_mount_opts(best->vfs, best->super, &sm->flags, &sm->data)) {
+			store_mount_free(sm);
+			ret = -ENOMEM;
+		} else {
+			*out = sm;
+		}
 	}
-	sm = calloc(1, sizeof(*sm));
-	if (!sm)
-		return -ENOMEM;
-	store_mount__init(sm);
-	sm->mount_point = xstrdup(best.mp);
-	sm->source = xstrdup(best.source);
-	sm->fstype = xstrdup(best.fstype);
-	sm->has_flags = 1;
-	if (!sm->mount_point || !sm->source || !sm->fstype ||
-	    store_mount_opts(best.vfs, best.super, &sm->flags, &sm->data)) {
-		store_mount_free(sm);
-		return -ENOMEM;
-	}
-	*out = sm;
-	return 0;
+	mount_table_free(&t);
+	return ret;
 }
 
 char *unit_name_from_path(const char *path, const char *suffix)
@@ -266,18 +214,15 @@ char *unit_name_from_path(const char *path, const char *suffix)
 
 static bool is_mount_point(const char *mp)
 {
-	_cleanup_free_ char *buf = NULL;
+	struct mount_table t;
+	bool found = false;
 
-	if (read_proc(&buf, NULL, "/proc/self/mountinfo"))
+	if (mount_table_read(NULL, &t))
 		return false;
-	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		struct minfo mi;
-
-		if (!parse_line(l, &mi) && !strcmp(mi.mp, mp))
-			return true;
-	}
-	return false;
+	for (size_t i = 0; i < t.n && !found; i++)
+		found = !strcmp(t.e[i].mp, mp);
+	mount_table_free(&t);
+	return found;
 }
 
 int store_mount_now(const StoreMount *sm, const char *store, int wait_ms)

@@ -24,6 +24,7 @@
 #include "kexec.h"
 #include "kupdate.h"
 #include "log.h"
+#include "proc.h"
 #include "store.h"
 #include "units.h"
 #include "util.h"
@@ -508,6 +509,40 @@ static void test_claim(void **state)
 /* the store's file system: how it is mounted, read from the mount table
  * (a fake one here), written into the manifest, mounted by
  * kupdate-store.service in the new boot, which the generator writes */
+/* the mount table shared by the store's mount and inotify's watches:
+ * optional fields, escapes, lines that are not mounts */
+static void test_mount_table(void **state)
+{
+	char info[256];
+	struct mount_table t;
+
+	(void)state;
+	snprintf(info, sizeof(info), "%s/mountinfo-escapes", tmpdir);
+	write_str(info, "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+			"not a mount line\n"
+			"30 22 0:5 /sub\\134dir /a\\040b\\011c rw master:3 propagate_from:2 - "
+			"tmpfs my\\040src rw,size=4k\n"
+			"31 22 7:1 / /mnt rw - \n");
+	assert_int_equal(mount_table_read(info, &t), 0);
+	assert_int_equal(t.n, 2);
+	assert_string_equal(t.e[0].mp, "/");
+	assert_int_equal(t.e[0].maj, 254);
+	assert_string_equal(t.e[0].fstype, "ext4");
+	assert_string_equal(t.e[1].root, "/sub\\dir");
+	assert_string_equal(t.e[1].mp, "/a b\tc");
+	assert_string_equal(t.e[1].vfs, "rw");
+	assert_string_equal(t.e[1].fstype, "tmpfs");
+	assert_string_equal(t.e[1].source, "my src");
+	assert_string_equal(t.e[1].super, "rw,size=4k");
+	assert_int_equal(t.e[1].min, 5);
+	mount_table_free(&t);
+	assert_int_equal(mount_table_read("/nonexistent/mountinfo", &t), -ENOENT);
+	/* this process's own table has its root */
+	assert_int_equal(mount_table_read(NULL, &t), 0);
+	assert_true(t.n > 0);
+	mount_table_free(&t);
+}
+
 static void test_store_mount(void **state)
 {
 	CycleUnit u, *pu[1];
@@ -680,7 +715,8 @@ int main(void)
 		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
 		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
 		cmocka_unit_test(test_store),		cmocka_unit_test(test_store_mount),
-		cmocka_unit_test(test_claim),		cmocka_unit_test(test_prefetch),
+		cmocka_unit_test(test_mount_table),	cmocka_unit_test(test_claim),
+		cmocka_unit_test(test_prefetch),
 	};
 	char cmd[96];
 	int ret;
