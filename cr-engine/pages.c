@@ -59,7 +59,7 @@ bool pages_zeros_skippable(const struct cr_vma *v)
 }
 
 /* a page of zeros; most pages that are not differ in their first bytes */
-static bool page_is_zero(const unsigned char *page)
+bool page_is_zero(const unsigned char *page)
 {
 	const uint64_t *w = (const void *)page;
 

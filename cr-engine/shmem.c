@@ -3,7 +3,8 @@
  * Dump: each object is saved once, whichever processes map it.  Its data is
  * read through /proc/PID/map_files (an fd to the object itself), with
  * SEEK_DATA/SEEK_HOLE to skip what was never allocated — this also finds
- * pages no process has mapped right now and pages in swap.
+ * pages no process has mapped right now and pages in swap — and without
+ * its pages of zeros.
  * Restore: kupdate creates each object before the tree (an anonymous shared
  * mapping reopened through /proc/self/map_files, or a memfd of the same
  * name), fills it, and every process maps that same object, so sharing
@@ -18,6 +19,7 @@
 #include "image.h"
 #include "images/mm.pb-c.h"
 #include "log.h"
+#include "pages.h"
 #include "shmem.h"
 #include "sysvshm.h"
 #include "util.h"
@@ -79,21 +81,34 @@ static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
 		hole = MIN((uint64_t)PAGE_ALIGN(hole), s->size);
 		if (hole <= data)
 			break;
-		len = hole - data;
-		nr = xrealloc_array(s->runs, s->nr_runs + 1, sizeof(*nr));
-		if (!nr) {
-			ret = -ENOMEM;
-			goto out;
+		/* the pages of zeros are left out (a run ends there): the
+		 * restore's new object, or the segment it takes back and
+		 * clears, is zeros */
+		for (off_t pg = data, start; pg < hole;) {
+			for (start = pg; pg < hole && page_is_zero(map + pg); pg += PAGE_SIZE)
+				;
+			ctx->zero_pages += (pg - start) / PAGE_SIZE;
+			for (start = pg; pg < hole && !page_is_zero(map + pg); pg += PAGE_SIZE)
+				;
+			if (pg == start)
+				continue;
+			len = pg - start;
+			nr = xrealloc_array(s->runs, s->nr_runs + 1, sizeof(*nr));
+			if (!nr) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			s->runs = nr;
+			nr[s->nr_runs].offset = start;
+			nr[s->nr_runs].nr_pages = len / PAGE_SIZE;
+			nr[s->nr_runs].crc =
+				ctx->opts->no_page_crc ? 0 : crc32c(0, map + start, len);
+			s->nr_runs++;
+			s->nr_pages += len / PAGE_SIZE;
+			ret = write_all(out, map + start, len);
+			if (ret)
+				goto werr;
 		}
-		s->runs = nr;
-		nr[s->nr_runs].offset = data;
-		nr[s->nr_runs].nr_pages = len / PAGE_SIZE;
-		nr[s->nr_runs].crc = ctx->opts->no_page_crc ? 0 : crc32c(0, map + data, len);
-		s->nr_runs++;
-		s->nr_pages += len / PAGE_SIZE;
-		ret = write_all(out, map + data, len);
-		if (ret)
-			goto werr;
 		off = hole;
 	}
 	memset(&h, 0, sizeof(h));
