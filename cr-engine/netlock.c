@@ -28,6 +28,7 @@
 #include <nftables/libnftables.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -637,7 +638,9 @@ static int add(struct nft_ctx **nft, const struct cr_conn *c, size_t n, bool wit
 	size_t cap = n * 160 + 1, len = 0;
 	int ret;
 
-	ret = elems_nl(true, with_setup, c, n, NULL);
+	/* KUPDATE_NETLOCK_TEXT (test only): the text commands, as where the
+	 * kernel refuses the netlink messages */
+	ret = getenv("KUPDATE_NETLOCK_TEXT") ? -EOPNOTSUPP : elems_nl(true, with_setup, c, n, NULL);
 	if (!ret)
 		return 0;
 	pr_debug("network lock: nftables' netlink refused the %s (%s): by text",

@@ -132,6 +132,15 @@ static void test_setup_as_text(void **state)
 	assert_string_equal(a, b);
 	assert_non_null(strstr(a, "ip saddr . tcp sport . ip daddr . tcp dport @conn4 drop"));
 	assert_int_equal(netlock_clear(), 0);
+	/* kupdate's fallback where the kernel refuses the netlink messages:
+	 * libnftables' text commands, the same table */
+	setenv("KUPDATE_NETLOCK_TEXT", "1", 1);
+	assert_int_equal(netlock_add(&c[0], 1), 0);
+	assert_int_equal(netlock_add(&c[1], 1), 0);
+	unsetenv("KUPDATE_NETLOCK_TEXT");
+	listing(b, sizeof(b));
+	assert_string_equal(a, b);
+	assert_int_equal(netlock_clear(), 0);
 }
 
 int main(void)
