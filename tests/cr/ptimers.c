@@ -280,13 +280,17 @@ int main(int argc, char **argv)
 			  "REALTIME timer: %.3f s left, want %.3f s", ts_ns(real_a.it_value) / 1e9,
 			  want / 1e9);
 	}
-	/* CPU clocks: what they had left */
+	/* CPU clocks: what they had left, less what the process spent in
+	 * between: crt_ready, and the dump's and the restore's syscalls run in
+	 * its context (31 ms once in the emulated guest on 6.12, 30 ms
+	 * allowed then; a timer re-armed with its whole period, or not at all,
+	 * is still far outside) */
 	crt_check(ts_ns(wcpu_a.it_value) <= ts_ns(wcpu_b.it_value) + 10 * MS &&
-			  ts_ns(wcpu_a.it_value) > ts_ns(wcpu_b.it_value) - 30 * MS,
+			  ts_ns(wcpu_a.it_value) > ts_ns(wcpu_b.it_value) - 60 * MS,
 		  "worker CPU-clock timer: %.3f s left, was %.3f s", ts_ns(wcpu_a.it_value) / 1e9,
 		  ts_ns(wcpu_b.it_value) / 1e9);
 	crt_check(ts_ns(pcpu_a.it_value) <= ts_ns(pcpu_b.it_value) + 10 * MS &&
-			  ts_ns(pcpu_a.it_value) > ts_ns(pcpu_b.it_value) - 30 * MS,
+			  ts_ns(pcpu_a.it_value) > ts_ns(pcpu_b.it_value) - 60 * MS,
 		  "process CPU-clock timer: %.3f s left, was %.3f s", ts_ns(pcpu_a.it_value) / 1e9,
 		  ts_ns(pcpu_b.it_value) / 1e9);
 	cpu0 = now(CLOCK_PROCESS_CPUTIME_ID);
