@@ -59,7 +59,7 @@ bool pages_zeros_skippable(const struct cr_vma *v)
 }
 
 /* a page of zeros; most pages that are not differ in their first bytes */
-bool page_is_zero(const unsigned char *page)
+static bool page_is_zero(const unsigned char *page)
 {
 	const uint64_t *w = (const void *)page;
 
@@ -74,6 +74,20 @@ bool page_is_zero(const unsigned char *page)
 			return false;
 	}
 	return true;
+}
+
+uint64_t pages_data_span(const unsigned char *buf, uint64_t np, uint64_t *pos, uint64_t *start)
+{
+	uint64_t j = *pos, zeros;
+
+	while (j < np && page_is_zero(buf + j * PAGE_SIZE))
+		j++;
+	zeros = j - *pos;
+	*start = j;
+	while (j < np && !page_is_zero(buf + j * PAGE_SIZE))
+		j++;
+	*pos = j;
+	return zeros;
 }
 
 int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r)
@@ -102,14 +116,11 @@ int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, ui
 		int ret;
 
 		if (zeros) {
-			while (j < np && page_is_zero(buf + j * PAGE_SIZE))
-				j++;
-			o->zero_pages += j - k;
-			if (j > k)
+			uint64_t z = pages_data_span(buf, np, &j, &k);
+
+			o->zero_pages += z;
+			if (z)
 				o->open = false; /* a gap in the run */
-			k = j;
-			while (j < np && !page_is_zero(buf + j * PAGE_SIZE))
-				j++;
 		} else {
 			j = np;
 		}

@@ -40,8 +40,10 @@ const struct cr_vma *mem_vma_at(const struct cr_proc *p, uint64_t addr);
  * missing pages a restore leaves to fresh (zero) memory; not a private
  * file mapping, whose missing pages would come back as the file's data */
 bool pages_zeros_skippable(const struct cr_vma *v);
-/* the page (PAGE_SIZE bytes at page) holds only zeros */
-bool page_is_zero(const unsigned char *page);
+/* From page *pos of buf (np pages): the pages of zeros there are skipped,
+ * then the pages with data taken; [*start, *pos) are those (empty at the
+ * end).  Returns how many pages of zeros were skipped. */
+uint64_t pages_data_span(const unsigned char *buf, uint64_t np, uint64_t *pos, uint64_t *start);
 int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, uint64_t len,
 	       bool zeros);
 int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pagerun *r);

@@ -84,28 +84,26 @@ static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
 		/* the pages of zeros are left out (a run ends there): the
 		 * restore's new object, or the segment it takes back and
 		 * clears, is zeros */
-		for (off_t pg = data, start; pg < hole;) {
-			for (start = pg; pg < hole && page_is_zero(map + pg); pg += PAGE_SIZE)
-				;
-			ctx->zero_pages += (pg - start) / PAGE_SIZE;
-			for (start = pg; pg < hole && !page_is_zero(map + pg); pg += PAGE_SIZE)
-				;
-			if (pg == start)
+		for (uint64_t np = (hole - data) / PAGE_SIZE, pos = 0, first; pos < np;) {
+			unsigned char *at;
+
+			ctx->zero_pages += pages_data_span(map + data, np, &pos, &first);
+			if (pos == first)
 				continue;
-			len = pg - start;
+			at = map + data + first * PAGE_SIZE;
+			len = (pos - first) * PAGE_SIZE;
 			nr = xrealloc_array(s->runs, s->nr_runs + 1, sizeof(*nr));
 			if (!nr) {
 				ret = -ENOMEM;
 				goto out;
 			}
 			s->runs = nr;
-			nr[s->nr_runs].offset = start;
+			nr[s->nr_runs].offset = at - map;
 			nr[s->nr_runs].nr_pages = len / PAGE_SIZE;
-			nr[s->nr_runs].crc =
-				ctx->opts->no_page_crc ? 0 : crc32c(0, map + start, len);
+			nr[s->nr_runs].crc = ctx->opts->no_page_crc ? 0 : crc32c(0, at, len);
 			s->nr_runs++;
 			s->nr_pages += len / PAGE_SIZE;
-			ret = write_all(out, map + start, len);
+			ret = write_all(out, at, len);
 			if (ret)
 				goto werr;
 		}
