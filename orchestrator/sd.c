@@ -189,14 +189,16 @@ static int get_string(struct sd *s, const char *path, const char *iface, const c
 
 /* the id of the unit's pending job (a start waiting for its dependencies,
  * say), 0 if none */
-static uint32_t unit_job(struct sd *s, const char *path)
+static uint32_t unit_job(struct sd *s, const char *unit)
 {
+	_cleanup_free_ char *path = NULL;
 	sd_bus_error err = SD_BUS_ERROR_NULL;
 	sd_bus_message *reply = NULL;
 	uint32_t id = 0;
 	const char *jp;
 
-	if (sd_bus_get_property(s->bus, DEST, path, "org.freedesktop.systemd1.Unit", "Job", &err,
+	if (unit_path(s, unit, &path) < 0 ||
+	    sd_bus_get_property(s->bus, DEST, path, "org.freedesktop.systemd1.Unit", "Job", &err,
 				&reply, "(uo)") < 0 ||
 	    sd_bus_message_read(reply, "(uo)", &id, &jp) < 0)
 		id = 0;
@@ -233,8 +235,6 @@ int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui)
 					"MainPID", &err, 'u', &pid) >= 0)
 		ui->main_pid = pid;
 	sd_bus_error_free(&err);
-	if (r >= 0)
-		ui->job = unit_job(s, path);
 	if (r < 0) {
 		pr_err("unit %s: cannot read its state: %s", unit, strerror(-r));
 		unit_info_free(ui);
@@ -452,7 +452,7 @@ int sd_wait_settled(struct sd *s, const char *unit, int timeout_s)
 		/* a start job waiting for the unit's dependencies (basic.target
 		 * in a boot, seconds in a small virtual machine) leaves it
 		 * inactive, or failed from an earlier start */
-		r = ui.job			     ? -EINPROGRESS
+		r = unit_job(s, unit)		     ? -EINPROGRESS
 		    : !strcmp(ui.active, "active")   ? 0
 		    : !strcmp(ui.active, "failed")   ? -EIO
 		    : !strcmp(ui.active, "inactive") ? -ENOENT

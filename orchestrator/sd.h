@@ -19,7 +19,6 @@ struct unit_info {
 	char *fragment; /* FragmentPath: the unit file */
 	char *sub;	/* SubState */
 	pid_t main_pid;
-	uint32_t job; /* the id of its pending job, 0 if none */
 };
 
 int sd_open(struct sd *s);
