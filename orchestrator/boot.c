@@ -550,16 +550,12 @@ static void restore_log_open(const char *unit)
 	/* the unit's CPU weight (StartupCPUWeight= of the drop-in, while the
 	 * boot lasts) */
 	{
-		_cleanup_free_ char *cg = NULL, *wp = NULL, *w = NULL;
+		_cleanup_free_ char *cg = own_cgroup(), *wp = NULL, *w = NULL;
 
-		if (!read_file_at(AT_FDCWD, "/proc/self/cgroup", &cg, NULL) &&
-		    !strncmp(cg, "0::/", 4)) {
-			cg[strcspn(cg, "\n")] = 0;
-			wp = xasprintf("/sys/fs/cgroup%s/cpu.weight", cg + 3);
-			if (wp && !read_file_at(AT_FDCWD, wp, &w, NULL))
-				pr_debug("restore-unit %s: cpu.weight %.*s", unit,
-					 (int)strcspn(w, "\n"), w);
-		}
+		if (cg && (wp = xasprintf("%s%s/cpu.weight", cgroup_root(), cg)) &&
+		    !read_file_at(AT_FDCWD, wp, &w, NULL))
+			pr_debug("restore-unit %s: cpu.weight %.*s", unit, (int)strcspn(w, "\n"),
+				 w);
 	}
 }
 

@@ -490,11 +490,11 @@ static int p_freezer(char *d, size_t len)
 		return MISSING("%s is not a cgroup v2 hierarchy (boot with the unified "
 			       "hierarchy)",
 			       root);
-	if (read_file_at(AT_FDCWD, "/proc/self/cgroup", &cg, NULL) || strncmp(cg, "0::/", 4))
+	cg = own_cgroup();
+	if (!cg)
 		return MISSING("this process is not in a cgroup v2 group");
-	cg[strcspn(cg, "\n")] = 0;
 	/* the root group has no freezer: look at ours or at systemd's */
-	path = xasprintf("%s%s/cgroup.freeze", root, strcmp(cg + 3, "/") ? cg + 3 : "/init.scope");
+	path = xasprintf("%s%s/cgroup.freeze", root, strcmp(cg, "/") ? cg : "/init.scope");
 	if (!path)
 		return -ENOMEM;
 	if (access(path, F_OK))

@@ -185,6 +185,19 @@ const char *cgroup_root(void)
 	return d && *d ? d : "/sys/fs/cgroup";
 }
 
+char *own_cgroup(void)
+{
+	char *cg = NULL;
+
+	if (read_file_at(AT_FDCWD, "/proc/self/cgroup", &cg, NULL) || strncmp(cg, "0::/", 4)) {
+		free(cg);
+		return NULL;
+	}
+	cg[strcspn(cg, "\n")] = 0;
+	memmove(cg, cg + 3, strlen(cg + 3) + 1);
+	return cg;
+}
+
 /* A dry dump that changes nothing; the first error is the reason. */
 int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len, unsigned *procs)
 {

@@ -12,6 +12,9 @@
 const char *wants_dir(void);
 /* the cgroup v2 mount ($KUPDATE_CGROUP_ROOT overrides) */
 const char *cgroup_root(void);
+/* this process's cgroup v2 group ("/system.slice/x.service", "/" for the
+ * root), malloc'd; NULL if it is in none */
+char *own_cgroup(void);
 bool unit_name_valid(const char *unit);
 int preserved_units(char ***out, int *nr);
 void strv_free(char **v, int n);
