@@ -12,7 +12,7 @@ $(TBIN)/cr/crrun: $(CRRUN_SRC) tests/cr/crrun.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $(CRRUN_SRC)
 
-$(TBIN)/cr/%: tests/cr/%.c tests/cr/crt.c tests/cr/crt.h
+$(TBIN)/cr/%: tests/cr/%.c tests/cr/crt.c tests/cr/crt.h tests/cr/zeropat.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -pthread -o $@ $< tests/cr/crt.c -lm
 

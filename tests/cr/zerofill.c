@@ -20,29 +20,17 @@
 #include <unistd.h>
 
 #include "crt.h"
+#include "zeropat.h"
 
-#define PG	 4096UL
-#define NPAGES	 (16384UL) /* 64 MiB */
-#define FPAGES	 16
-#define LASTBYTE 5 /* the page that keeps only its last byte */
+#define PG     ZP_PG
+#define NPAGES (16384UL) /* 64 MiB */
+#define FPAGES 16
 
 static volatile unsigned char *anon, *fmap;
 
-static unsigned char pattern(unsigned long page, unsigned long k)
-{
-	return (unsigned char)(1 + (page * 31 + k) % 251);
-}
-
-static bool kept(unsigned long page)
-{
-	return page % 7 == 0;
-}
-
 static void zero_them(void)
 {
-	for (unsigned long i = 0; i < NPAGES; i++)
-		if (!kept(i))
-			memset((void *)(anon + i * PG), 0, i == LASTBYTE ? PG - 1 : PG);
+	zp_zero(anon, NPAGES);
 	memset((void *)(fmap + 3 * PG), 0, PG);
 	memset((void *)(fmap + 9 * PG), 0, PG);
 }
@@ -60,11 +48,7 @@ int main(int argc, char **argv)
 	if (anon == MAP_FAILED)
 		crt_fail("mmap failed");
 	madvise((void *)anon, NPAGES * PG, MADV_NOHUGEPAGE);
-	for (unsigned long i = 0; i < NPAGES; i++)
-		for (unsigned long k = 0; k < PG; k += 512)
-			anon[i * PG + k] = pattern(i, k);
-	for (unsigned long i = 0; i < NPAGES; i++)
-		anon[i * PG + PG - 1] = pattern(i, PG - 1);
+	zp_write(anon, NPAGES);
 
 	fd = open(crt_path("data"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	memset(buf, 0xab, sizeof(buf));
@@ -99,12 +83,8 @@ int main(int argc, char **argv)
 
 	for (unsigned long i = 0; i < NPAGES; i++) {
 		for (unsigned long k = 0; k < PG; k++) {
-			unsigned char want = 0;
+			unsigned char want = zp_want(i, k);
 
-			if (kept(i) && k % 512 == 0)
-				want = pattern(i, k);
-			if ((kept(i) || i == LASTBYTE) && k == PG - 1)
-				want = pattern(i, k);
 			crt_check(anon[i * PG + k] == want,
 				  "anonymous page %lu byte %lu: %#x, not %#x", i, k,
 				  anon[i * PG + k], want);

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "crt.h"
+#include "zeropat.h"
 
-#define PG	 4096UL
-#define LASTBYTE 5 /* the page that keeps only its last byte */
+#define PG ZP_PG
 
 struct obj {
 	const char *what;
@@ -26,40 +26,13 @@ struct obj {
 	volatile unsigned char *p;
 };
 
-static unsigned char pattern(unsigned long page, unsigned long k)
-{
-	return (unsigned char)(1 + (page * 31 + k) % 251);
-}
-
-static bool kept(unsigned long page)
-{
-	return page % 7 == 0;
-}
-
-static void fill(struct obj *o)
-{
-	for (unsigned long i = 0; i < o->pages; i++) {
-		for (unsigned long k = 0; k < PG; k += 512)
-			o->p[i * PG + k] = pattern(i, k);
-		o->p[i * PG + PG - 1] = pattern(i, PG - 1);
-	}
-	for (unsigned long i = 0; i < o->pages; i++)
-		if (!kept(i))
-			memset((void *)(o->p + i * PG), 0, i == LASTBYTE ? PG - 1 : PG);
-}
-
 static void check(const struct obj *o)
 {
 	for (unsigned long i = 0; i < o->pages; i++)
 		for (unsigned long k = 0; k < PG; k++) {
-			unsigned char want = 0;
+			/* page 1, byte 1: the child's write, after the restore */
+			unsigned char want = i == 1 && k == 1 ? 0x5a : zp_want(i, k);
 
-			if (kept(i) && k % 512 == 0)
-				want = pattern(i, k);
-			if ((kept(i) || i == LASTBYTE) && k == PG - 1)
-				want = pattern(i, k);
-			if (i == 1 && k == 1)
-				want = 0x5a; /* the child's write, after the restore */
 			crt_check(o->p[i * PG + k] == want, "%s: page %lu byte %lu: %#x, not %#x",
 				  o->what, i, k, o->p[i * PG + k], want);
 		}
@@ -90,8 +63,10 @@ int main(void)
 		crt_fail("cannot map the objects: %s", strerror(errno));
 	if (shmctl(id, IPC_RMID, NULL))
 		crt_fail("IPC_RMID: %s", strerror(errno));
-	for (int i = 0; i < 3; i++)
-		fill(&o[i]);
+	for (int i = 0; i < 3; i++) {
+		zp_write(o[i].p, o[i].pages);
+		zp_zero(o[i].p, o[i].pages);
+	}
 
 	/* a child sharing the three: after the restore it writes into each */
 	child = fork();
