@@ -266,3 +266,46 @@ long long peer_acked(long long *written)
 		*written = w;
 	return a;
 }
+
+/* What a stalled connection needs to be understood, for a failure in a
+ * guest whose work directory is gone with it: the tree's root (state and
+ * where it waits), every TCP socket of the namespace with its counters,
+ * the namespace's TCP drop and reset counters and the peer's output. */
+static void show_command(const char *title, const char *cmd)
+{
+	char line[1024];
+	FILE *f = popen(cmd, "r");
+
+	diag("--- %s", title);
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+
+		while (n && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+			n--;
+		line[n] = 0;
+		diag("  %s", line);
+	}
+	pclose(f);
+}
+
+void show_net_state(pid_t root)
+{
+	char cmd[256], path[512];
+
+	snprintf(cmd, sizeof(cmd), "cut -d' ' -f1-3 /proc/%d/stat; cat /proc/%d/wchan; echo", root,
+		 root);
+	show_command("the tree's root: pid, name, state; wait channel", cmd);
+	show_command("TCP sockets here (ss -tnoemi)", "ss -tnoemi 2>&1");
+	show_command("TCP counters here (nstat, drops, resets, PAWS, windows)",
+		     "nstat -asz 2>&1 | grep -Ei "
+		     "'drop|prune|collapse|reset|rst|paws|retrans|window|ofo|abort|ack'"
+		     " | awk '$2 != 0'");
+	if (peer_pid) {
+		snprintf(path, sizeof(path), "%s/peer.log", workdir);
+		show_file("peer output", path);
+		snprintf(path, sizeof(path), "%s/peer-progress", workdir);
+		show_file("peer progress (records, ..., acknowledged, written)", path);
+	}
+}

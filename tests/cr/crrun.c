@@ -561,7 +561,7 @@ static void icmp_counters(long long v[IC_N])
 	peer_acked(&v[IC_ACKED]); /* written: all of it acknowledged is the goal */
 }
 
-static int check_rto_revert(const long long before[IC_N], double t_restored)
+static int check_rto_revert(const long long before[IC_N], double t_restored, pid_t root)
 {
 	long long after[IC_N], d[IC_N];
 	double end, acked_after = -1;
@@ -577,6 +577,7 @@ static int check_rto_revert(const long long before[IC_N], double t_restored)
 			if (now() > end) {
 				diag("FAIL: the server did not acknowledge what the peer had "
 				     "written before the restore within 60 s of it");
+				show_net_state(root);
 				return -1;
 			}
 			usleep(2000);
@@ -782,7 +783,7 @@ static int test_main(char **targv)
 		/* its connections go on, the peers told at once (tcp.c); what
 		 * the peer wrote meanwhile, dropped by the lock, counts */
 		peer_acked(&icmp_lr[IC_ACKED]);
-		if (o.rto_revert >= 0 && check_rto_revert(icmp_lr, now())) {
+		if (o.rto_revert >= 0 && check_rto_revert(icmp_lr, now(), root)) {
 			kill_tree(root);
 			return 1;
 		}
@@ -1017,7 +1018,7 @@ static int test_main(char **targv)
 			kill_tree(root);
 			return 1;
 		}
-		if (o.rto_revert >= 0 && check_rto_revert(icmp0, t_restored)) {
+		if (o.rto_revert >= 0 && check_rto_revert(icmp0, t_restored, root)) {
 			kill_tree(root);
 			return 1;
 		}

@@ -85,5 +85,6 @@ long net_counter(pid_t pid, const char *file, const char *section, const char *n
 long net_counter6(pid_t pid, const char *name);
 long tcpext_counter(const char *name);
 long long peer_acked(long long *written);
+void show_net_state(pid_t root);
 
 #endif
