@@ -157,8 +157,11 @@ static int threadclock(bool mt)
 	crt_ready();
 	crt_wait_term();
 	crt_check(!timer_gettime(t, &after), "timer_gettime: %s", strerror(errno));
+	/* what the thread spent in its three dumps and restores, stretched by
+	 * a busy host under emulation (see main): 174 ms once while the host
+	 * compiled, 50 ms were allowed then; a timer not armed is outside */
 	crt_check(ts_ns(after.it_value) <= ts_ns(before.it_value) + 10 * MS &&
-			  ts_ns(after.it_value) > ts_ns(before.it_value) - 50 * MS &&
+			  ts_ns(after.it_value) > ts_ns(before.it_value) - 400 * MS &&
 			  ts_ns(after.it_interval) == 1000000000LL,
 		  "thread CPU timer: %.3f s left (was %.3f s), interval %.3f s",
 		  ts_ns(after.it_value) / 1e9, ts_ns(before.it_value) / 1e9,
@@ -282,15 +285,17 @@ int main(int argc, char **argv)
 	}
 	/* CPU clocks: what they had left, less what the process spent in
 	 * between: crt_ready, and the dump's and the restore's syscalls run in
-	 * its context (31 ms once in the emulated guest on 6.12, 30 ms
-	 * allowed then; a timer re-armed with its whole period, or not at all,
-	 * is still far outside) */
+	 * its context.  An emulated guest on a busy host charges the time its
+	 * virtual CPU was not running to the task that was: 31 ms once in
+	 * CI's guest, 120 ms while the host compiled (60 ms were allowed
+	 * then); 150 ms are.  A timer re-armed with its whole 300 ms, not
+	 * armed at all, or cut by the 1 s pause is still outside. */
 	crt_check(ts_ns(wcpu_a.it_value) <= ts_ns(wcpu_b.it_value) + 10 * MS &&
-			  ts_ns(wcpu_a.it_value) > ts_ns(wcpu_b.it_value) - 60 * MS,
+			  ts_ns(wcpu_a.it_value) > ts_ns(wcpu_b.it_value) - 150 * MS,
 		  "worker CPU-clock timer: %.3f s left, was %.3f s", ts_ns(wcpu_a.it_value) / 1e9,
 		  ts_ns(wcpu_b.it_value) / 1e9);
 	crt_check(ts_ns(pcpu_a.it_value) <= ts_ns(pcpu_b.it_value) + 10 * MS &&
-			  ts_ns(pcpu_a.it_value) > ts_ns(pcpu_b.it_value) - 60 * MS,
+			  ts_ns(pcpu_a.it_value) > ts_ns(pcpu_b.it_value) - 150 * MS,
 		  "process CPU-clock timer: %.3f s left, was %.3f s", ts_ns(pcpu_a.it_value) / 1e9,
 		  ts_ns(pcpu_b.it_value) / 1e9);
 	cpu0 = now(CLOCK_PROCESS_CPUTIME_ID);
