@@ -463,6 +463,97 @@ static void put_deltable(struct nlbuf *b, uint32_t *seq, const void *arg)
 	msg_end(b, h);
 }
 
+/* 1 when the set holds an element, 0 when it holds none (or it is not
+ * there), a negative errno when the kernel cannot be asked: one
+ * GETSETELEM dump */
+static int set_has_elems_nl(const char *set)
+{
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	struct nlbuf b = { .cap = 256 };
+	enum { RB = 32768 }; /* a dump's answers come in parts of up to a few pages */
+	uint8_t msg[256], *rb;
+	uint32_t seq = 1;
+	struct nlmsghdr *h;
+	int sk, ret = -EIO;
+	bool done = false;
+
+	b.p = msg;
+	h = nl_msg(&b, NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETSETELEM, NLM_F_DUMP, seq,
+		   NFPROTO_INET, 0);
+	nl_str(&b, NFTA_SET_ELEM_LIST_TABLE, "kupdate");
+	nl_str(&b, NFTA_SET_ELEM_LIST_SET, set);
+	msg_end(&b, h);
+	rb = malloc(RB);
+	if (!rb)
+		return -ENOMEM;
+	sk = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (sk < 0) {
+		ret = -errno;
+		free(rb);
+		return ret;
+	}
+	if (setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
+		       sizeof(struct timeval)) ||
+	    sendto(sk, b.p, b.len, 0, (struct sockaddr *)&k, sizeof(k)) != (ssize_t)b.len) {
+		ret = -errno;
+		close(sk);
+		free(rb);
+		return ret;
+	}
+	ret = 0;
+	while (!done && ret == 0) {
+		ssize_t r = recv(sk, rb, RB, 0);
+
+		if (r < 0) {
+			ret = -errno;
+			break;
+		}
+		for (struct nlmsghdr *m = (struct nlmsghdr *)rb; NLMSG_OK(m, (size_t)r);
+		     m = NLMSG_NEXT(m, r)) {
+			if (m->nlmsg_seq != seq)
+				continue;
+			if (m->nlmsg_type == NLMSG_DONE) {
+				done = true;
+				break;
+			}
+			if (m->nlmsg_type == NLMSG_ERROR) {
+				int e = ((struct nlmsgerr *)NLMSG_DATA(m))->error;
+
+				/* no table or no set: nothing held */
+				ret = e == -ENOENT ? 0 : e;
+				done = true;
+				break;
+			}
+			/* a NEWSETELEM message: is there an element list in it? */
+			for (struct nlattr *a =
+				     (struct nlattr *)((uint8_t *)NLMSG_DATA(m) +
+						       NLMSG_ALIGN(sizeof(struct nfgenmsg)));
+			     (uint8_t *)a + NLA_HDRLEN <= (uint8_t *)m + m->nlmsg_len &&
+			     a->nla_len >= NLA_HDRLEN;
+			     a = (struct nlattr *)((uint8_t *)a + NLA_ALIGN(a->nla_len)))
+				if ((a->nla_type & NLA_TYPE_MASK) == NFTA_SET_ELEM_LIST_ELEMENTS &&
+				    a->nla_len > NLA_HDRLEN)
+					ret = 1;
+		}
+	}
+	close(sk);
+	free(rb);
+	return ret;
+}
+
+/* The table is dropped once no connection is held in it: 0 when it was (or
+ * it was not there), 1 when a connection is still held, a negative errno
+ * when the kernel could not be asked (the table is left then). */
+static int drop_table_if_empty_nl(void)
+{
+	int r4 = set_has_elems_nl("conn4"), r6 = r4 ? r4 : set_has_elems_nl("conn6"), ret;
+
+	if (r6)
+		return r6;
+	ret = batch_nl(put_deltable, NULL, 256, NULL);
+	return ret == -ENOENT ? 0 : ret;
+}
+
 /* libnftables keeps state of its own beyond a context: apply's dumps,
  * which run in threads, take turns in it */
 static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -537,8 +628,8 @@ static void close_nft(struct nft_ctx *nft)
  * free what was deleted (20 ms on this host, an RCU grace period, more in
  * an emulated guest): a restore's unlock leaves it to the process's exit,
  * after its tree runs again.  So does the removal of the table once no
- * connection is held in it: one more command, which lists the table
- * (100-150 ms in the emulated guest's boot, with the other restores). */
+ * connection is held in it (drop_table_at_exit; these deferred contexts
+ * only serve removals made by text, where netlink failed). */
 enum { MAX_DEFERRED = 8 };
 static struct nft_ctx *deferred[MAX_DEFERRED];
 static int nr_deferred;
@@ -725,6 +816,37 @@ static void drop_table_if_empty(struct nft_ctx *nft)
 		run(nft, "delete table " TABLE, true);
 }
 
+/* At exit, the table is dropped if no connection is held in it any more
+ * (the restore outside a boot's: the boot's restores keep it for
+ * kupdate-finish); by text only if netlink cannot say. */
+static void drop_table_at_exit(void)
+{
+	struct nft_ctx *nft;
+
+	if (keep_table || drop_table_if_empty_nl() >= 0)
+		return;
+	nft = open_nft();
+	if (!nft)
+		return;
+	drop_table_if_empty(nft);
+	close_nft(nft);
+}
+
+static void drop_table_later(void)
+{
+	static bool registered;
+	bool now = false;
+
+	pthread_mutex_lock(&del_lock);
+	if (!registered) {
+		registered = true;
+		now = atexit(drop_table_at_exit) != 0;
+	}
+	pthread_mutex_unlock(&del_lock);
+	if (now)
+		drop_table_at_exit();
+}
+
 /* Every nftables command fetches the ruleset and makes a netlink
  * transaction (tens of milliseconds in an emulated guest): the elements go
  * in one batch, and only if it is refused (one of them gone already: a
@@ -750,9 +872,13 @@ int netlock_del(const struct cr_conn *c, size_t n)
 	if (ret)
 		pr_debug("network lock: nftables' netlink refused the removal (%s): by text",
 			 strerror(-ret));
-	/* the text commands: where netlink failed, and for the table's removal */
-	if (!ret && keep_table)
+	if (!ret) {
+		/* the table goes at exit if it is empty, once the tree runs */
+		if (!keep_table)
+			drop_table_later();
 		return 0;
+	}
+	/* the text commands, where netlink failed */
 	nft = open_nft();
 	batch = malloc(n * LINE + 1);
 	if (!nft || !batch) {

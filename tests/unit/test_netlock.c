@@ -3,7 +3,8 @@
  * the test's own, elements added for IPv4, IPv6 and v4-mapped connections
  * must be the ones nftables shows for those connections (its text "get
  * element"), a batch larger than one message's worth is taken whole, and
- * a removal with an element missing removes the others.  Needs root
+ * a removal with an element missing removes the others, and the table goes
+ * at a restore's exit once it holds nothing.  Needs root
  * (CAP_NET_ADMIN, CAP_SYS_ADMIN for the namespace): skipped without. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cr.h"
 #include "netlock.h"
@@ -143,12 +146,78 @@ static void test_setup_as_text(void **state)
 	assert_int_equal(netlock_clear(), 0);
 }
 
+static bool table_there(void)
+{
+	return system("nft list table inet kupdate >/dev/null 2>&1") == 0;
+}
+
+/* a process that removes n connections' elements and exits, as a restore
+ * does (keep: as a boot's restore, which keeps the table) */
+static void del_in_child(const struct cr_conn *c, size_t n, bool keep)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (keep)
+			netlock_keep_table();
+		exit(netlock_del(c, n) ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A restore drops the table at its exit once no connection is held in
+ * either set (asked by netlink), and not while one is, in the other set
+ * or among many; a boot's restore keeps it. */
+static void test_table_dropped_at_exit(void **state)
+{
+	enum { N = 1500 };
+	static struct cr_conn many[N];
+	struct cr_conn c[2];
+
+	(void)state;
+	if (!in_netns || system("nft --version >/dev/null 2>&1"))
+		skip();
+	netlock_clear();
+	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
+	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+	assert_int_equal(netlock_add(c, 2), 0);
+	del_in_child(&c[0], 1, false);
+	assert_true(table_there()); /* the IPv6 one is still held */
+	assert_true(netlock_present(&c[1]));
+	del_in_child(&c[1], 1, false);
+	assert_false(table_there());
+	/* the IPv6 set empty, the IPv4 one with many: the answer comes in
+	 * several parts */
+	for (int i = 0; i < N; i++)
+		conn(&many[i], AF_INET, "10.0.0.1", "10.0.0.2", 80, 10000 + i);
+	assert_int_equal(netlock_add(many, N), 0);
+	assert_int_equal(netlock_add(&c[1], 1), 0);
+	del_in_child(&c[1], 1, false);
+	assert_true(table_there());
+	del_in_child(many, N - 1, false);
+	assert_true(table_there());
+	assert_true(netlock_present(&many[N - 1]));
+	del_in_child(&many[N - 1], 1, false);
+	assert_false(table_there());
+	/* a boot's restore leaves the empty table to kupdate-finish */
+	assert_int_equal(netlock_add(c, 2), 0);
+	del_in_child(c, 2, true);
+	assert_true(table_there());
+	assert_false(netlock_present(&c[0]));
+	assert_int_equal(netlock_clear(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_many_and_missing),
 		cmocka_unit_test(test_setup_as_text),
+		cmocka_unit_test(test_table_dropped_at_exit),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
