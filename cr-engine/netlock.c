@@ -1,7 +1,7 @@
 /* The network lock: while a TCP connection is dumped and until it is
- * restored, its packets are dropped (nftables, through libnftables), so the
- * peer only retransmits and never meets a closed port that would answer
- * with a reset.
+ * restored, its packets are dropped (nftables), so the peer only
+ * retransmits and never meets a closed port that would answer with a
+ * reset.
  *
  *   table inet kupdate
  *     set conn4 / conn6: remote addr . remote port . local addr . local port
