@@ -92,6 +92,17 @@ static void test_many_and_missing(void **state)
 	assert_false(netlock_present(&c[N - 1]));
 }
 
+/* an IPv4 and an IPv6 connection, and no lock table to begin with (the
+ * test is skipped without nft to list it) */
+static void two_conns_no_table(struct cr_conn c[2])
+{
+	if (!in_netns || system("nft --version >/dev/null 2>&1"))
+		skip();
+	netlock_clear();
+	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
+	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+}
+
 /* nft's listing of the lock's table */
 static void listing(char *buf, size_t len)
 {
@@ -114,11 +125,7 @@ static void test_setup_as_text(void **state)
 	FILE *f;
 
 	(void)state;
-	if (!in_netns || system("nft --version >/dev/null 2>&1"))
-		skip();
-	netlock_clear();
-	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
-	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+	two_conns_no_table(c);
 	assert_int_equal(netlock_add(&c[0], 1), 0);
 	assert_int_equal(netlock_add(&c[1], 1), 0);
 	listing(a, sizeof(a));
@@ -179,11 +186,7 @@ static void test_table_dropped_at_exit(void **state)
 	struct cr_conn c[2];
 
 	(void)state;
-	if (!in_netns || system("nft --version >/dev/null 2>&1"))
-		skip();
-	netlock_clear();
-	conn(&c[0], AF_INET, "10.1.2.3", "10.4.5.6", 80, 40001);
-	conn(&c[1], AF_INET6, "fd00::1", "fd00::2", 443, 40002);
+	two_conns_no_table(c);
 	assert_int_equal(netlock_add(c, 2), 0);
 	del_in_child(&c[0], 1, false);
 	assert_true(table_there()); /* the IPv6 one is still held */
