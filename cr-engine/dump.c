@@ -150,6 +150,15 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 	return ret;
 }
 
+int dump_lock_prepare(struct cr_dump_ctx *ctx)
+{
+	if (ctx->opts->no_net_lock)
+		return 0;
+	if (!ctx->netlock && !(ctx->netlock = netlock_open()))
+		return -ENOMEM;
+	return netlock_prepare(ctx->netlock) ? -EIO : 0;
+}
+
 int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 {
 	struct cr_conn *n = xrealloc_array(ctx->locked, ctx->nr_locked + 1, sizeof(*n));

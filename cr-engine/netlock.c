@@ -740,6 +740,8 @@ static int add(struct nft_ctx **nft, const struct cr_conn *c, size_t n, bool wit
 		return -EIO;
 	if (with_setup && run(*nft, setup, false))
 		return -EIO;
+	if (!n)
+		return 0;
 	cmd = malloc(cap);
 	if (!cmd)
 		return -ENOMEM;
@@ -769,9 +771,9 @@ int netlock_add(const struct cr_conn *c, size_t n)
 	return ret;
 }
 
-/* A dump locks its connections one by one: the table is set up with the
- * first, and each connection costs one element.  libnftables is only
- * loaded if the kernel refuses the netlink messages. */
+/* A dump locks its connections one by one: the table is set up before
+ * the first (netlock_prepare), and each connection costs one element.
+ * libnftables is only loaded if the kernel refuses the netlink messages. */
 struct netlock {
 	struct nft_ctx *nft;
 	bool set_up;
@@ -780,6 +782,15 @@ struct netlock {
 struct netlock *netlock_open(void)
 {
 	return calloc(1, sizeof(struct netlock));
+}
+
+int netlock_prepare(struct netlock *l)
+{
+	int ret = l->set_up ? 0 : add(&l->nft, NULL, 0, true);
+
+	if (!ret)
+		l->set_up = true;
+	return ret;
 }
 
 int netlock_add_one(struct netlock *l, const struct cr_conn *c)

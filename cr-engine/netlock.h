@@ -29,6 +29,8 @@ const char *netlock_setup_text(void);
 /* one context for many additions (a dump) */
 struct netlock;
 struct netlock *netlock_open(void);
+/* the table, its sets, chains and rules, once, before the first element */
+int netlock_prepare(struct netlock *l);
 int netlock_add_one(struct netlock *l, const struct cr_conn *c);
 void netlock_close(struct netlock *l);
 

@@ -663,7 +663,7 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
 		bool reuse = s->opts->has_reuseaddr && s->opts->reuseaddr;
-		int64_t rcv_wup_at_lock = -1;
+		int64_t rcv_wup_at_lock = -1, t_read;
 		struct cr_conn c;
 		int h, r;
 
@@ -679,7 +679,12 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		 * ACK it sends later is dropped, and moves rcv_wup all the same):
 		 * the peer's snd_una, which the restore quotes to the peer
 		 * (rto_revert_send).  Reading it takes repair mode, left again
-		 * without a probe. */
+		 * without a probe.  The lock's table is set up first: between
+		 * this read and the lock, only the element's transaction. */
+		ret = dump_lock_prepare(ctx);
+		if (ret)
+			goto out;
+		t_read = now_ns(CLOCK_MONOTONIC);
 		if (!repair_on(sk, what)) {
 			struct tcp_repair_window w;
 			socklen_t l = sizeof(w);
@@ -696,6 +701,8 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		ret = dump_lock(ctx, &c);
 		if (ret)
 			goto out;
+		pr_debug("%s: locked %.2f ms after its last acknowledgement was read", what,
+			 (now_ns(CLOCK_MONOTONIC) - t_read) / 1e6);
 		h = hold_tcp(ctx, sk, p->pid, fd, reuse);
 		if (h < 0) {
 			ret = h;

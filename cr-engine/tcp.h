@@ -34,7 +34,10 @@ struct rproc;
 int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
 		       bool rto_revert);
 
-/* dump.c: the lock of a connection during a dump */
+/* dump.c: the lock of a connection during a dump; its table set up before
+ * (dump_lock_prepare), so that a connection's last acknowledgement is read
+ * just before its own element goes in */
+int dump_lock_prepare(struct cr_dump_ctx *ctx);
 int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
 /* The connections a dump holds (out of repair mode once read): when the
  * tree goes on, after the lock is lifted, each leaves repair mode with a
