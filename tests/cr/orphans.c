@@ -47,7 +47,10 @@ int main(int argc, char **argv)
 			close(p[1]);
 			while (getppid() == 1 || getppid() != getppid())
 				;
-			crt_ready(); /* harmless: the root waits for its own file too */
+			/* no crt_ready here: the runner reads the roots file once
+			 * the ready file is there, and only the root writes both,
+			 * in that order (the orphan's ready file came first once,
+			 * on a busy host, and the roots file was not there yet) */
 			while (!crt_term)
 				counter++;
 			if (getpid() != mine || getpgid(0) != me_pgid || getsid(0) != me_sid) {
