@@ -391,6 +391,23 @@ static uint64_t anon_bytes(pid_t pid)
 	return (uint64_t)(resident - shared) * PAGE_SIZE;
 }
 
+/* half the memory the kernel says is available: an estimate counts pages
+ * of zeros the writers will leave out, and a tight machine must not lose
+ * its services' memory to files a dump may not need */
+static uint64_t prealloc_budget(void)
+{
+	char line[128];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb << 9;
+}
+
 /* the processes of the trees of roots[] as they are now (the tree runs:
  * an estimate), appended to out[] */
 static int tree_pids(const pid_t *roots, int nr_roots, pid_t *out, int max)
@@ -430,7 +447,7 @@ void mem_prealloc(struct cr_dump_ctx *ctx)
 {
 	const struct cr_dump_opts *o = ctx->opts;
 	pid_t *pids = xrealloc_array(NULL, PREALLOC_MAX_PIDS, sizeof(pid_t));
-	uint64_t total = 0;
+	uint64_t total = 0, budget;
 	int n;
 
 	struct statfs sf;
@@ -455,12 +472,13 @@ void mem_prealloc(struct cr_dump_ctx *ctx)
 	} else {
 		n = tree_pids(&o->root, 1, pids, PREALLOC_MAX_PIDS);
 	}
+	budget = prealloc_budget();
 	for (int i = 0; i < n && ctx->nr_prealloc < PREALLOC_MAX; i++) {
 		uint64_t bytes = anon_bytes(pids[i]), pages = bytes / PAGE_SIZE, per;
 		struct cr_prealloc *pa;
 		int parts;
 
-		if (bytes < PREALLOC_MIN)
+		if (bytes < PREALLOC_MIN || total + bytes > budget)
 			continue;
 		if (!ctx->prealloc &&
 		    !(ctx->prealloc = xrealloc_array(NULL, PREALLOC_MAX, sizeof(*ctx->prealloc))))
