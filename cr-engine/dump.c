@@ -16,7 +16,6 @@
 #include "images/inventory.pb-c.h"
 #include "log.h"
 #include "memory.h"
-#include "pages.h"
 #include "remote.h"
 #include "seccomp.h"
 #include "pipes.h"
@@ -402,7 +401,6 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	for (int i = 0; i < ctx->nr_procs; i++)
 		free_proc(ctx->procs[i]);
 	free(ctx->procs);
-	free(ctx->prealloc);
 	free_files(ctx);
 	free(ctx->locked);
 	netlock_close(ctx->netlock);
@@ -566,11 +564,6 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	}
 
 	ret = check_stop();
-	if (!ret && !o->check_only) {
-		mem_prealloc(ctx);
-		if (ctx->nr_prealloc)
-			step_done(ctx, NULL, "page files allocated");
-	}
 	if (!ret)
 		ret = seize_tree(ctx);
 	if (!ret)
@@ -607,12 +600,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = check_stop();
 	if (!ret)
 		step_done(ctx, NULL, "processes dumped");
-	/* page files allocated for processes that were not dumped go before
-	 * the inventory lists the directory's images */
-	if (!ret && !o->check_only) {
-		mem_prealloc_done(ctx);
+	if (!ret && !o->check_only)
 		ret = write_images(ctx);
-	}
 	if (!ret)
 		step_done(ctx, NULL, "images written");
 

@@ -260,18 +260,9 @@ struct dump_tcp_sk {
 	int nr_acks;
 };
 
-/* page files allocated before the tree was seized (pages.c: mem_prealloc) */
-struct cr_prealloc {
-	pid_t pid;
-	int parts;    /* pages-PID.img and pages-PID.N.img, N < parts */
-	bool claimed; /* its process wrote its pages: the parts it did not use are gone */
-};
-
 struct cr_dump_ctx {
 	const struct cr_dump_opts *opts;
 	int dirfd;
-	struct cr_prealloc *prealloc;
-	int nr_prealloc;
 	struct cr_proc **procs; /* parents before children; procs[0] is the root */
 	int nr_procs;
 	uint64_t zero_pfn; /* pfn of the zero page, 0 if unknown */

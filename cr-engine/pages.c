@@ -3,7 +3,6 @@
  * into a file of its own (pages-PID.img, pages-PID.N.img); the restore
  * gives the restorer the files and, for a large mapping, fills a share of
  * it from outside on a thread of its own (the fill helper). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -318,9 +315,7 @@ static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 	int ret;
 
 	mem_pages_name(w->name, sizeof(w->name), w->p->pid, w->o.file);
-	/* not truncated: it may have been allocated before the seize
-	 * (mem_prealloc); it is cut to what was written at the end */
-	w->o.fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	w->o.fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (w->o.fd < 0) {
 		ret = -errno;
 		pr_perror("cannot create image %s", w->name);
@@ -364,190 +359,6 @@ static int pw_collect(struct cr_proc *p, struct pw_part *parts, int nt)
 	return 0;
 }
 
-/* ------------------------------------------------------ pre-allocation */
-
-/* Only processes with at least this much private anonymous memory: below
- * it, the files' allocation is a small share of the dump. */
-enum { PREALLOC_MIN = 32 << 20, PREALLOC_MAX_PIDS = 4096, PREALLOC_MAX = 64 };
-
-/* private anonymous memory of a process: its resident pages less those of
- * files and shared memory (statm, the kernel's counters: no walk of its
- * page tables); 0 if it cannot be read */
-static uint64_t anon_bytes(pid_t pid)
-{
-	char path[64];
-	unsigned long long size, resident, shared;
-	FILE *f;
-	int n;
-
-	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
-	fclose(f);
-	if (n != 3 || resident < shared)
-		return 0;
-	return (uint64_t)(resident - shared) * PAGE_SIZE;
-}
-
-/* half the memory the kernel says is available: an estimate counts pages
- * of zeros the writers will leave out, and a tight machine must not lose
- * its services' memory to files a dump may not need */
-static uint64_t prealloc_budget(void)
-{
-	char line[128];
-	unsigned long long kb = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (uint64_t)kb << 9;
-}
-
-/* the processes of the trees of roots[] as they are now (the tree runs:
- * an estimate), appended to out[] */
-static int tree_pids(const pid_t *roots, int nr_roots, pid_t *out, int max)
-{
-	int n = 0;
-
-	for (int i = 0; i < nr_roots && n < max; i++)
-		out[n++] = roots[i];
-	for (int i = 0; i < n; i++) {
-		char path[64];
-		DIR *d;
-		struct dirent *de;
-
-		snprintf(path, sizeof(path), "/proc/%d/task", out[i]);
-		d = opendir(path);
-		while (d && (de = readdir(d))) {
-			char cpath[128];
-			FILE *f;
-			int c;
-
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(cpath, sizeof(cpath), "%s/%.16s/children", path, de->d_name);
-			f = fopen(cpath, "re");
-			while (f && n < max && fscanf(f, "%d", &c) == 1)
-				out[n++] = c;
-			if (f)
-				fclose(f);
-		}
-		if (d)
-			closedir(d);
-	}
-	return n;
-}
-
-void mem_prealloc(struct cr_dump_ctx *ctx)
-{
-	const struct cr_dump_opts *o = ctx->opts;
-	pid_t *pids = xrealloc_array(NULL, PREALLOC_MAX_PIDS, sizeof(pid_t));
-	uint64_t total = 0, budget;
-	int n;
-
-	struct statfs sf;
-	const char *force = getenv("KUPDATE_PREALLOC_PARTS");
-
-	/* an incremental dump writes what changed since its parent: no
-	 * estimate of that.  Only on tmpfs, where an allocated page is a page
-	 * of memory the write then only fills: a disk file system would
-	 * reserve blocks as unwritten extents, which each write converts.
-	 * KUPDATE_NO_PREALLOC=1: none (measurements);
-	 * KUPDATE_PREALLOC_PARTS=N (test only): N files a process. */
-	if (!pids || o->check_only || o->pre_dump || o->prev_dir || getenv("KUPDATE_NO_PREALLOC") ||
-	    fstatfs(ctx->dirfd, &sf) || sf.f_type != TMPFS_MAGIC) {
-		free(pids);
-		return;
-	}
-	if (o->members) {
-		n = MIN(o->nr_members, (int)PREALLOC_MAX_PIDS);
-		memcpy(pids, o->members, (size_t)n * sizeof(pid_t));
-	} else if (o->roots) {
-		n = tree_pids(o->roots, o->nr_roots, pids, PREALLOC_MAX_PIDS);
-	} else {
-		n = tree_pids(&o->root, 1, pids, PREALLOC_MAX_PIDS);
-	}
-	budget = prealloc_budget();
-	for (int i = 0; i < n && ctx->nr_prealloc < PREALLOC_MAX; i++) {
-		uint64_t bytes = anon_bytes(pids[i]), pages = bytes / PAGE_SIZE, per;
-		struct cr_prealloc *pa;
-		int parts;
-
-		if (bytes < PREALLOC_MIN || total + bytes > budget)
-			continue;
-		if (!ctx->prealloc &&
-		    !(ctx->prealloc = xrealloc_array(NULL, PREALLOC_MAX, sizeof(*ctx->prealloc))))
-			break;
-		parts = force ? (int)strtol(force, NULL, 10) : pw_threads(pages);
-		if (parts < 1 || parts > PW_MAX_THREADS)
-			parts = 1;
-		per = (pages + parts - 1) / parts;
-		pa = &ctx->prealloc[ctx->nr_prealloc];
-		*pa = (struct cr_prealloc){ .pid = pids[i] };
-		for (int k = 0; k < parts; k++) {
-			char name[64];
-			int fd;
-
-			mem_pages_name(name, sizeof(name), pids[i], (uint32_t)k);
-			fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-				    0600);
-			if (fd < 0)
-				break;
-			pa->parts = k + 1; /* made: removed if no process writes it */
-			if (fallocate(fd, 0, 0, (off_t)(PAGES_DATA_OFFSET + per * PAGE_SIZE))) {
-				close(fd);
-				break; /* the store is full, say: the writers will tell */
-			}
-			close(fd);
-			total += per * PAGE_SIZE;
-		}
-		if (pa->parts)
-			ctx->nr_prealloc++;
-	}
-	free(pids);
-	if (total)
-		pr_debug("page files allocated before the seize: %d processes, %lu MiB",
-			 ctx->nr_prealloc, (unsigned long)(total >> 20));
-}
-
-static void prealloc_unlink(struct cr_dump_ctx *ctx, const struct cr_prealloc *pa, int from)
-{
-	for (int k = from; k < pa->parts; k++) {
-		char name[64];
-
-		mem_pages_name(name, sizeof(name), pa->pid, (uint32_t)k);
-		unlinkat(ctx->dirfd, name, 0);
-	}
-}
-
-/* pid has written its nt page files: the allocated ones beyond go */
-static void prealloc_claim(struct cr_dump_ctx *ctx, pid_t pid, int nt)
-{
-	for (int i = 0; i < ctx->nr_prealloc; i++) {
-		struct cr_prealloc *pa = &ctx->prealloc[i];
-
-		if (pa->pid != pid || pa->claimed)
-			continue;
-		pa->claimed = true;
-		prealloc_unlink(ctx, pa, nt);
-	}
-}
-
-void mem_prealloc_done(struct cr_dump_ctx *ctx)
-{
-	for (int i = 0; i < ctx->nr_prealloc; i++)
-		if (!ctx->prealloc[i].claimed)
-			prealloc_unlink(ctx, &ctx->prealloc[i], 0);
-	free(ctx->prealloc);
-	ctx->prealloc = NULL;
-	ctx->nr_prealloc = 0;
-}
-
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct pw_part parts[PW_MAX_THREADS];
@@ -583,12 +394,6 @@ int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	for (int i = 0; i < nt && !ret; i++) {
 		unsigned char hdr[PAGES_DATA_OFFSET];
 
-		if (ftruncate(parts[i].o.fd,
-			      (off_t)(PAGES_DATA_OFFSET + parts[i].o.written * PAGE_SIZE))) {
-			ret = -errno;
-			pr_err("cannot write image %s: %s", parts[i].name, strerror(-ret));
-			break;
-		}
 		if (parts[i].o.written == parts[i].nr_pages)
 			continue;
 		mem_pages_header(hdr, p->pid, parts[i].o.file, parts[i].o.written);
@@ -596,7 +401,6 @@ int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		if (ret)
 			pr_err("cannot write image %s: %s", parts[i].name, strerror(-ret));
 	}
-	prealloc_claim(ctx, p->pid, nt);
 	for (int i = 0; i < nt; i++) {
 		if (parts[i].o.fd < 0)
 			continue;

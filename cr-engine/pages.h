@@ -51,12 +51,6 @@ int pages_push_run(struct cr_pagerun **out, int *n, int *cap, const struct cr_pa
 /* write the page data of p->runs (dump side); p->runs and p->nr_pages
  * become what was written */
 int mem_write_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* Before the tree is seized: the page files of its processes with much
- * private memory are allocated while it still runs (a store's fresh pages
- * cost half a dump's write time on this host); mem_prealloc_done removes
- * those no process wrote.  Neither fails a dump. */
-void mem_prealloc(struct cr_dump_ctx *ctx);
-void mem_prealloc_done(struct cr_dump_ctx *ctx);
 
 /* the page file holding a run's data */
 static inline uint32_t mem_run_file(const PagemapEntry *e)

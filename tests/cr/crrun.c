@@ -32,10 +32,6 @@
  * OutOfWindowIcmps); 0: none at all.  Then the peer's data must be
  * acknowledged again, and how long after the restore that took is shown.
  *
- * --tmp DIR: the work directory, and so the images, in DIR (a tmpfs such
- * as /dev/shm: the page files are allocated before the seize there) instead
- * of $CRT_TMP or /tmp.
- *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  *
@@ -1168,7 +1164,6 @@ int main(int argc, char **argv)
 		{ "expect-dump-killed", no_argument, NULL, 'D' },
 		{ "dump-opt", required_argument, NULL, 'o' },
 		{ "keep", no_argument, NULL, 'K' },
-		{ "tmp", required_argument, NULL, 'M' },
 		{ "corrupt", required_argument, NULL, 'X' },
 		{ "kupdate-env", required_argument, NULL, 'E' },
 		{ "kupdate-nofile", required_argument, NULL, 'n' },
@@ -1230,9 +1225,6 @@ int main(int argc, char **argv)
 			break;
 		case 'K':
 			o.keep = true;
-			break;
-		case 'M':
-			o.tmp = optarg;
 			break;
 		case 'X':
 			o.corrupt = optarg;
@@ -1310,7 +1302,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	{
-		const char *tmp = o.tmp ? o.tmp : getenv("CRT_TMP") ? getenv("CRT_TMP") : "/tmp";
+		const char *tmp = getenv("CRT_TMP") ? getenv("CRT_TMP") : "/tmp";
 		snprintf(workdir, sizeof(workdir), "%s/crtest.XXXXXX", tmp);
 		if (!mkdtemp(workdir)) {
 			perror("crrun: mkdtemp");

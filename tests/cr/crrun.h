@@ -24,7 +24,6 @@ struct opts {
 	const char *expect_restore_fail;
 	bool expect_dump_killed;
 	bool keep;
-	const char *tmp;     /* where the work directory (and the images) go */
 	const char *corrupt; /* truncate:PREFIX or flip:PREFIX */
 	bool netns;	     /* run everything in a new network namespace */
 	const char *peer;    /* a program outside the tree, in a namespace of its own */
