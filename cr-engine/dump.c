@@ -176,9 +176,7 @@ int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c)
 		return -EIO;
 	}
 	n[ctx->nr_locked] = *c;
-	if (!ctx->netlock && !(ctx->netlock = netlock_open()))
-		return -EIO;
-	if (netlock_add_one(ctx->netlock, c))
+	if (dump_lock_prepare(ctx) || netlock_add_one(ctx->netlock, c))
 		return -EIO;
 	ctx->nr_locked++;
 	return 0;

@@ -354,6 +354,23 @@ static void put_elems(struct nlbuf *b, uint32_t *seq, bool add, const struct cr_
 	}
 }
 
+/* a socket of nftables' netlink, whose answers are waited for 5 s at most;
+ * -1 (errno) if it cannot be had */
+static int nf_open(void)
+{
+	int sk = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+
+	if (sk >= 0 && setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
+				  sizeof(struct timeval))) {
+		int e = errno;
+
+		close(sk);
+		errno = e;
+		return -1;
+	}
+	return sk;
+}
+
 /* One transaction: what put() adds between the batch's begin and end.  0,
  * or a negative errno (the kernel's for the first message it refused:
  * -ENOENT for an element that is not there; nothing is changed then).
@@ -386,8 +403,7 @@ static int batch_nl(void (*put)(struct nlbuf *b, uint32_t *seq, const void *arg)
 		free(b.p);
 		return 0;
 	}
-	sk = keep && *keep >= 0 ? *keep
-				: socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	sk = keep && *keep >= 0 ? *keep : nf_open();
 	if (keep && *keep < 0 && sk >= 0) {
 		*keep = sk;
 		atexit(close_del_sock);
@@ -397,8 +413,6 @@ static int batch_nl(void (*put)(struct nlbuf *b, uint32_t *seq, const void *arg)
 	if (sk >= 0)
 		setsockopt(sk, SOL_NETLINK, NETLINK_CAP_ACK, &(int){ 1 }, sizeof(int));
 	if (sk < 0 ||
-	    setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
-		       sizeof(struct timeval)) ||
 	    sendto(sk, b.p, b.len, 0, (struct sockaddr *)&k, sizeof(k)) != (ssize_t)b.len) {
 		ret = -errno;
 		goto out;
@@ -486,15 +500,13 @@ static int set_has_elems_nl(const char *set)
 	rb = malloc(RB);
 	if (!rb)
 		return -ENOMEM;
-	sk = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	sk = nf_open();
 	if (sk < 0) {
 		ret = -errno;
 		free(rb);
 		return ret;
 	}
-	if (setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ .tv_sec = 5 },
-		       sizeof(struct timeval)) ||
-	    sendto(sk, b.p, b.len, 0, (struct sockaddr *)&k, sizeof(k)) != (ssize_t)b.len) {
+	if (sendto(sk, b.p, b.len, 0, (struct sockaddr *)&k, sizeof(k)) != (ssize_t)b.len) {
 		ret = -errno;
 		close(sk);
 		free(rb);
@@ -627,20 +639,16 @@ static void close_nft(struct nft_ctx *nft)
 /* Closing the nftables socket after a deletion waits for the kernel to
  * free what was deleted (20 ms on this host, an RCU grace period, more in
  * an emulated guest): a restore's unlock leaves it to the process's exit,
- * after its tree runs again.  So does the removal of the table once no
- * connection is held in it (drop_table_at_exit; these deferred contexts
- * only serve removals made by text, where netlink failed). */
+ * after its tree runs again (these deferred contexts only serve removals
+ * made by text, where netlink failed).  So does the removal of the table
+ * once no connection is held in it (drop_table_later). */
 enum { MAX_DEFERRED = 8 };
 static struct nft_ctx *deferred[MAX_DEFERRED];
 static int nr_deferred;
-static bool tidy_at_exit, keep_table;
-
-static void drop_table_if_empty(struct nft_ctx *nft);
+static bool keep_table;
 
 static void close_deferred(void)
 {
-	if (tidy_at_exit && nr_deferred > 0)
-		drop_table_if_empty(deferred[nr_deferred - 1]);
 	pthread_mutex_lock(&nft_lock);
 	while (nr_deferred > 0)
 		nftl.nft_ctx_free(deferred[--nr_deferred]);
@@ -889,7 +897,7 @@ int netlock_del(const struct cr_conn *c, size_t n)
 			drop_table_later();
 		return 0;
 	}
-	/* the text commands, where netlink failed */
+	/* the text commands, where netlink failed (n > 0 here: with none, ret is 0) */
 	nft = open_nft();
 	batch = malloc(n * LINE + 1);
 	if (!nft || !batch) {
@@ -898,14 +906,14 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		return nft ? -ENOMEM : -EIO;
 	}
 	batch[0] = 0;
-	for (size_t i = 0; ret && i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char el[160];
 		const char *set;
 
 		element(&c[i], el, sizeof(el), &set);
 		len += snprintf(batch + len, LINE, "delete element " TABLE " %s { %s }\n", set, el);
 	}
-	if (len && run(nft, batch, true)) {
+	if (run(nft, batch, true)) {
 		for (char *line = batch, *nl; *line; line = nl + 1) {
 			nl = strchr(line, '\n');
 			*nl = 0;
@@ -913,14 +921,10 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		}
 	}
 	free(batch);
-	if (close_later(nft)) {
-		tidy_at_exit = !keep_table;
-		return 0;
-	}
-	/* no room to defer: tidy and close now */
 	if (!keep_table)
-		drop_table_if_empty(nft);
-	close_nft(nft);
+		drop_table_later();
+	if (!close_later(nft))
+		close_nft(nft);
 	return 0;
 }
 
