@@ -445,14 +445,18 @@ int sd_wait_settled(struct sd *s, const char *unit, int timeout_s)
 	for (;;) {
 		struct unit_info ui;
 		int64_t waited;
+		/* a start job waiting for the unit's dependencies (basic.target
+		 * in a boot, seconds in a small virtual machine) leaves it
+		 * inactive, or failed from an earlier start.  The job is read
+		 * before the state: read after, a job that ended between the
+		 * two reads left the state of before it (failed, from the
+		 * restore) with no job to wait for (a CI run's B->A) */
+		bool job = unit_job(s, unit);
 		int r = sd_unit_info(s, unit, &ui);
 
 		if (r)
 			return r;
-		/* a start job waiting for the unit's dependencies (basic.target
-		 * in a boot, seconds in a small virtual machine) leaves it
-		 * inactive, or failed from an earlier start */
-		r = unit_job(s, unit)		     ? -EINPROGRESS
+		r = job				     ? -EINPROGRESS
 		    : !strcmp(ui.active, "active")   ? 0
 		    : !strcmp(ui.active, "failed")   ? -EIO
 		    : !strcmp(ui.active, "inactive") ? -ENOENT
