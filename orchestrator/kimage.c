@@ -5,7 +5,11 @@
  * its release is (kernel_version).  The payload, once decompressed (zlib,
  * liblzma, libzstd), is the kernel; a kernel built with CONFIG_IKCONFIG
  * holds its .config gzipped between the markers "IKCFG_ST" and "IKCFG_ED".
- * Our pid_reserve patch shows as its boot parameter's name. */
+ * Our pid_reserve patch shows as its boot parameter's name.
+ *
+ * The three libraries are loaded when an image needs one (dlopen): linked,
+ * every kupdate start paid for them (a boot's restores, the netlock), and
+ * only check and apply read kernel images. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lzma.h>
@@ -30,6 +34,66 @@ struct buf {
 	unsigned char *p;
 	size_t len, cap;
 };
+
+/* the decompressors' functions, loaded on first use */
+static struct {
+	__typeof__(inflateInit2_) *inflateInit2_;
+	__typeof__(inflate) *inflate;
+	__typeof__(inflateEnd) *inflateEnd;
+	__typeof__(lzma_alone_decoder) *lzma_alone_decoder;
+	__typeof__(lzma_stream_decoder) *lzma_stream_decoder;
+	__typeof__(lzma_code) *lzma_code;
+	__typeof__(lzma_end) *lzma_end;
+	__typeof__(ZSTD_createDStream) *ZSTD_createDStream;
+	__typeof__(ZSTD_DCtx_setParameter) *ZSTD_DCtx_setParameter;
+	__typeof__(ZSTD_decompressStream) *ZSTD_decompressStream;
+	__typeof__(ZSTD_isError) *ZSTD_isError;
+	__typeof__(ZSTD_freeDStream) *ZSTD_freeDStream;
+} dz;
+static char dz_why[300];
+
+/* -ENOPKG (dz_why says why) if the library is not there */
+static int dz_load(const char *how)
+{
+	char why[200];
+
+	if (!strcmp(how, "gzip")) {
+		static const char *const n[] = { "inflateInit2_", "inflate", "inflateEnd" };
+		void **const p[] = { (void **)&dz.inflateInit2_, (void **)&dz.inflate,
+				     (void **)&dz.inflateEnd };
+
+		if (dz.inflate || !dl_load("KUPDATE_LIBZ", "libz.so.1", n, p, 3, why, sizeof(why)))
+			return 0;
+		snprintf(dz_why, sizeof(dz_why), "cannot load libz.so.1 (zlib1g): %s", why);
+	} else if (!strcmp(how, "xz") || !strcmp(how, "lzma")) {
+		static const char *const n[] = { "lzma_alone_decoder", "lzma_stream_decoder",
+						 "lzma_code", "lzma_end" };
+		void **const p[] = { (void **)&dz.lzma_alone_decoder,
+				     (void **)&dz.lzma_stream_decoder, (void **)&dz.lzma_code,
+				     (void **)&dz.lzma_end };
+
+		if (dz.lzma_code ||
+		    !dl_load("KUPDATE_LIBLZMA", "liblzma.so.5", n, p, 4, why, sizeof(why)))
+			return 0;
+		snprintf(dz_why, sizeof(dz_why), "cannot load liblzma.so.5 (liblzma5): %s", why);
+	} else if (!strcmp(how, "zstd")) {
+		static const char *const n[] = { "ZSTD_createDStream", "ZSTD_DCtx_setParameter",
+						 "ZSTD_decompressStream", "ZSTD_isError",
+						 "ZSTD_freeDStream" };
+		void **const p[] = { (void **)&dz.ZSTD_createDStream,
+				     (void **)&dz.ZSTD_DCtx_setParameter,
+				     (void **)&dz.ZSTD_decompressStream, (void **)&dz.ZSTD_isError,
+				     (void **)&dz.ZSTD_freeDStream };
+
+		if (dz.ZSTD_decompressStream ||
+		    !dl_load("KUPDATE_LIBZSTD", "libzstd.so.1", n, p, 5, why, sizeof(why)))
+			return 0;
+		snprintf(dz_why, sizeof(dz_why), "cannot load libzstd.so.1 (libzstd1): %s", why);
+	} else {
+		return 0;
+	}
+	return -ENOPKG;
+}
 
 static int buf_grow(struct buf *b, size_t want)
 {
@@ -56,9 +120,11 @@ static int buf_grow(struct buf *b, size_t want)
 static int gunzip(const unsigned char *in, size_t len, struct buf *out, size_t *used)
 {
 	z_stream z = { 0 };
-	int r, ret = 0;
+	int r, ret = dz_load("gzip");
 
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+	if (ret)
+		return ret;
+	if (dz.inflateInit2_(&z, 16 + MAX_WBITS, ZLIB_VERSION, (int)sizeof(z)) != Z_OK)
 		return -ENOMEM;
 	z.next_in = (unsigned char *)in;
 	z.avail_in = len > UINT32_MAX ? UINT32_MAX : len;
@@ -67,7 +133,7 @@ static int gunzip(const unsigned char *in, size_t len, struct buf *out, size_t *
 			break;
 		z.next_out = out->p + out->len;
 		z.avail_out = out->cap - out->len;
-		r = inflate(&z, Z_NO_FLUSH);
+		r = dz.inflate(&z, Z_NO_FLUSH);
 		out->len = out->cap - z.avail_out;
 		if (r == Z_STREAM_END)
 			break;
@@ -78,17 +144,20 @@ static int gunzip(const unsigned char *in, size_t len, struct buf *out, size_t *
 	} while (1);
 	if (used)
 		*used = z.total_in;
-	inflateEnd(&z);
+	dz.inflateEnd(&z);
 	return ret;
 }
 
 static int unxz(const unsigned char *in, size_t len, struct buf *out, bool alone)
 {
 	lzma_stream s = LZMA_STREAM_INIT;
-	lzma_ret r =
-		alone ? lzma_alone_decoder(&s, UINT64_MAX) : lzma_stream_decoder(&s, UINT64_MAX, 0);
-	int ret = 0;
+	lzma_ret r;
+	int ret = dz_load("xz");
 
+	if (ret)
+		return ret;
+	r = alone ? dz.lzma_alone_decoder(&s, UINT64_MAX)
+		  : dz.lzma_stream_decoder(&s, UINT64_MAX, 0);
 	if (r != LZMA_OK)
 		return -ENOMEM;
 	s.next_in = in;
@@ -98,7 +167,7 @@ static int unxz(const unsigned char *in, size_t len, struct buf *out, bool alone
 			break;
 		s.next_out = out->p + out->len;
 		s.avail_out = out->cap - out->len;
-		r = lzma_code(&s, LZMA_FINISH);
+		r = dz.lzma_code(&s, LZMA_FINISH);
 		out->len = out->cap - s.avail_out;
 		if (r == LZMA_STREAM_END)
 			break;
@@ -107,20 +176,23 @@ static int unxz(const unsigned char *in, size_t len, struct buf *out, bool alone
 			break;
 		}
 	} while (1);
-	lzma_end(&s);
+	dz.lzma_end(&s);
 	return ret;
 }
 
 static int unzstd(const unsigned char *in, size_t len, struct buf *out)
 {
-	ZSTD_DStream *d = ZSTD_createDStream();
+	ZSTD_DStream *d;
 	ZSTD_inBuffer ib = { in, len, 0 };
-	int ret = 0;
+	int ret = dz_load("zstd");
 
+	if (ret)
+		return ret;
+	d = dz.ZSTD_createDStream();
 	if (!d)
 		return -ENOMEM;
 	/* kernel images are compressed with a large window */
-	ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, 31);
+	dz.ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, 31);
 	do {
 		ZSTD_outBuffer ob;
 		size_t r;
@@ -130,9 +202,9 @@ static int unzstd(const unsigned char *in, size_t len, struct buf *out)
 		ob.dst = out->p + out->len;
 		ob.size = out->cap - out->len;
 		ob.pos = 0;
-		r = ZSTD_decompressStream(d, &ob, &ib);
+		r = dz.ZSTD_decompressStream(d, &ob, &ib);
 		out->len += ob.pos;
-		if (ZSTD_isError(r)) {
+		if (dz.ZSTD_isError(r)) {
 			ret = -EBADMSG;
 			break;
 		}
@@ -143,7 +215,7 @@ static int unzstd(const unsigned char *in, size_t len, struct buf *out)
 			break;
 		}
 	} while (1);
-	ZSTD_freeDStream(d);
+	dz.ZSTD_freeDStream(d);
 	return ret;
 }
 
@@ -233,6 +305,7 @@ static bool looks_like_config(const unsigned char *p, size_t len)
 static void look_inside(struct kimage_info *ki, const unsigned char *k, size_t len)
 {
 	const unsigned char *p = k, *end = k + len;
+	int ret;
 
 	ki->pid_reserve = memmem(k, len, "pid_reserve=", 13) ? 1 : 0;
 	while ((p = memmem(p, end - p, "IKCFG_ST", 8))) {
@@ -240,13 +313,21 @@ static void look_inside(struct kimage_info *ki, const unsigned char *k, size_t l
 		size_t used = 0;
 
 		p += 8;
-		if (gunzip(p, end - p, &cfg, &used) == 0 && buf_grow(&cfg, cfg.len + 1) == 0) {
+		ret = gunzip(p, end - p, &cfg, &used);
+		if (ret == 0 && buf_grow(&cfg, cfg.len + 1) == 0) {
 			cfg.p[cfg.len] = 0;
 			ki->config = (char *)cfg.p;
 			ki->config_source = "IKCONFIG";
 			return;
 		}
 		free(cfg.p);
+		if (ret == -ENOPKG) {
+			snprintf(ki->why, sizeof(ki->why),
+				 "cannot read the image's configuration: %.150s; give its config "
+				 "file instead (/boot/config-RELEASE)",
+				 dz_why);
+			return;
+		}
 	}
 	snprintf(ki->why, sizeof(ki->why),
 		 "the image holds no configuration (built without CONFIG_IKCONFIG); give its "
@@ -302,8 +383,8 @@ static int read_bzimage(struct kimage_info *ki, const unsigned char *f, size_t l
 			 "(gzip, xz, lzma, zstd); give its config file instead",
 			 ki->compression);
 	} else if (ret) {
-		snprintf(ki->why, sizeof(ki->why), "cannot decompress the kernel (%s): %s",
-			 ki->compression, strerror(-ret));
+		snprintf(ki->why, sizeof(ki->why), "cannot decompress the kernel (%s): %.200s",
+			 ki->compression, ret == -ENOPKG ? dz_why : strerror(-ret));
 	} else {
 		look_inside(ki, k.p, k.len);
 	}
@@ -415,6 +496,11 @@ int kimage_read(const char *path, struct kimage_info *ki)
 			ret = -ENOMEM;
 		}
 		free(out.p);
+		if (ret == -ENOPKG) {
+			pr_err("%s (%s compressed) cannot be read: %s", path, ki->compression,
+			       dz_why);
+			return ret;
+		}
 		if (ret) {
 			pr_err("%s (%s compressed) is not a kernel image or config file: %s", path,
 			       ki->compression, strerror(-ret));

@@ -267,6 +267,37 @@ static void test_bzimage_zstd(void **state)
 	bz_case("bz-zstd", zstd_of, "zstd");
 }
 
+/* kupdate loads the decompressors when an image needs one: without the
+ * library, the image's configuration is unknown, and why says which library
+ * to install.  Runs first: a library once loaded stays loaded. */
+static void test_bzimage_nolib(void **state)
+{
+	struct kimage_info ki;
+	struct blob v = vmlinux(true, true);
+	struct blob c = zstd_of(v.p, v.len);
+	struct blob bz = bzimage(c, 0x20f, false);
+	char *path = write_tmp("bz-nolib", bz.p, bz.len);
+
+	(void)state;
+	setenv("KUPDATE_LIBZSTD", "/nonexistent/libzstd.so.1", 1);
+	assert_int_equal(kimage_read(path, &ki), 0);
+	unsetenv("KUPDATE_LIBZSTD");
+	assert_string_equal(ki.kind, "bzImage");
+	assert_string_equal(ki.compression, "zstd");
+	assert_string_equal(ki.release, "6.12.57-kupdate");
+	assert_null(ki.config);
+	assert_non_null(strstr(ki.why, "cannot load libzstd.so.1 (libzstd1)"));
+	kimage_free(&ki);
+	/* with it, the same image reads */
+	assert_int_equal(kimage_read(path, &ki), 0);
+	assert_non_null(ki.config);
+	kimage_free(&ki);
+	free(path);
+	free(v.p);
+	free(c.p);
+	free(bz.p);
+}
+
 static void test_bzimage_damaged(void **state)
 {
 	struct kimage_info ki;
@@ -372,11 +403,12 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_config_plain), cmocka_unit_test(test_config_gzip),
-		cmocka_unit_test(test_vmlinux),	     cmocka_unit_test(test_vmlinux_no_ikconfig),
-		cmocka_unit_test(test_bzimage_gzip), cmocka_unit_test(test_bzimage_xz),
-		cmocka_unit_test(test_bzimage_zstd), cmocka_unit_test(test_bzimage_damaged),
-		cmocka_unit_test(test_foreign),	     cmocka_unit_test(test_kconfig_get),
+		cmocka_unit_test(test_bzimage_nolib),	    cmocka_unit_test(test_config_plain),
+		cmocka_unit_test(test_config_gzip),	    cmocka_unit_test(test_vmlinux),
+		cmocka_unit_test(test_vmlinux_no_ikconfig), cmocka_unit_test(test_bzimage_gzip),
+		cmocka_unit_test(test_bzimage_xz),	    cmocka_unit_test(test_bzimage_zstd),
+		cmocka_unit_test(test_bzimage_damaged),	    cmocka_unit_test(test_foreign),
+		cmocka_unit_test(test_kconfig_get),
 	};
 
 	return cmocka_run_group_tests_name("kimage", tests, setup, teardown);
