@@ -170,6 +170,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		ret = files_restore(&c->files, rp);
 	if (ret)
 		return ret;
+	pr_debug("pid %d: files restored", rp->pid);
 	if (core->task->root && strcmp(core->task->root, "/") && chroot(core->task->root)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot change root to %s", rp->pid, core->task->root);
@@ -213,6 +214,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &b, !c->opts->no_page_verify);
 	if (ret)
 		return ret;
+	pr_debug("pid %d: memory planned", rp->pid);
 	b.args.exe_fd = -1;
 	if (core->task->exe_path) {
 		int fd = open(core->task->exe_path, O_RDONLY | O_CLOEXEC);
