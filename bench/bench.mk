@@ -4,13 +4,17 @@
 # tool's peak RSS and the kupdate/CRIU ratios.  Not part of `make check`.
 #
 #   make bench [CRIU=PATH] [BENCH_RUNS=3] [BENCH_CASES=mem256,wss1g,...]
-#              [BENCH_STORE=/dev/shm]
+#              [BENCH_STORE=/dev/shm] [BENCH_WARM=1]
+# BENCH_WARM=1 (the default) touches the memory each dump and restore will
+# take just before it (kbench --warm): this VM's host takes freed memory
+# back, which made the figures swing with the seconds before each run.
 # Cases: mem256 mem1g mem4g wss1g tree100 fds10k tcp1k.  Needs root.
 
 BENCH_BIN   := $(BUILD)/bench
 BENCH_RUNS  ?= 3
 BENCH_CASES ?=
 BENCH_STORE ?= /dev/shm
+BENCH_WARM  ?= 1
 CRIU        ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 
@@ -26,5 +30,5 @@ all: $(BENCH_BIN)/kbench $(BENCH_BIN)/kbench-work
 
 bench: $(KUPDATE) $(BENCH_BIN)/kbench $(BENCH_BIN)/kbench-work
 	$(Q)$(BENCH_BIN)/kbench --kupdate $(KUPDATE) --work $(BENCH_BIN)/kbench-work \
-		--runs $(BENCH_RUNS) --store $(BENCH_STORE) \
+		--runs $(BENCH_RUNS) --store $(BENCH_STORE) $(if $(filter 1,$(BENCH_WARM)),--warm) \
 		$(if $(CRIU),--criu $(CRIU)) $(if $(BENCH_CASES),--cases $(BENCH_CASES))

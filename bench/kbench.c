@@ -6,7 +6,7 @@
  * ratios.
  *
  *   kbench --kupdate PATH --work PATH [--criu PATH] [--store DIR]
- *          [--runs N] [--cases a,b,...]
+ *          [--runs N] [--cases a,b,...] [--warm]
  *
  * Every workload checks its whole state after each restore (SIGUSR1) and
  * at the end (SIGTERM): a figure of a run whose restore came back wrong is
@@ -50,6 +50,7 @@ static struct {
 	char store[512]; /* our own directory inside the chosen store */
 	int runs;
 	bool criu_pre; /* CRIU can track dirty memory here */
+	bool warm;     /* memory touched just before each timed step */
 	const char *criu_pre_why;
 } o = { .runs = 5 };
 
@@ -614,6 +615,39 @@ static double max2(double a, double b)
 	return a > b ? a : b;
 }
 
+/* This VM hands the memory it frees back to its host (free page
+ * reporting), and the next first touch of such a page is a fault in the
+ * host: a dump writes an image as large as the workload into fresh pages, a
+ * restore fills as many, and which of them the host took back depends on
+ * the seconds before.  With --warm, the store gets that much data (and 64
+ * MiB more) written and removed just before each timed dump and restore,
+ * for both tools: the pages they then take were touched a moment ago. */
+static void warm_memory(const struct bcase *c)
+{
+	enum { BLK = 1 << 20 };
+	static char *buf;
+	char path[700];
+	int fd;
+
+	if (!o.warm)
+		return;
+	if (!buf) {
+		buf = malloc(BLK);
+		if (!buf)
+			die("out of memory");
+		memset(buf, 0x5a, BLK);
+	}
+	snprintf(path, sizeof(path), "%s/warm", o.store);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die("cannot create %s: %s", path, strerror(errno));
+	for (uint64_t i = 0; i < c->mem_mib + 64; i++)
+		if (write(fd, buf, BLK) != BLK)
+			die("cannot write %s: %s", path, strerror(errno));
+	close(fd);
+	unlink(path);
+}
+
 /* One dump and restore of in by tool; false if anything went wrong. */
 static bool one_run(const struct bcase *c, struct instance *in, int tool, int runno,
 		    struct sample *s)
@@ -664,6 +698,7 @@ static bool one_run(const struct bcase *c, struct instance *in, int tool, int ru
 		s->rss_mib = r.maxrss_kb / 1024.0;
 	}
 
+	warm_memory(c);
 	if (criu) {
 		char log[800];
 
@@ -724,6 +759,7 @@ static bool one_run(const struct bcase *c, struct instance *in, int tool, int ru
 
 	a = 0;
 	unlink(pidf);
+	warm_memory(c);
 	if (criu) {
 		char log[800];
 
@@ -1086,6 +1122,7 @@ int main(int argc, char **argv)
 		{ "store", required_argument, NULL, 's' },
 		{ "runs", required_argument, NULL, 'r' },
 		{ "cases", required_argument, NULL, 'C' },
+		{ "warm", no_argument, NULL, 'W' },
 		{ 0 },
 	};
 	const char *store = "/dev/shm";
@@ -1112,13 +1149,16 @@ int main(int argc, char **argv)
 		case 'C':
 			o.cases = optarg;
 			break;
+		case 'W':
+			o.warm = true;
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (!o.kupdate || !o.work || o.runs < 1 || o.runs > MAX_RUNS)
 		die("usage: kbench --kupdate PATH --work PATH [--criu PATH] [--store DIR] "
-		    "[--runs 1-%d] [--cases a,b]",
+		    "[--runs 1-%d] [--cases a,b] [--warm]",
 		    MAX_RUNS);
 	{
 		/* the workloads run in their own directories: absolute paths */
@@ -1153,6 +1193,11 @@ int main(int argc, char **argv)
 		criu_can_pre_dump();
 	printf("# frozen: from the first stop of the tree to its release (kupdate: its -v "
 	       "report; CRIU: freezing_time + frozen_time of stats-dump)\n");
+	if (o.warm)
+		printf("# warm: before each timed dump and restore, the case's memory (+64 MiB) "
+		       "written to the store and removed, for both tools (this VM hands freed "
+		       "memory "
+		       "back to its host: BENCH_WARM=0 measures without)\n");
 	printf("# RSS: peak of the tool's own process (dump or restore); dump GB/s: image "
 	       "bytes / dump wall time; %%store: of the store's write rate\n");
 	print_header();
