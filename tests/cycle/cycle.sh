@@ -166,7 +166,7 @@ priv_before=$(creds demo-priv.service)
 echo "$priv_before" | sed 's/^/# demo-priv before: /'
 say "pids before: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
 start_clients
-curl -s --max-time 1200 --limit-rate 150k -o "$work/big.bin" "http://127.0.0.1:$port_http/big.bin" \
+curl -sS --max-time 1200 --limit-rate 150k -o "$work/big.bin" "http://127.0.0.1:$port_http/big.bin" \
 	>"$work/curl" 2>&1 &
 curl_pid=$!
 sleep 5
@@ -275,6 +275,14 @@ curl_pid=
 got_sum=$(sha256sum "$work/big.bin" 2>/dev/null | cut -d' ' -f1)
 check "A->B: nginx: the 24 MiB download across the cycle completed (curl $curl_rc) with the right checksum" \
 	test "$curl_rc" = 0 -a "$got_sum" = "$big_sum"
+if [ "$curl_rc" != 0 ] || [ "$got_sum" != "$big_sum" ]; then
+	# why the transfer ended: curl's message, the bytes it got, nginx's
+	# own log and the guest's TCP counters (curl 18: closed early)
+	sed 's/^/# curl: /' "$work/curl"
+	say "curl got $(stat -c %s "$work/big.bin" 2>/dev/null || echo 0) of $((24 << 20)) bytes"
+	run 'tail -n 20 /var/log/nginx/error.log; nstat -az TcpExtTCPAbortOnData TcpExtTCPAbortOnTimeout TcpExtTCPAbortOnClose TcpAttemptFails TcpEstabResets TcpOutRsts 2>/dev/null' 2>&1 |
+		sed 's/^/# guest: /'
+fi
 check "A->B: systemctl stop works on a restored unit" \
 	run 'systemctl stop demo-log.service && test "$(systemctl is-active demo-log.service)" = inactive'
 check "A->B: and it starts again the ordinary way" \
