@@ -1196,8 +1196,7 @@ int main(int argc, char **argv)
 	if (o.warm)
 		printf("# warm: before each timed dump and restore, the case's memory (+64 MiB) "
 		       "written to the store and removed, for both tools (this VM hands freed "
-		       "memory "
-		       "back to its host: BENCH_WARM=0 measures without)\n");
+		       "memory back to its host: BENCH_WARM=0 measures without)\n");
 	printf("# RSS: peak of the tool's own process (dump or restore); dump GB/s: image "
 	       "bytes / dump wall time; %%store: of the store's write rate\n");
 	print_header();

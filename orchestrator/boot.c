@@ -567,15 +567,14 @@ static void restore_log_open(const char *unit)
 static void log_cpu_use(const char *unit, int64_t wall_ns)
 {
 	struct rusage ru;
+	double user, sys;
 
 	if (getrusage(RUSAGE_SELF, &ru))
 		return;
+	user = ru.ru_utime.tv_sec * 1e3 + ru.ru_utime.tv_usec / 1e3;
+	sys = ru.ru_stime.tv_sec * 1e3 + ru.ru_stime.tv_usec / 1e3;
 	pr_debug("restore-unit %s: kupdate on a CPU %.1f ms (user %.1f, system %.1f) of %.1f ms",
-		 unit,
-		 (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-			 (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3,
-		 ru.ru_utime.tv_sec * 1e3 + ru.ru_utime.tv_usec / 1e3,
-		 ru.ru_stime.tv_sec * 1e3 + ru.ru_stime.tv_usec / 1e3, wall_ns / 1e6);
+		 unit, user + sys, user, sys, wall_ns / 1e6);
 }
 
 int cmd_restore_unit(int argc, char **argv)

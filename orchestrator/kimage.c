@@ -52,46 +52,50 @@ static struct {
 } dz;
 static char dz_why[300];
 
-/* -ENOPKG (dz_why says why) if the library is not there */
-static int dz_load(const char *how)
+/* one library each: its file, the package that has it, its functions */
+enum { DZ_GZIP, DZ_XZ, DZ_ZSTD };
+static const struct {
+	const char *env, *soname, *package;
+	const char *const names[5];
+	void **const ptrs[5];
+	size_t n;
+} dz_libs[] = {
+	[DZ_GZIP] = { "KUPDATE_LIBZ",
+		      "libz.so.1",
+		      "zlib1g",
+		      { "inflateInit2_", "inflate", "inflateEnd" },
+		      { (void **)&dz.inflateInit2_, (void **)&dz.inflate, (void **)&dz.inflateEnd },
+		      3 },
+	[DZ_XZ] = { "KUPDATE_LIBLZMA",
+		    "liblzma.so.5",
+		    "liblzma5",
+		    { "lzma_alone_decoder", "lzma_stream_decoder", "lzma_code", "lzma_end" },
+		    { (void **)&dz.lzma_alone_decoder, (void **)&dz.lzma_stream_decoder,
+		      (void **)&dz.lzma_code, (void **)&dz.lzma_end },
+		    4 },
+	[DZ_ZSTD] = { "KUPDATE_LIBZSTD",
+		      "libzstd.so.1",
+		      "libzstd1",
+		      { "ZSTD_createDStream", "ZSTD_DCtx_setParameter", "ZSTD_decompressStream",
+			"ZSTD_isError", "ZSTD_freeDStream" },
+		      { (void **)&dz.ZSTD_createDStream, (void **)&dz.ZSTD_DCtx_setParameter,
+			(void **)&dz.ZSTD_decompressStream, (void **)&dz.ZSTD_isError,
+			(void **)&dz.ZSTD_freeDStream },
+		      5 },
+};
+
+/* 0 once library lib is loaded; -ENOPKG (dz_why says why) if it is not
+ * there (a failed load is tried again next time) */
+static int dz_load(int lib)
 {
 	char why[200];
 
-	if (!strcmp(how, "gzip")) {
-		static const char *const n[] = { "inflateInit2_", "inflate", "inflateEnd" };
-		void **const p[] = { (void **)&dz.inflateInit2_, (void **)&dz.inflate,
-				     (void **)&dz.inflateEnd };
-
-		if (dz.inflate || !dl_load("KUPDATE_LIBZ", "libz.so.1", n, p, 3, why, sizeof(why)))
-			return 0;
-		snprintf(dz_why, sizeof(dz_why), "cannot load libz.so.1 (zlib1g): %s", why);
-	} else if (!strcmp(how, "xz") || !strcmp(how, "lzma")) {
-		static const char *const n[] = { "lzma_alone_decoder", "lzma_stream_decoder",
-						 "lzma_code", "lzma_end" };
-		void **const p[] = { (void **)&dz.lzma_alone_decoder,
-				     (void **)&dz.lzma_stream_decoder, (void **)&dz.lzma_code,
-				     (void **)&dz.lzma_end };
-
-		if (dz.lzma_code ||
-		    !dl_load("KUPDATE_LIBLZMA", "liblzma.so.5", n, p, 4, why, sizeof(why)))
-			return 0;
-		snprintf(dz_why, sizeof(dz_why), "cannot load liblzma.so.5 (liblzma5): %s", why);
-	} else if (!strcmp(how, "zstd")) {
-		static const char *const n[] = { "ZSTD_createDStream", "ZSTD_DCtx_setParameter",
-						 "ZSTD_decompressStream", "ZSTD_isError",
-						 "ZSTD_freeDStream" };
-		void **const p[] = { (void **)&dz.ZSTD_createDStream,
-				     (void **)&dz.ZSTD_DCtx_setParameter,
-				     (void **)&dz.ZSTD_decompressStream, (void **)&dz.ZSTD_isError,
-				     (void **)&dz.ZSTD_freeDStream };
-
-		if (dz.ZSTD_decompressStream ||
-		    !dl_load("KUPDATE_LIBZSTD", "libzstd.so.1", n, p, 5, why, sizeof(why)))
-			return 0;
-		snprintf(dz_why, sizeof(dz_why), "cannot load libzstd.so.1 (libzstd1): %s", why);
-	} else {
+	if (*dz_libs[lib].ptrs[0] ||
+	    !dl_load(dz_libs[lib].env, dz_libs[lib].soname, dz_libs[lib].names, dz_libs[lib].ptrs,
+		     dz_libs[lib].n, why, sizeof(why)))
 		return 0;
-	}
+	snprintf(dz_why, sizeof(dz_why), "cannot load %s (%s): %s", dz_libs[lib].soname,
+		 dz_libs[lib].package, why);
 	return -ENOPKG;
 }
 
@@ -120,7 +124,7 @@ static int buf_grow(struct buf *b, size_t want)
 static int gunzip(const unsigned char *in, size_t len, struct buf *out, size_t *used)
 {
 	z_stream z = { 0 };
-	int r, ret = dz_load("gzip");
+	int r, ret = dz_load(DZ_GZIP);
 
 	if (ret)
 		return ret;
@@ -152,7 +156,7 @@ static int unxz(const unsigned char *in, size_t len, struct buf *out, bool alone
 {
 	lzma_stream s = LZMA_STREAM_INIT;
 	lzma_ret r;
-	int ret = dz_load("xz");
+	int ret = dz_load(DZ_XZ);
 
 	if (ret)
 		return ret;
@@ -184,7 +188,7 @@ static int unzstd(const unsigned char *in, size_t len, struct buf *out)
 {
 	ZSTD_DStream *d;
 	ZSTD_inBuffer ib = { in, len, 0 };
-	int ret = dz_load("zstd");
+	int ret = dz_load(DZ_ZSTD);
 
 	if (ret)
 		return ret;
