@@ -1,7 +1,9 @@
 # bench: `make bench` checkpoints and restores the workloads of
 # bench/work.c with kupdate (and CRIU, given CRIU=/path/to/criu) and prints
 # per case the medians of dump, frozen and restore times, image size, the
-# tool's peak RSS and the kupdate/CRIU ratios.  Not part of `make check`.
+# tool's peak RSS and the kupdate/CRIU ratios; for mem256 and mem1g also
+# the floor of a dump here (the pages moved into the store without a
+# copy out, their crc32c, the process's death).  Not part of `make check`.
 #
 #   make bench [CRIU=PATH] [BENCH_RUNS=3] [BENCH_CASES=mem256,wss1g,...]
 #              [BENCH_STORE=/dev/shm] [BENCH_WARM=1]
@@ -18,9 +20,9 @@ BENCH_WARM  ?= 1
 CRIU        ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 
-$(BENCH_BIN)/kbench: bench/kbench.c
+$(BENCH_BIN)/kbench: bench/kbench.c cr-engine/crc32c.c cr-engine/crc32c.h cr-engine/crc32c-impl.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(BENCH_CFLAGS) -o $@ $<
+	$(Q)$(CC) $(BENCH_CFLAGS) -Icr-engine -pthread -o $@ bench/kbench.c cr-engine/crc32c.c
 
 $(BENCH_BIN)/kbench-work: bench/work.c
 	@mkdir -p $(dir $@)

@@ -3,7 +3,9 @@
  * alternating), and prints per case the medians of dump wall time, frozen
  * time, restore time, image size and the tool's peak RSS, the dump
  * throughput against the image store's own write rate, and kupdate/CRIU
- * ratios.
+ * ratios.  For mem256 and mem1g it also prints the floor of a dump on this
+ * machine (measure_floor): what no tool writing checksummed images could
+ * go below.
  *
  *   kbench --kupdate PATH --work PATH [--criu PATH] [--store DIR]
  *          [--runs N] [--cases a,b,...] [--warm]
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,9 +38,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "crc32c.h"
 
 #define MAX_RUNS  15
 #define MAX_PROCS 256
@@ -409,11 +415,14 @@ struct bcase {
 	char *argv[6]; /* kbench-work arguments */
 	uint64_t mem_mib;
 	bool tcp, tree, predump;
+	bool floor; /* measure the floor of a dump of mem_mib here (not for
+		     * 4 GiB: its three rounds took 47 s, a floor of
+		     * 1.04-1.28 s against kupdate's 1.19-1.55 s) */
 };
 
 static struct bcase cases[] = {
-	{ "mem256", "256 MiB touched", { "mem", "256" }, 256, .tcp = false },
-	{ "mem1g", "1 GiB touched", { "mem", "1024" }, 1024, .tcp = false },
+	{ "mem256", "256 MiB touched", { "mem", "256" }, 256, .floor = true },
+	{ "mem1g", "1 GiB touched", { "mem", "1024" }, 1024, .floor = true },
 	{ "mem4g", "4 GiB touched", { "mem", "4096" }, 4096, .tcp = false },
 	{ "wss1g",
 	  "1 GiB, rewrites 16 MiB at 64 pages/ms",
@@ -1017,6 +1026,184 @@ static void criu_can_pre_dump(void)
 		       o.criu_pre_why);
 }
 
+/* -------------------------------------------------------------- the floor */
+
+/* The least a dump of a process with mem_mib of memory into this store can
+ * take, whatever the tool, with the checksum kupdate's images carry: the
+ * process's own memory moved into two new files of the store by two threads
+ * without being copied out of it first (vmsplice into a pipe, splice into
+ * the file: the one copy CRIU's parasite makes), the crc32c of that memory
+ * on two threads, and the death of the process (the kernel freeing its
+ * memory; both tools wait for it).  Measured in a child of kbench that
+ * plays the dumped process; no stop, no memory map, no image besides the
+ * pages, so a real dump can only be slower. */
+enum { FLOOR_THREADS = 2, FLOOR_PIPE = 1 << 20, FLOOR_ROUNDS = 3 };
+
+struct floor_part {
+	const char *mem;
+	size_t len;
+	char path[700];
+	uint32_t crc;
+	bool failed;
+};
+
+static void *floor_move(void *arg)
+{
+	struct floor_part *fp = arg;
+	int pfd[2], fd = open(fp->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || pipe2(pfd, O_CLOEXEC)) {
+		fp->failed = true;
+		return NULL;
+	}
+	fcntl(pfd[1], F_SETPIPE_SZ, FLOOR_PIPE);
+	for (size_t off = 0; off < fp->len && !fp->failed;) {
+		size_t want = fp->len - off < FLOOR_PIPE ? fp->len - off : FLOOR_PIPE;
+		struct iovec iov = { (void *)(fp->mem + off), want };
+		ssize_t n = vmsplice(pfd[1], &iov, 1, 0);
+
+		if (n <= 0) {
+			fp->failed = true;
+			break;
+		}
+		for (ssize_t moved = 0; moved < n;) {
+			ssize_t k = splice(pfd[0], NULL, fd, NULL, n - moved, SPLICE_F_MOVE);
+
+			if (k <= 0) {
+				fp->failed = true;
+				break;
+			}
+			moved += k;
+		}
+		off += n;
+	}
+	close(pfd[0]);
+	close(pfd[1]);
+	close(fd);
+	return NULL;
+}
+
+static void *floor_sum(void *arg)
+{
+	struct floor_part *fp = arg;
+
+	fp->crc = crc32c(0, fp->mem, fp->len);
+	return NULL;
+}
+
+/* both threads' work on fp, timed */
+static double floor_step(struct floor_part *fp, void *(*fn)(void *))
+{
+	pthread_t th[FLOOR_THREADS];
+	double t0 = now();
+
+	for (int i = 0; i < FLOOR_THREADS; i++)
+		if (pthread_create(&th[i], NULL, fn, &fp[i]))
+			return -1;
+	for (int i = 0; i < FLOOR_THREADS; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < FLOOR_THREADS; i++)
+		if (fp[i].failed)
+			return -1;
+	return now() - t0;
+}
+
+/* The dumped process's part: its memory, kbench's warming of the store
+ * (done here: done by kbench instead, the same moves took 0.6-0.8 s instead
+ * of 0.15-0.2 s for 1 GiB), then the two timed steps; answers their times
+ * and waits to be killed. */
+static __attribute__((noreturn)) void floor_child(const struct bcase *c, int res)
+{
+	size_t len = c->mem_mib << 20;
+	char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	struct floor_part fp[FLOOR_THREADS];
+	double t[2] = { -1, -1 };
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (mem == MAP_FAILED)
+		_exit(1);
+	/* no page of zeros: a dump leaves those out */
+	for (size_t i = 0; i < len; i += 4096) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(mem + i, &x, sizeof(x));
+	}
+	for (int i = 0; i < FLOOR_THREADS; i++) {
+		fp[i] = (struct floor_part){ .mem = mem + i * (len / FLOOR_THREADS),
+					     .len = len / FLOOR_THREADS };
+		snprintf(fp[i].path, sizeof(fp[i].path), "%s/floor.%d", o.store, i);
+	}
+	warm_memory(c);
+	t[0] = floor_step(fp, floor_move);
+	if (t[0] >= 0)
+		t[1] = floor_step(fp, floor_sum);
+	for (int i = 0; i < FLOOR_THREADS; i++)
+		unlink(fp[i].path);
+	if (write(res, t, sizeof(t)) != sizeof(t))
+		_exit(1);
+	for (;;)
+		pause();
+}
+
+/* One round: move, sum and death times of a process of c's size */
+static bool floor_round(const struct bcase *c, double out[3])
+{
+	double t[2] = { -1, -1 }, t0;
+	int res[2], st;
+	pid_t pid;
+	bool ok;
+
+	if (pipe2(res, O_CLOEXEC))
+		die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0)
+		floor_child(c, res[1]);
+	close(res[1]);
+	ok = read(res[0], t, sizeof(t)) == sizeof(t) && t[0] >= 0 && t[1] >= 0;
+	t0 = now();
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	out[0] = t[0];
+	out[1] = t[1];
+	out[2] = now() - t0;
+	close(res[0]);
+	return ok;
+}
+
+/* The floor's row, below the tools' rows of c, and its ratio to CRIU's
+ * dump (criu_dump <= 0: CRIU did not run). */
+static void measure_floor(const struct bcase *c, double criu_dump)
+{
+	double r[FLOOR_ROUNDS][3], v[FLOOR_ROUNDS], m[3], total;
+
+	for (int i = 0; i < FLOOR_ROUNDS; i++)
+		if (!floor_round(c, r[i])) {
+			printf("%-8s %-12s could not be measured (vmsplice or splice into %s "
+			       "failed)\n",
+			       c->name, "floor", o.store);
+			return;
+		}
+	for (int k = 0; k < 3; k++) {
+		for (int i = 0; i < FLOOR_ROUNDS; i++)
+			v[i] = r[i][k];
+		qsort(v, FLOOR_ROUNDS, sizeof(double), cmp_double);
+		m[k] = v[FLOOR_ROUNDS / 2];
+	}
+	total = m[0] + m[1] + m[2];
+	printf("%-8s %-12s %8s %8.3f %8s %9s %9.1f %8s %9.2f %5.0f%%\n", c->name, "floor", "-",
+	       total, "-", "-", (double)c->mem_mib, "-", (c->mem_mib << 20) / 1e9 / total,
+	       store_rate > 0 ? 100 * (c->mem_mib << 20) / 1e9 / total / store_rate : 0);
+	if (criu_dump > 0)
+		printf("%-8s %-12s %8s %7.2fx\n", c->name, "floor/criu", "", total / criu_dump);
+	printf("# %s floor: moved %.3f s + crc32c %.3f s + death %.3f s (medians of %d)\n", c->name,
+	       m[0], m[1], m[2], FLOOR_ROUNDS);
+}
+
 static bool run_case(struct bcase *c)
 {
 	int tools[T_MAX], nt = 0;
@@ -1109,6 +1296,14 @@ static bool run_case(struct bcase *c)
 					print_ratio(c->name, "pre/criu+pre", s[t], o.runs, s[u],
 						    o.runs);
 		}
+	if (c->floor) {
+		double criu_dump = -1;
+
+		for (int t = 0; t < nt; t++)
+			if (tools[t] == T_CRIU && !failed[t])
+				criu_dump = MED(s[t], o.runs, dump);
+		measure_floor(c, criu_dump);
+	}
 	fflush(stdout);
 	return true;
 }
