@@ -439,6 +439,29 @@ check "A->A': the record stream: nothing lost, duplicated or reordered" grep -q 
 sed 's/^/# redis: /' "$work/redis" | tail -1
 check "A->A': redis: the held connection went on, the keys are intact" grep -q '^PASS' "$work/redis"
 
+# ---- 7. the emulator's floor: seven idle processes, no service, no connection --
+# One dump of seven sleeps (apply dumps its units the same way: one process,
+# one thread a CPU), then seven restores at once (a boot starts one a unit):
+# the least a cycle of seven units costs kupdate under this emulator.
+floor=$(run 'd=/run/kupdate-floor; rm -rf $d; mkdir -p $d; p=; t=
+	for i in 1 2 3 4 5 6 7; do setsid sleep 1000 </dev/null >/dev/null 2>&1 & p="$p $!"; t="$t -t $!"; done
+	sleep 1
+	a=$(date +%s%N); kupdate dump $t -D $d/all >$d/log 2>&1 || { cat $d/log; exit 1; }; b=$(date +%s%N)
+	setsid kupdate restore -D $d/all --detach >>$d/log 2>&1 </dev/null || { cat $d/log; exit 1; }
+	i=0; for x in $p; do i=$((i+1)); kupdate dump -t $x -D $d/$i >>$d/log 2>&1 || { cat $d/log; exit 1; }; done
+	c=$(date +%s%N)
+	for i in 1 2 3 4 5 6 7; do setsid kupdate restore -D $d/$i --detach >$d/r$i 2>&1 </dev/null & done
+	wait; e=$(date +%s%N); n=0
+	for x in $p; do test "$(cat /proc/$x/comm 2>/dev/null)" = sleep && n=$((n+1)); kill -9 $x 2>/dev/null; done
+	cat $d/r? | grep -i error; rm -rf $d
+	echo "$n $(( (b - a) / 1000000 )) $(( (e - c) / 1000000 ))"' 2>&1)
+read -r floor_n floor_dump floor_restore <<<"$(tail -1 <<<"$floor")"
+echo "$floor" | sed '$d; s/^/# /'
+check "floor: 7 idle processes dumped by one dump, restored by 7 restores at once, run again with their pids" \
+	test "$floor_n" = 7
+floor_says="7 idle processes: one dump ${floor_dump:-?} ms, 7 restores at once ${floor_restore:-?} ms"
+say "floor: $floor_says"
+
 # ---- report: the phases of each direction (measured in the guest), what the
 # host's clients saw, and a plain kexec's cold start for comparison
 echo "# report (QEMU TCG, 2 vCPUs; times in the guest):"
@@ -453,4 +476,5 @@ echo "#          record stream:  $(grep '^PASS\|^FAIL' "$work/stream")"
 echo "#          redis client:   $(grep '^PASS\|^FAIL' "$work/redis")"
 echo "#   plain systemctl kexec B->A, services started cold (state lost): the counter answers after ${cold:-?} s"
 echo "#          ${plain_phases:-phases not measured}"
+echo "#   floor of kupdate's share here (freeze, dump, commit+stop, restore): ${floor_says:-not measured}"
 finish
