@@ -202,6 +202,21 @@ static void reap_all(void)
 		;
 }
 
+/* Once a workload's process and process group are gone (reaped), their
+ * number may be anyone's: end_workloads must not signal it any more. */
+static void forget_workload(pid_t pid)
+{
+	reap_all();
+	if (!(kill(-pid, 0) && errno == ESRCH && kill(pid, 0) && errno == ESRCH))
+		return;
+	for (int i = 0; i < nr_started; i++)
+		if (started[i] == pid) {
+			started[i] = started[nr_started - 1];
+			nr_started--;
+			return;
+		}
+}
+
 static bool alive(pid_t pid)
 {
 	char path[64], buf[512], *p;
@@ -283,6 +298,7 @@ static void kill_tree(pid_t root)
 	for (int i = 0; i < n; i++)
 		kill(t[i], SIGKILL);
 	wait_gone(t, n, 5);
+	forget_workload(root);
 }
 
 /* ------------------------------------------------------------- workloads */
@@ -490,9 +506,11 @@ static __attribute__((noinline)) bool end_instance(struct instance *in)
 		ok = check_now(in, "client", in->client, &n);
 	}
 	ok = finish(in, "work", in->root) && ok;
+	forget_workload(in->root);
 	if (in->client) {
 		kill(in->client, SIGKILL);
 		wait_gone(&in->client, 1, 10);
+		forget_workload(in->client);
 	}
 	return ok;
 }
