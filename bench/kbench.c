@@ -865,14 +865,20 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* the median of v[0..n), which it sorts */
+static double median_of(double *v, int n)
+{
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static double median(const struct sample *s, int n, size_t off)
 {
 	double v[MAX_RUNS];
 
 	for (int i = 0; i < n; i++)
 		v[i] = *(const double *)((const char *)&s[i] + off);
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return median_of(v, n);
 }
 
 #define MED(s, n, f) median(s, n, offsetof(struct sample, f))
@@ -1201,16 +1207,15 @@ static void measure_floor(const struct bcase *c, double criu_dump)
 
 	for (int i = 0; i < FLOOR_ROUNDS; i++)
 		if (!floor_round(c, r[i])) {
-			printf("%-8s %-12s could not be measured (vmsplice or splice into %s "
-			       "failed)\n",
+			printf("%-8s %-12s could not be measured (the child's memory, its "
+			       "threads, or vmsplice and splice into %s failed)\n",
 			       c->name, "floor", o.store);
 			return;
 		}
 	for (int k = 0; k < 3; k++) {
 		for (int i = 0; i < FLOOR_ROUNDS; i++)
 			v[i] = r[i][k];
-		qsort(v, FLOOR_ROUNDS, sizeof(double), cmp_double);
-		m[k] = v[FLOOR_ROUNDS / 2];
+		m[k] = median_of(v, FLOOR_ROUNDS);
 	}
 	total = m[0] + m[1] + m[2];
 	printf("%-8s %-12s %8s %8.3f %8s %9s %9.1f %8s %9.2f %5.0f%%\n", c->name, "floor", "-",
