@@ -150,6 +150,9 @@ struct cr_file {
 	uint32_t ghost_id; /* an unlinked file (ghost.c) */
 	FileLock **locks;  /* flock and OFD locks of the description (locks.c) */
 	size_t nr_locks;
+	bool has_owner; /* F_SETOWN_EX / F_SETSIG of the description */
+	uint32_t own_type, own_sig;
+	int32_t own_pid;
 };
 
 /* seccomp.c: one filter, and the process's mode and chain (oldest first) */

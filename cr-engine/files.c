@@ -40,6 +40,7 @@
 #include "timerfd.h"
 #include "tty.h"
 #include "sockdiag.h"
+#include "sockets.h"
 #include "tcp.h"
 #include "unix.h"
 #include "restore.h"
@@ -377,6 +378,68 @@ out:
 	return ret;
 }
 
+/* Is the owner of a description's signals (SIGIO, SIGURG) a thread, a
+ * process or a process group of the dumped tree?  Nothing else exists
+ * after the restore. */
+static bool owner_in_tree(const struct cr_dump_ctx *ctx, uint32_t type, pid_t pid)
+{
+	for (int i = 0; i < ctx->nr_procs; i++) {
+		const struct cr_proc *q = ctx->procs[i];
+
+		if (q->state == TASK_STATE__TASK_ZOMBIE)
+			continue;
+		if ((type == F_OWNER_PGRP && q->pgid == pid) ||
+		    (type == F_OWNER_PID && q->pid == pid))
+			return true;
+		for (int t = 0; type == F_OWNER_TID && t < q->nr_threads; t++)
+			if (q->threads[t].tid == pid)
+				return true;
+	}
+	return false;
+}
+
+/* The owner and signal of a socket's description (SIGURG goes to its
+ * owner), or of any description with O_ASYNC: read through kupdate's own
+ * descriptor of it, the same open file description. */
+static int dump_owner(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struct cr_file *f)
+{
+	struct f_owner_ex own = { 0 };
+	int sk, sig;
+
+	if (!(f->flags & O_ASYNC) && f->kind != FILE_KIND__FILE_UNIX &&
+	    f->kind != FILE_KIND__FILE_INET)
+		return 0;
+	sk = sk_dup(p, fd);
+	if (sk < 0)
+		return sk;
+	if (fcntl(sk, F_GETOWN_EX, &own) || (sig = fcntl(sk, F_GETSIG)) < 0) {
+		int ret = -errno;
+
+		pr_perror("pid %d: fd %d (%s): cannot read the owner of its signals", p->pid, fd,
+			  f->path);
+		close(sk);
+		return ret;
+	}
+	close(sk);
+	if (!own.pid && !sig)
+		return 0;
+	if (own.pid && !owner_in_tree(ctx, own.type, own.pid)) {
+		pr_err("pid %d: fd %d (%s): its signals (F_SETOWN) go to %s %d, outside the "
+		       "dumped tree",
+		       p->pid, fd, f->path,
+		       own.type == F_OWNER_PGRP	 ? "process group"
+		       : own.type == F_OWNER_TID ? "thread"
+						 : "process",
+		       own.pid);
+		return -EOPNOTSUPP;
+	}
+	f->has_owner = true;
+	f->own_type = own.type;
+	f->own_pid = own.pid;
+	f->own_sig = sig;
+	return 0;
+}
+
 static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 {
 	char lpath[96], link[PATH_MAX + 1];
@@ -447,6 +510,8 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		return ret;
 	}
 	ret = add_file(ctx, p, fd, link, kind, fdinfo, &st, pos, flags, &id, &nf);
+	if (!ret && nf)
+		ret = dump_owner(ctx, p, fd, nf);
 	if (ret)
 		return ret;
 	memset(&cfd, 0, sizeof(cfd));
@@ -555,7 +620,7 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		ret = dump_one_fd(ctx, p, atoi(de->d_name));
 	}
 	closedir(d);
-	if (!ret)
+	if (!ret && p->nr_fds) /* qsort wants a valid array even for none */
 		qsort(p->fds, p->nr_fds, sizeof(*p->fds), cmp_fd);
 	if (!ret)
 		ret = epoll_resolve(ctx, p);
@@ -582,6 +647,7 @@ int write_files(struct cr_dump_ctx *ctx)
 	for (int i = 0; i < ctx->nr_files; i++) {
 		struct cr_file *f = &ctx->files[i];
 		FileEntry e = FILE_ENTRY__INIT;
+		FileOwner owner = FILE_OWNER__INIT;
 
 		e.id = f->id;
 		e.kind = f->kind;
@@ -617,6 +683,12 @@ int write_files(struct cr_dump_ctx *ctx)
 		e.n_locks = f->nr_locks;
 		e.locks = f->locks;
 		e.tty = f->tty;
+		if (f->has_owner) {
+			e.owner = &owner;
+			owner.type = f->own_type;
+			owner.pid = f->own_pid;
+			owner.signum = f->own_sig;
+		}
 		img_write(&w, &e.base);
 	}
 	ret = img_writer_close(&w);
@@ -719,6 +791,13 @@ int files_load(int dirfd, struct rfiles *f)
 		}
 		if (locks_validate(e->locks, e->n_locks, false, "files.img"))
 			return -EINVAL;
+		if (e->owner && ((e->owner->type != F_OWNER_TID && e->owner->type != F_OWNER_PID &&
+				  e->owner->type != F_OWNER_PGRP) ||
+				 e->owner->pid < 0 || e->owner->signum > 64)) {
+			pr_err("image files.img is damaged: entry %zu has an invalid signal owner",
+			       i);
+			return -EINVAL;
+		}
 		switch (e->kind) {
 		case FILE_KIND__FILE_EVENTFD:
 			ret = eventfd_validate(e);
@@ -1260,6 +1339,37 @@ static bool inherited(const struct rproc *owner, const struct rproc *rp)
 	return false;
 }
 
+/* The file status flags that open(2) and the kinds' own calls do not set
+ * (O_ASYNC never; a socket is made without any), and the owner of the
+ * description's signals, once every process exists: an owner can be any
+ * process or group of the tree.  Set on each fd: a description several
+ * processes share gets the same values again. */
+static int finish_status(const FileEntry *e, pid_t pid, int fd)
+{
+	bool sock = e->kind == FILE_KIND__FILE_UNIX || e->kind == FILE_KIND__FILE_INET;
+	char what[96];
+	int ret;
+
+	if (e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO ||
+	    (e->flags & O_PATH))
+		return 0; /* set where the pipe's descriptions are made; none on O_PATH */
+	if (e->owner) {
+		struct f_owner_ex own = { .type = e->owner->type, .pid = e->owner->pid };
+
+		if ((own.pid && fcntl(fd, F_SETOWN_EX, &own)) ||
+		    (e->owner->signum && fcntl(fd, F_SETSIG, (int)e->owner->signum))) {
+			ret = -errno;
+			pr_perror("pid %d: fd %d (%s): cannot give its signals to %d again", pid,
+				  fd, e->path, e->owner->pid);
+			return ret;
+		}
+	}
+	if (!sock && !(e->flags & SETFL_MASK))
+		return 0;
+	snprintf(what, sizeof(what), "pid %d: fd %d (%s)", pid, fd, e->path);
+	return set_fl(fd, e->flags, what);
+}
+
 /* Once the fd table of rp is complete: its epolls are filled, and its
  * POSIX locks taken, after every other fd it held of their files for the
  * restore is gone (closing one would drop them). */
@@ -1272,6 +1382,10 @@ static int finish_fds(struct rfiles *f, struct rproc *rp)
 	for (size_t i = 0; i < rp->nr_fds; i++) {
 		const FileEntry *e = f->files[files_index(f, rp->fds[i]->file_id)];
 		bool first = true;
+
+		ret = finish_status(e, rp->pid, rp->fds[i]->fd);
+		if (ret)
+			return ret;
 
 		posix |= rp->fds[i]->n_locks > 0;
 		if (e->kind != FILE_KIND__FILE_EPOLL || e->ep->pid != rp->pid)

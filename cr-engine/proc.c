@@ -235,7 +235,8 @@ int list_tasks(pid_t pid, pid_t **tids)
 		t[n++] = atoi(de->d_name);
 	}
 	closedir(d);
-	qsort(t, n, sizeof(*t), cmp_pid);
+	if (n)
+		qsort(t, n, sizeof(*t), cmp_pid);
 	*tids = t;
 	return n;
 }
@@ -283,7 +284,8 @@ static int scan_children(pid_t pid, pid_t **kids)
 		}
 	}
 	closedir(d);
-	qsort(k, n, sizeof(*k), cmp_pid);
+	if (n)
+		qsort(k, n, sizeof(*k), cmp_pid);
 	*kids = k;
 	return n;
 }

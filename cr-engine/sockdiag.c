@@ -209,7 +209,8 @@ int sockdiag_collect(struct sk_table *t)
 	nl_socket_free(sk);
 	if (ret)
 		return -EIO;
-	qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
+	if (t->n)
+		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
 	return 0;
 }
 

@@ -364,7 +364,8 @@ int timers_load(int dirfd, const PstreeEntry *pe, struct rtimers *t)
 		timers_free(t);
 		return ret;
 	}
-	qsort(t->timers, t->nr, sizeof(*t->timers), cmp_id);
+	if (t->nr)
+		qsort(t->timers, t->nr, sizeof(*t->timers), cmp_id);
 	for (size_t i = 1; i < t->nr; i++)
 		if (t->timers[i]->id == t->timers[i - 1]->id) {
 			pr_err("image %s is damaged: POSIX timer %d appears twice", name,
