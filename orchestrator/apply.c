@@ -825,8 +825,9 @@ static bool interrupted(void)
 	return sig != 0;
 }
 
-/* the state directory, 0700, locked against a second apply */
-static int lock_state(void)
+/* the state directory, 0700, locked against a second apply (or a
+ * check: kupdate list); wait_s seconds at most for another kupdate's lock */
+int lock_state(int wait_s)
 {
 	_cleanup_free_ char *cyc = xasprintf("%s/cycles", state_dir());
 	_cleanup_free_ char *lock = xasprintf("%s/lock", state_dir());
@@ -845,8 +846,10 @@ static int lock_state(void)
 		pr_perror("cannot open %s", lock);
 		return -errno;
 	}
+	for (int i = 0; flock(fd, LOCK_EX | LOCK_NB) && i < wait_s * 20; i++)
+		usleep(50000);
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
-		pr_err("another kupdate apply or restore is running (%s is locked)", lock);
+		pr_err("another kupdate apply, restore or list is running (%s is locked)", lock);
 		close(fd);
 		return -EBUSY;
 	}
@@ -936,7 +939,7 @@ int cmd_apply(int argc, char **argv)
 	loaded = true;
 	pre_cmdline = cmdline;
 	cmdline = NULL;
-	lockfd = lock_state();
+	lockfd = lock_state(0);
 	if (lockfd < 0 || check_room(u, n, ao.store ? ao.store : state_dir()) || interrupted())
 		goto out;
 	preflight_ns = now_ns(CLOCK_MONOTONIC) - t_start;
@@ -949,7 +952,7 @@ int cmd_apply(int argc, char **argv)
 
 			if (interrupted())
 				goto out;
-			if (unit_check(u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
+			if (unit_check(&sd, u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
 				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 				bad++;
 			} else {
@@ -999,7 +1002,7 @@ int cmd_apply(int argc, char **argv)
 		}
 	}
 	journal_note(id, NULL, 6, "cycle %s: checkpointing %d units for %s", id, n, ao.kernel);
-	if (write_apply_record(tmp, (const char *const *)names, n))
+	if (write_unit_record(tmp, APPLY_RECORD, (const char *const *)names, n))
 		goto abort;
 	phase = "hand-over";
 	{

@@ -19,6 +19,9 @@ int cmd_enable(int argc, char **argv);
 int cmd_disable(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
+/* the state lock's fd (apply.c), or -errno when another kupdate holds it
+ * after wait_s seconds */
+int lock_state(int wait_s);
 int cmd_status(int argc, char **argv);
 int cmd_generator(int argc, char **argv);
 int cmd_netlock(int argc, char **argv);

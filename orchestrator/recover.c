@@ -57,11 +57,9 @@
 #include "units.h"
 #include "util.h"
 
-#define RECORD "apply"
-
-int write_apply_record(const char *tmpdir, const char *const *units, int n)
+int write_unit_record(const char *tmpdir, const char *name, const char *const *units, int n)
 {
-	_cleanup_free_ char *p = xasprintf("%s/" RECORD, tmpdir);
+	_cleanup_free_ char *p = xasprintf("%s/%s", tmpdir, name);
 	FILE *f;
 	int fd, ret = 0;
 
@@ -198,14 +196,30 @@ static void recover_unit(struct sd *s, const char *unit)
 static void recover_one(struct sd *s, const char *dir, const char *name)
 {
 	_cleanup_free_ char *tmp = xasprintf("%s/%s", dir, name);
-	_cleanup_free_ char *rec = tmp ? xasprintf("%s/" RECORD, tmp) : NULL;
+	_cleanup_free_ char *rec = tmp ? xasprintf("%s/" APPLY_RECORD, tmp) : NULL;
+	_cleanup_free_ char *chk = tmp ? xasprintf("%s/" CHECK_RECORD, tmp) : NULL;
 	_cleanup_free_ char *text = NULL;
 	char *l, *nl;
 	int n = 0;
 
-	if (!tmp || !rec)
+	if (!tmp || !rec || !chk)
 		return;
-	if (read_file_at(AT_FDCWD, rec, &text, NULL) == 0) {
+	if (read_file_at(AT_FDCWD, chk, &text, NULL) == 0) {
+		/* a check (units.c: unit_check) froze its unit: that is all */
+		fprintf(stderr,
+			"kupdate: recovery: a check (pid %d) died with its unit frozen; thawing "
+			"it\n",
+			atoi(text));
+		for (l = strchr(text, '\n'); l && *++l; l = nl) {
+			nl = strchr(l, '\n');
+			if (nl)
+				*nl = 0;
+			if (unit_name_valid(l)) {
+				recover_unit(s, l);
+				n++;
+			}
+		}
+	} else if (read_file_at(AT_FDCWD, rec, &text, NULL) == 0) {
 		_cleanup_free_ char *cyc = cmdline_cycle();
 		char *end = text + strlen(text), *first = strchr(text, '\n');
 

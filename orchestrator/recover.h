@@ -4,8 +4,12 @@
 
 #include <sys/types.h>
 
-/* the record an apply keeps in its partial cycle directory while it runs */
-int write_apply_record(const char *tmpdir, const char *const *units, int n);
+/* The record an apply keeps in its partial cycle directory while it runs
+ * (APPLY_RECORD), or a check while its unit is frozen (CHECK_RECORD): its
+ * pid, then one unit a line. */
+#define APPLY_RECORD "apply"
+#define CHECK_RECORD "check"
+int write_unit_record(const char *tmpdir, const char *name, const char *const *units, int n);
 /* Resume the units of every apply that died half-way; the number of such
  * applies.  Skipped (0) while an apply holds the state lock. */
 int recover_interrupted(void);

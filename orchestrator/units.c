@@ -16,6 +16,7 @@
 #include "cycle.h"
 #include "kupdate.h"
 #include "log.h"
+#include "recover.h"
 #include "sd.h"
 #include "term.h"
 #include "units.h"
@@ -198,17 +199,79 @@ char *own_cgroup(void)
 	return cg;
 }
 
-/* A dry dump that changes nothing; the first error is the reason. */
-int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len, unsigned *procs)
+/* A dry dump that changes nothing; the first error is the reason.  A check sees its unit as a dump does: frozen by systemd until every
+ * process is seized, so that a process that forks or exits meanwhile
+ * cannot change the answer (one that exited between the read of the
+ * cgroup and its seizure failed the check at random: "pid N exited while
+ * being dumped").  A unit its operator froze stays as it is.  While the
+ * unit is frozen, a record (cycles/.check-PID.tmp/check: this pid, the
+ * unit) lets the next kupdate thaw it if this one dies (recover.c); the
+ * caller holds the state lock, so no other kupdate takes it for stale. */
+struct check_freeze {
+	struct sd *s;
+	const char *unit;
+	bool frozen;
+};
+
+static int check_thaw(void *arg)
+{
+	struct check_freeze *cf = arg;
+
+	if (cf->frozen && sd_thaw(cf->s, cf->unit))
+		return -EIO;
+	cf->frozen = false;
+	return 0;
+}
+
+static char *check_record(const char *unit)
+{
+	char *dir = xasprintf("%s/cycles/.check-%d.tmp", state_dir(), getpid());
+
+	if (!dir)
+		return NULL;
+	rm_cycle_dir(dir); /* this pid's own, of a kupdate long gone */
+	if (mkdir(dir, 0700) || write_unit_record(dir, CHECK_RECORD, &unit, 1)) {
+		pr_perror("cannot write the check's record in %s", dir);
+		rm_cycle_dir(dir);
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}
+
+int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char *why, size_t len,
+	       unsigned *procs)
 {
 	_cleanup_free_ pid_t *members = NULL;
+	_cleanup_free_ char *rec = NULL;
 	struct cr_dump_opts o = { 0 };
 	struct cr_dump_stats st = { 0 };
+	struct check_freeze cf = { s, unit, false };
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 	why[0] = 0;
 	*procs = 0;
 	cr_log_mark();
+	if (!ui->freezer || !strcmp(ui->freezer, "running")) {
+		rec = check_record(unit);
+		if (!rec) {
+			snprintf(why, len, "cannot keep a record of its freeze in %s/cycles",
+				 state_dir());
+			if (devnull >= 0)
+				close(devnull);
+			return -EIO;
+		}
+		ret = sd_freeze(s, unit);
+		if (ret) {
+			snprintf(why, len, "cannot freeze it for the check: %s",
+				 cr_log_first_error() ?: strerror(-ret));
+			rm_cycle_dir(rec);
+			if (devnull >= 0)
+				close(devnull);
+			return ret;
+		}
+		cf.frozen = true;
+	}
 	if (devnull >= 0)
 		cr_log_redirect(devnull, cr_log_fd());
 	ret = unit_members(unit, ui, &members, &n);
@@ -218,6 +281,8 @@ int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t l
 		o.root = members[0];
 		o.check_only = true;
 		o.external_unix = journal_replaceable;
+		o.seized = check_thaw;
+		o.cb_arg = &cf;
 		ret = cr_dump(&o, &st);
 	}
 	if (devnull >= 0) {
@@ -226,6 +291,12 @@ int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t l
 	}
 	if (ret)
 		snprintf(why, len, "%s", cr_log_first_error() ?: strerror(-ret));
+	if (cf.frozen && check_thaw(&cf) && !ret) {
+		snprintf(why, len, "cannot thaw it after the check");
+		ret = -EIO;
+	}
+	if (rec && !cf.frozen)
+		rm_cycle_dir(rec); /* kept for the recovery while it stays frozen */
 	*procs = st.processes;
 	return ret;
 }
@@ -329,7 +400,7 @@ int cmd_list(int argc, char **argv)
 	bool json = false, check = true;
 	json_object *jarr = NULL;
 	char **units;
-	int n, c, ret = 0;
+	int n, c, ret = 0, lockfd = -1;
 	struct sd s;
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -343,7 +414,8 @@ int cmd_list(int argc, char **argv)
 		case 'h':
 			printf("usage: kupdate list [--json] [--no-check]\n"
 			       "The preserved units, their state, and whether each can be\n"
-			       "checkpointed now (a dry dump that changes nothing).\n");
+			       "checkpointed now (a dry dump that changes nothing; each unit\n"
+			       "is frozen while its processes are seized, as apply does).\n");
 			return 0;
 		default:
 			return 2;
@@ -358,8 +430,15 @@ int cmd_list(int argc, char **argv)
 		free(units);
 		return 0;
 	}
+	/* the checks freeze their units: not while an apply works on them */
+	if (check && (lockfd = lock_state(10)) < 0) {
+		strv_free(units, n);
+		return 1;
+	}
 	if (sd_open(&s)) {
 		strv_free(units, n);
+		if (lockfd >= 0)
+			close(lockfd);
 		return 1;
 	}
 	if (json)
@@ -382,7 +461,7 @@ int cmd_list(int argc, char **argv)
 		else if (strcmp(ui.active, "active"))
 			snprintf(why, sizeof(why), "unit is %s", ui.active);
 		else
-			ok = unit_check(units[i], &ui, why, sizeof(why), &procs) == 0;
+			ok = unit_check(&s, units[i], &ui, why, sizeof(why), &procs) == 0;
 		if (check && !ok)
 			ret = 1;
 		if (json) {
@@ -413,6 +492,8 @@ int cmd_list(int argc, char **argv)
 	}
 	sd_close(&s);
 	strv_free(units, n);
+	if (lockfd >= 0)
+		close(lockfd);
 	return ret;
 }
 

@@ -20,8 +20,9 @@ int preserved_units(char ***out, int *nr);
 void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
-/* a dry dump of the unit; on failure why says what stands in the way */
-int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
+/* a dry dump of the unit, frozen while it is seized; on failure why says
+ * what stands in the way.  The caller holds the state lock. */
+int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char *why, size_t len,
 	       unsigned *procs);
 /* "..." with JSON escapes, malloc'd */
 char *json_escape(const char *s);
