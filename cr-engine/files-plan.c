@@ -118,7 +118,7 @@ static int plan_check(const struct rfiles *f, struct rproc *procs, size_t nr)
 			       e->shmid);
 			return -EINVAL;
 		}
-		if (e->kind == FILE_KIND__FILE_TTY && !e->tty->master &&
+		if (e->kind == FILE_KIND__FILE_TTY && !e->tty->master && !e->tty->hung_up &&
 		    live_master(f, e->tty->index) < 0) {
 			/* slaves are opened through their master */
 			pr_err("image files.img is damaged: /dev/pts/%u has no master",

@@ -9,8 +9,10 @@
  * holds, so the data queued in each direction is read with the slave in
  * raw mode and written straight back (the tree is stopped); a canonical
  * reader then finds it as one line.  A slave whose master is outside the
- * tree, a slave hung up by its master's close, and data queued on a pair
- * without a slave in the tree are refused.
+ * tree and data queued on a pair without a slave in the tree are refused.
+ * A slave hung up by its master's close (a daemon started from a session
+ * that ended) is a description of its own: reads give end of file, writes
+ * and terminal calls EIO, and no termios can be read.
  * Restore: the common ancestor of the whole tree makes every pair before
  * it forks (files.c), with its old index: the multiplexer hands out the
  * lowest free index, so it is opened until the index comes up (the
@@ -19,7 +21,10 @@
  * O_NOCTTY; with the first one the queued data is written back (in raw
  * mode), then the termios is set.  A session leader takes its
  * controlling terminal (TIOCSCTTY) before it forks, so that its session
- * inherits it, and sets the foreground group once every group exists. */
+ * inherits it, and sets the foreground group once every group exists.
+ * A hung-up slave is opened through a pair made for it alone, with its
+ * index again when that is free (else the lowest free one, with a warning:
+ * only the name its fd shows differs), whose master is closed at once. */
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/sysmacros.h>
@@ -91,10 +96,13 @@ int tty_dump(struct cr_proc *p, int fd, const char *link, struct cr_file *f)
 	f->tty = t;
 	t->master = strncmp(link, "/dev/pts/", 9) || !strcmp(link, "/dev/pts/ptmx");
 	if (strstr(link, " (deleted)")) {
-		pr_err("pid %d: fd %d is the pseudo-terminal %s, hung up when its master was "
-		       "closed; kupdate cannot restore it",
-		       p->pid, fd, link);
-		return -EOPNOTSUPP;
+		/* its master closed: /dev/pts/N is gone */
+		if (t->master)
+			return -EINVAL;
+		t->has_hung_up = t->hung_up = 1;
+		t->index = strtoul(link + 9, NULL, 10);
+		t->ptmx = strdup("/dev/ptmx");
+		return t->ptmx ? 0 : -ENOMEM;
 	}
 	if (t->master) {
 		if (ioctl(dfd, TIOCGPTN, &idx) || ioctl(dfd, TIOCGPTLCK, &lock)) {
@@ -232,12 +240,12 @@ int tty_finish_dump(struct cr_dump_ctx *ctx)
 		TtyFile *t = ctx->files[i].tty, *m = NULL, *s = NULL;
 		const struct cr_file *mf = NULL, *sf = NULL;
 
-		if (!t)
+		if (!t || t->hung_up)
 			continue;
 		for (int k = 0; k < ctx->nr_files; k++) {
 			TtyFile *o = ctx->files[k].tty;
 
-			if (!o || o->index != t->index)
+			if (!o || o->hung_up || o->index != t->index)
 				continue;
 			if (o->master && m) {
 				pr_err("pseudo-terminal /dev/pts/%u has two masters in the tree",
@@ -301,7 +309,7 @@ int tty_finish_dump(struct cr_dump_ctx *ctx)
 	for (int i = 0; i < ctx->nr_files; i++) {
 		TtyFile *t = ctx->files[i].tty;
 
-		for (int k = 0; t && !t->master && k < ctx->nr_files; k++) {
+		for (int k = 0; t && !t->master && !t->hung_up && k < ctx->nr_files; k++) {
 			TtyFile *m = ctx->files[k].tty;
 
 			if (!m || !m->master || m->index != t->index)
@@ -375,7 +383,8 @@ int tty_validate(const FileEntry *e)
 	    (t->termios && t->termios->cc.len != NCCS) || (t->has_rows && t->rows > 65535) ||
 	    (t->has_cols && t->cols > 65535) || (t->has_xpixel && t->xpixel > 65535) ||
 	    (t->has_ypixel && t->ypixel > 65535) || t->in_data.len > MAX_QUEUED ||
-	    t->out_data.len > MAX_QUEUED || ((t->in_data.len || t->out_data.len) && !t->termios)) {
+	    t->out_data.len > MAX_QUEUED || ((t->in_data.len || t->out_data.len) && !t->termios) ||
+	    (t->hung_up && (t->master || t->termios || t->in_data.len || t->out_data.len))) {
 		pr_err("image files.img is damaged: pseudo-terminal %u is invalid", e->id);
 		return -EINVAL;
 	}
@@ -475,9 +484,21 @@ static struct rpty *make_pair(struct rtty *t, const TtyFile *tf, const char *wha
 	int fd, unlock = 0;
 
 	for (size_t i = 0; i < t->n; i++)
-		if (t->p[i].index == tf->index)
+		if (t->p[i].index == tf->index && t->p[i].hung_up == tf->hung_up)
 			return &t->p[i];
 	fd = open_index(tf->ptmx, tf->index, what);
+	if (fd == -EBUSY && tf->hung_up) {
+		unsigned got = 0;
+
+		/* only the name its fds show differs */
+		fd = open(tf->ptmx, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			pr_perror("%s: cannot open a pseudo-terminal by %s", what, tf->ptmx);
+		else if (!ioctl(fd, TIOCGPTN, &got))
+			pr_warn("%s: the hung-up pseudo-terminal /dev/pts/%u comes back as "
+				"/dev/pts/%u",
+				what, tf->index, got);
+	}
 	if (fd < 0)
 		return NULL;
 	/* out of the way of the fds files.c places meanwhile */
@@ -514,6 +535,7 @@ static struct rpty *make_pair(struct rtty *t, const TtyFile *tf, const char *wha
 	np[t->n].index = tf->index;
 	np[t->n].master = fd;
 	np[t->n].termios_done = false;
+	np[t->n].hung_up = tf->hung_up;
 	return &np[t->n++];
 }
 

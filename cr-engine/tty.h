@@ -30,6 +30,7 @@ struct rpty {
 	uint32_t index;
 	int master; /* the pair's master, or -1 */
 	bool termios_done;
+	bool hung_up; /* made for hung-up slaves: their master closes unused */
 };
 struct rtty {
 	struct rpty *p;
