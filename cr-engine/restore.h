@@ -83,9 +83,10 @@ int builder_place_fd(struct rst_builder *b, int fd);
 int mem_load(int dirfd, pid_t pid, struct rmm *mm);
 void mem_free(struct rmm *mm);
 /* Fill b's mappings and page runs, opening the mapped files and the page
- * image (as helper fds). */
+ * image (as helper fds); the deleted ones are files->ghosts' map_fd. */
+struct rfiles;
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     struct rst_builder *b, bool verify);
+	     const struct rfiles *files, struct rst_builder *b, bool verify);
 
 /* pages.c */
 /* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
