@@ -944,17 +944,18 @@ int cmd_apply(int argc, char **argv)
 		int bad = 0;
 
 		for (int i = 0; i < n; i++) {
-			char why[1024];
-			unsigned procs;
+			char why[1024], note[96];
+			struct cr_dump_stats st = { 0 };
 
 			if (interrupted())
 				goto out;
-			if (unit_check(u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
+			if (unit_check(u[i].name, &u[i].ui, why, sizeof(why), &st)) {
 				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 				bad++;
 			} else {
-				printf("kupdate: %s: %u processes, can be checkpointed\n",
-				       u[i].name, procs);
+				deleted_note(&st, note, sizeof(note));
+				printf("kupdate: %s: %u processes, can be checkpointed%s%s\n",
+				       u[i].name, st.processes, note[0] ? "; saves " : "", note);
 			}
 		}
 		printf("kupdate: dry run: %s loads; %d of %d units ready; nothing was changed\n",

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "recover.h"
 #include "term.h"
+#include "units.h"
 
 int parse_pid(const char *s, pid_t *pid)
 {
@@ -173,8 +174,11 @@ int cmd_dump(int argc, char **argv)
 	if (ret)
 		return 1;
 	if (o.check_only) {
-		printf("pid %d: %u processes, %u threads: can be checkpointed\n", roots[0],
-		       st.processes, st.threads);
+		char note[96];
+
+		deleted_note(&st, note, sizeof(note));
+		printf("pid %d: %u processes, %u threads: can be checkpointed%s%s\n", roots[0],
+		       st.processes, st.threads, note[0] ? "; saves " : "", note);
 		return 0;
 	}
 	pr_info("%s %u processes, %u threads, %llu pages (%llu of zeros left out); frozen %.3f s, "

@@ -199,7 +199,28 @@ char *own_cgroup(void)
 }
 
 /* A dry dump that changes nothing; the first error is the reason. */
-int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len, unsigned *procs)
+void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len)
+{
+	double b = st->deleted_bytes;
+	const char *unit = "bytes";
+
+	buf[0] = 0;
+	if (!st->deleted_files)
+		return;
+	if (b >= 1 << 20) {
+		b /= 1 << 20;
+		unit = "MiB";
+	} else if (b >= 1 << 10) {
+		b /= 1 << 10;
+		unit = "KiB";
+	}
+	snprintf(buf, len, "%u deleted file%s (%u mapped), %.*f %s", st->deleted_files,
+		 st->deleted_files > 1 ? "s" : "", st->deleted_mapped, unit[0] == 'b' ? 0 : 1, b,
+		 unit);
+}
+
+int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
+	       struct cr_dump_stats *pst)
 {
 	_cleanup_free_ pid_t *members = NULL;
 	struct cr_dump_opts o = { 0 };
@@ -207,7 +228,6 @@ int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t l
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 	why[0] = 0;
-	*procs = 0;
 	cr_log_mark();
 	if (devnull >= 0)
 		cr_log_redirect(devnull, cr_log_fd());
@@ -226,7 +246,7 @@ int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t l
 	}
 	if (ret)
 		snprintf(why, len, "%s", cr_log_first_error() ?: strerror(-ret));
-	*procs = st.processes;
+	*pst = st;
 	return ret;
 }
 
@@ -343,7 +363,9 @@ int cmd_list(int argc, char **argv)
 		case 'h':
 			printf("usage: kupdate list [--json] [--no-check]\n"
 			       "The preserved units, their state, and whether each can be\n"
-			       "checkpointed now (a dry dump that changes nothing).\n");
+			       "checkpointed now (a dry dump that changes nothing), with the\n"
+			       "files deleted since they started (a library apt replaced) whose\n"
+			       "data a dump of it saves.\n");
 			return 0;
 		default:
 			return 2;
@@ -369,7 +391,8 @@ int cmd_list(int argc, char **argv)
 		       "CHECKPOINT");
 	for (int i = 0; i < n; i++) {
 		struct unit_info ui;
-		char why[1024] = "";
+		char why[1024] = "", note[96] = "";
+		struct cr_dump_stats st = { 0 };
 		unsigned procs = 0;
 		bool ok = false;
 
@@ -382,7 +405,10 @@ int cmd_list(int argc, char **argv)
 		else if (strcmp(ui.active, "active"))
 			snprintf(why, sizeof(why), "unit is %s", ui.active);
 		else
-			ok = unit_check(units[i], &ui, why, sizeof(why), &procs) == 0;
+			ok = unit_check(units[i], &ui, why, sizeof(why), &st) == 0;
+		procs = st.processes;
+		/* what the dump would save of files deleted since they started */
+		deleted_note(&st, note, sizeof(note));
 		if (check && !ok)
 			ret = 1;
 		if (json) {
@@ -396,14 +422,20 @@ int cmd_list(int argc, char **argv)
 					       check ? json_object_new_boolean(ok) : NULL);
 			json_object_object_add(e, "reason",
 					       ok ? NULL : json_object_new_string(why));
+			json_object_object_add(e, "deleted_files",
+					       ok ? json_object_new_int64(st.deleted_files) : NULL);
+			json_object_object_add(e, "deleted_bytes",
+					       ok ? json_object_new_int64(st.deleted_bytes) : NULL);
 			json_object_array_add(jarr, e);
 		} else {
-			printf("%-32s %-10s %8d %6u  %s%s%s\n", units[i], ui.active, ui.main_pid,
-			       procs,
+			printf("%-32s %-10s %8d %6u  %s%s%s%s%s%s\n", units[i], ui.active,
+			       ui.main_pid, procs,
 			       term_c(stdout, ok      ? T_GREEN
 					      : check ? T_RED
 						      : T_DIM),
-			       ok ? "yes" : why, term_c(stdout, T_RESET));
+			       ok ? "yes" : why, term_c(stdout, T_RESET),
+			       ok && note[0] ? " (saves " : "", ok ? note : "",
+			       ok && note[0] ? ")" : "");
 		}
 		unit_info_free(&ui);
 	}

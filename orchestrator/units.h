@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "cr.h"
 #include "sd.h"
 
 /* where `kupdate enable` links units ($KUPDATE_WANTS_DIR overrides) */
@@ -20,9 +21,12 @@ int preserved_units(char ***out, int *nr);
 void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
-/* a dry dump of the unit; on failure why says what stands in the way */
+/* a dry dump of the unit; on failure why says what stands in the way;
+ * st: its processes, and the deleted files a dump would save */
 int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
-	       unsigned *procs);
+	       struct cr_dump_stats *st);
+/* "N deleted file(s), SIZE" a dump of st's tree saves, or "" */
+void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len);
 /* "..." with JSON escapes, malloc'd */
 char *json_escape(const char *s);
 
