@@ -220,6 +220,7 @@ struct cr_proc {
 	uint32_t exe_ghost_id; /* the executable was deleted (ghost.c) */
 	bool cwd_deleted;      /* cwd was removed: cwd is where it was */
 	uint32_t cwd_mode, cwd_uid, cwd_gid;
+	uint64_t cwd_ino;
 	bool share_fs;	  /* shares its fs struct with its parent (CLONE_FS) */
 	bool new_session; /* a root whose session's leader is dead */
 	uint64_t exe_ino;

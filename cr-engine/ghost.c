@@ -131,6 +131,21 @@ static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const c
 	return img_writer_close(&w);
 }
 
+/* the restore makes the file again in its directory: 0 if that exists */
+static int dir_exists(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (path[0] != '/' || !slash || (size_t)(slash - path) >= sizeof(dir))
+		return -EINVAL;
+	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (stat(dir, &st))
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
 int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const char *path,
 	       const struct stat *st, bool mapped, uint32_t *id)
 {
@@ -157,6 +172,13 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 			*id = ctx->ghosts[i].id;
 			return 0;
 		}
+	ret = dir_exists(path);
+	if (ret) {
+		pr_err("%s %s, which was deleted with its directory; kupdate cannot make it again "
+		       "there",
+		       what, path);
+		return -EOPNOTSUPP;
+	}
 	rfd = open(src, O_RDONLY | O_CLOEXEC | O_NOATIME);
 	if (rfd < 0)
 		rfd = open(src, O_RDONLY | O_CLOEXEC);
@@ -190,7 +212,8 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 	ng->mapped = mapped;
 	*id = ng->id;
 	ctx->nr_ghosts++;
-	if (!ctx->check_only)
+	/* a pre-dump saves memory only: the dump after it saves the files */
+	if (!ctx->check_only && !ctx->opts->pre_dump)
 		ret = save_data(ctx, rfd, what, path, st, data, *id);
 	ctx->ghost_ns += now_ns(CLOCK_MONOTONIC) - t0;
 	return ret;

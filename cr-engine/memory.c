@@ -89,6 +89,18 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* a path from /proc ("PATH (deleted)") of a file st that was deleted,
+ * rather than one whose name ends so */
+static bool deleted_path(const char *path, const struct stat *st)
+{
+	struct stat named;
+
+	if (!ends_with(path, " (deleted)"))
+		return false;
+	return st->st_nlink == 0 || stat(path, &named) || named.st_dev != st->st_dev ||
+	       named.st_ino != st->st_ino;
+}
+
 static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 {
 	char *path = v->s.path;
@@ -162,8 +174,9 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 			return ret;
 		}
 		/* a deleted file (a library apt replaced): saved once, made
-		 * again at restore (ghost.c) */
-		if (ends_with(path, " (deleted)") && !st.st_nlink) {
+		 * again at restore (ghost.c), which refuses one that still
+		 * has another name */
+		if (deleted_path(path, &st)) {
 			char what[96];
 			int ret;
 
@@ -235,7 +248,7 @@ static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			p->exe_ino = st.st_ino;
 			/* replaced: the file it maps, saved with its mappings,
 			 * or on its own */
-			if (!st.st_nlink && strip_deleted(buf)) {
+			if (deleted_path(buf, &st) && strip_deleted(buf)) {
 				char what[64];
 
 				p->exe_ghost_id = ghost_find(ctx, st.st_dev, st.st_ino);
@@ -278,6 +291,7 @@ static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			p->cwd_mode = st.st_mode & 07777;
 			p->cwd_uid = st.st_uid;
 			p->cwd_gid = st.st_gid;
+			p->cwd_ino = st.st_ino;
 		}
 		p->cwd = xstrdup(buf);
 	}

@@ -279,6 +279,8 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	tc.cwd = p->cwd;
 	if (p->cwd_deleted) {
 		tc.has_cwd_deleted = tc.has_cwd_mode = tc.has_cwd_uid = tc.has_cwd_gid = 1;
+		tc.has_cwd_ino = 1;
+		tc.cwd_ino = p->cwd_ino;
 		tc.cwd_deleted = 1;
 		tc.cwd_mode = p->cwd_mode;
 		tc.cwd_uid = p->cwd_uid;

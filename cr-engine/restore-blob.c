@@ -122,13 +122,14 @@ static void plan_creds(const Creds *cr, struct rst_creds *rc, uint32_t dumpable,
 }
 
 /* A working directory that was removed: made again where it was (or
- * beside it if that name is taken), entered and removed again, so that
- * /proc/PID/cwd shows it deleted as before. */
-static int enter_deleted_dir(pid_t pid, const TaskCore *t)
+ * beside it if that name is taken), opened and removed again, by kupdate
+ * before it forks, once for the processes that shared it; each enters it
+ * (prepare), and /proc/PID/cwd shows it deleted as before. */
+static int make_gone_dir(const TaskCore *t, pid_t pid)
 {
 	char made[PATH_MAX + 64];
 	const char *slash = strrchr(t->cwd, '/');
-	int ret = 0;
+	int fd, ret = 0;
 
 	if (t->cwd[0] != '/' || !slash) {
 		pr_err("pid %d: its removed working directory %s is not an absolute path", pid,
@@ -143,17 +144,63 @@ static int enter_deleted_dir(pid_t pid, const TaskCore *t)
 				  t->cwd);
 			return ret;
 		}
-		snprintf(made, sizeof(made), "%.*s/.kupdate-cwd-%d-%d", (int)(slash - t->cwd),
-			 t->cwd, pid, n);
+		snprintf(made, sizeof(made), "%.*s/.kupdate-cwd-%d-%d",
+			 slash == t->cwd ? 0 : (int)(slash - t->cwd), t->cwd, pid, n);
 	}
-	if (chdir(made) || chown(".", t->cwd_uid, t->cwd_gid) || chmod(".", t->cwd_mode & 07777))
+	fd = open(made, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fchown(fd, t->cwd_uid, t->cwd_gid) || fchmod(fd, t->cwd_mode & 07777))
 		ret = -errno;
 	if (rmdir(made) && !ret)
 		ret = -errno;
-	if (ret)
-		pr_err("pid %d: cannot enter its removed working directory %s again: %s", pid,
+	if (ret) {
+		pr_err("pid %d: cannot make its removed working directory %s again: %s", pid,
 		       t->cwd, strerror(-ret));
-	return ret;
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int make_gone_dirs(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		const TaskCore *t = rp->zombie ? NULL : rp->core.task;
+
+		if (!t || !t->cwd || !t->cwd_deleted)
+			continue;
+		/* shared with a process made before? */
+		for (size_t k = 0; k < i && rp->cwd_fd < 0; k++) {
+			const TaskCore *o = c->procs[k].zombie ? NULL : c->procs[k].core.task;
+
+			if (o && c->procs[k].cwd_fd >= 0 && !strcmp(o->cwd, t->cwd) &&
+			    o->cwd_ino == t->cwd_ino)
+				rp->cwd_fd = c->procs[k].cwd_fd;
+		}
+		if (rp->cwd_fd < 0) {
+			int fd = make_gone_dir(t, rp->pid);
+
+			if (fd < 0)
+				return fd;
+			rp->cwd_fd = fd;
+		}
+	}
+	return 0;
+}
+
+void close_gone_dirs(struct rctx *c)
+{
+	for (size_t i = 0; c->procs && i < c->nr; i++) {
+		int fd = c->procs[i].cwd_fd;
+
+		if (fd < 0)
+			continue;
+		for (size_t k = i; k < c->nr; k++)
+			if (c->procs[k].cwd_fd == fd)
+				c->procs[k].cwd_fd = -1;
+		close(fd);
+	}
 }
 
 int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
@@ -195,6 +242,12 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		if (fd < 0)
 			return fd;
 		c->shm.fds[i] = fd;
+	}
+	/* its removed working directory, made again */
+	if (rp->cwd_fd >= 0) {
+		rp->cwd_fd = builder_place_fd(&b, rp->cwd_fd);
+		if (rp->cwd_fd < 0)
+			return rp->cwd_fd;
 	}
 	/* and the deleted files it made for the mappings (ghost.c) */
 	for (size_t i = 0; i < c->files.nr_ghosts; i++) {
@@ -251,15 +304,13 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		}
 		close(fd);
 	}
-	ret = 0;
-	if (core->task->cwd && core->task->cwd_deleted)
-		ret = enter_deleted_dir(rp->pid, core->task);
-	else if (core->task->cwd && chdir(core->task->cwd)) {
+	if (core->task->cwd && rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd)
+	    : core->task->cwd		       ? chdir(core->task->cwd)
+					       : 0) {
 		ret = -errno;
 		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
-	}
-	if (ret)
 		return ret;
+	}
 
 	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, &b, !c->opts->no_page_verify);
 	if (ret)

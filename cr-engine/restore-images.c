@@ -319,6 +319,7 @@ int load_images(struct rctx *c)
 
 		rp->pe = c->pstree[i];
 		rp->pid = rp->pe->pid;
+		rp->cwd_fd = -1;
 		rp->zombie = rp->pe->state == TASK_STATE__TASK_ZOMBIE;
 		for (size_t k = 0; k < i; k++)
 			if (c->procs[k].pid == rp->pe->ppid)

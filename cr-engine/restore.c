@@ -994,6 +994,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	if (!ret)
 		ret = ghost_make_mapped(c.files.ghosts, c.files.nr_ghosts);
 	if (!ret)
+		ret = make_gone_dirs(&c);
+	if (!ret)
 		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
 		goto out;
@@ -1112,6 +1114,7 @@ out:
 	if (c.sh)
 		munmap(c.sh, c.sh_len);
 	shmem_free(&c.shm);
+	close_gone_dirs(&c);
 	free(c.helpers);
 	free(c.sessions);
 	free_images(&c);

@@ -52,6 +52,7 @@ struct rproc {
 	size_t nr_fds;
 	struct rsignals sig;
 	struct rtimers timers;
+	int cwd_fd; /* its removed cwd, made again (restore-blob.c), or -1 */
 
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;

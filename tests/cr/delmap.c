@@ -25,9 +25,10 @@
  * (st_blocks) after the restore; the runner checks the images are small.
  *
  * delmap cwd: the process and its child work in "gone" (mode 0751),
- * which was removed (rmdir): both still work in a removed directory of
+ * which was removed (rmdir): both still work in one removed directory of
  * that name and mode after the restore.  delmap cwd-orphan: its parent
- * was removed too, which the dump refuses. */
+ * was removed too, which the dump refuses, as it does (delmap dir-gone) a
+ * mapped file deleted with its directory. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -316,10 +317,28 @@ static void sparse(void)
 	crt_pass();
 }
 
+/* a mapped file deleted with its directory: refused at dump */
+static void dir_gone(void)
+{
+	int fd;
+
+	if (mkdir(crt_path("sub"), 0755))
+		crt_fail("mkdir sub: %s", strerror(errno));
+	write_file(crt_path("sub/data"), 4);
+	fd = open(crt_path("sub/data"), O_RDONLY);
+	if (fd < 0 || mmap(NULL, DATA_LEN, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED ||
+	    unlink(crt_path("sub/data")) || rmdir(crt_path("sub")))
+		crt_fail("sub/data: %s", strerror(errno));
+	close(fd);
+	crt_ready();
+	crt_wait_term();
+	crt_pass();
+}
+
 static void cwd(bool orphan)
 {
 	char dir[4096], got[4200], want[4200];
-	struct stat st;
+	struct stat st, pst;
 	pid_t child;
 	int s;
 	ssize_t n;
@@ -336,7 +355,13 @@ static void cwd(bool orphan)
 		n = readlink("/proc/self/cwd", got, sizeof(got) - 1);
 		got[n > 0 ? n : 0] = 0;
 		snprintf(want, sizeof(want), "%s (deleted)", dir);
-		_exit(!strcmp(got, want) && !stat(".", &st) && st.st_nlink == 0 ? 0 : 1);
+		if (strcmp(got, want) || stat(".", &st) || st.st_nlink)
+			_exit(1);
+		/* the one directory its parent works in, as before */
+		snprintf(got, sizeof(got), "/proc/%d/cwd", (int)getppid());
+		_exit(stat(got, &pst) == 0 && pst.st_ino == st.st_ino && pst.st_dev == st.st_dev
+			      ? 0
+			      : 2);
 	}
 	crt_own_child(child);
 	crt_ready();
@@ -364,6 +389,8 @@ int main(int argc, char **argv)
 		sparse();
 	if (!strcmp(mode, "cwd") || !strcmp(mode, "cwd-orphan"))
 		cwd(!strcmp(mode, "cwd-orphan"));
+	if (!strcmp(mode, "dir-gone"))
+		dir_gone();
 	if (!strcmp(mode, "copied"))
 		mapped(argv[2]);
 	/* run from a copy of ourselves, which is then deleted */
