@@ -43,29 +43,6 @@ static bool allow_external(const char *peer, void *arg)
 	return false;
 }
 
-/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *e;
-	unsigned long long v = strtoull(s, &e, 10);
-	int shift = 0;
-
-	if (e == s || *s == '-')
-		return -1;
-	if (*e == 'K' || *e == 'k')
-		shift = 10;
-	else if (*e == 'M' || *e == 'm')
-		shift = 20;
-	else if (*e == 'G' || *e == 'g')
-		shift = 30;
-	if (shift)
-		e++;
-	if (*e || !v || v > (~0ULL >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 int cmd_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {

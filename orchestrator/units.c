@@ -199,6 +199,29 @@ char *own_cgroup(void)
 }
 
 /* A dry dump that changes nothing; the first error is the reason. */
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
+int parse_size(const char *s, uint64_t *out)
+{
+	char *e;
+	unsigned long long v = strtoull(s, &e, 10);
+	int shift = 0;
+
+	if (e == s || *s == '-')
+		return -1;
+	if (*e == 'K' || *e == 'k')
+		shift = 10;
+	else if (*e == 'M' || *e == 'm')
+		shift = 20;
+	else if (*e == 'G' || *e == 'g')
+		shift = 30;
+	if (shift)
+		e++;
+	if (*e || !v || v > (~0ULL >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
 void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len)
 {
 	double b = st->deleted_bytes;
@@ -219,8 +242,8 @@ void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len)
 		 unit);
 }
 
-int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
-	       struct cr_dump_stats *pst)
+int unit_check(const char *unit, const struct unit_info *ui, uint64_t ghost_limit, char *why,
+	       size_t len, struct cr_dump_stats *pst)
 {
 	_cleanup_free_ pid_t *members = NULL;
 	struct cr_dump_opts o = { 0 };
@@ -237,6 +260,7 @@ int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t l
 		o.nr_members = n;
 		o.root = members[0];
 		o.check_only = true;
+		o.ghost_limit = ghost_limit;
 		o.external_unix = journal_replaceable;
 		ret = cr_dump(&o, &st);
 	}
@@ -343,10 +367,12 @@ int cmd_list(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "no-check", no_argument, NULL, 'n' },
+		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	bool json = false, check = true;
+	uint64_t ghost_limit = 0;
 	json_object *jarr = NULL;
 	char **units;
 	int n, c, ret = 0;
@@ -360,12 +386,21 @@ int cmd_list(int argc, char **argv)
 		case 'n':
 			check = false;
 			break;
+		case 'g':
+			if (parse_size(optarg, &ghost_limit)) {
+				pr_err("list: --ghost-limit '%s' is not a size (bytes, or with K, "
+				       "M, "
+				       "G)",
+				       optarg);
+				return 2;
+			}
+			break;
 		case 'h':
-			printf("usage: kupdate list [--json] [--no-check]\n"
+			printf("usage: kupdate list [--json] [--no-check] [--ghost-limit SIZE]\n"
 			       "The preserved units, their state, and whether each can be\n"
 			       "checkpointed now (a dry dump that changes nothing), with the\n"
 			       "files deleted since they started (a library apt replaced) whose\n"
-			       "data a dump of it saves.\n");
+			       "data a dump of it saves (--ghost-limit: as apply's).\n");
 			return 0;
 		default:
 			return 2;
@@ -405,7 +440,7 @@ int cmd_list(int argc, char **argv)
 		else if (strcmp(ui.active, "active"))
 			snprintf(why, sizeof(why), "unit is %s", ui.active);
 		else
-			ok = unit_check(units[i], &ui, why, sizeof(why), &st) == 0;
+			ok = unit_check(units[i], &ui, ghost_limit, why, sizeof(why), &st) == 0;
 		procs = st.processes;
 		/* what the dump would save of files deleted since they started */
 		deleted_note(&st, note, sizeof(note));

@@ -23,8 +23,11 @@ void strv_free(char **v, int n);
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
 /* a dry dump of the unit; on failure why says what stands in the way;
  * st: its processes, and the deleted files a dump would save */
-int unit_check(const char *unit, const struct unit_info *ui, char *why, size_t len,
-	       struct cr_dump_stats *st);
+int unit_check(const char *unit, const struct unit_info *ui, uint64_t ghost_limit, char *why,
+	       size_t len, struct cr_dump_stats *st);
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0: 0, or -1 (the
+ * --ghost-limit of dump, apply and list) */
+int parse_size(const char *s, uint64_t *out);
 /* "N deleted file(s), SIZE" a dump of st's tree saves, or "" */
 void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len);
 /* "..." with JSON escapes, malloc'd */
