@@ -312,6 +312,11 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	       "%.3f s\n",
 	       u->name, u->st.processes, u->st.threads, u->bytes / 1048576.0, u->nr_conns,
 	       (u->t_dumped - u->t_freeze) / 1e9);
+	/* files deleted under it (an upgrade): what their data cost */
+	if (u->st.deleted_files)
+		printf("kupdate: %s: saved %u deleted files (%u mapped), %.1f MiB, in %.3f s\n",
+		       u->name, u->st.deleted_files, u->st.deleted_mapped,
+		       u->st.deleted_bytes / 1048576.0, u->st.deleted_ns / 1e9);
 	fflush(stdout);
 	return ret;
 }
