@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "dump.h"
 #include "ghost.h"
@@ -131,11 +132,13 @@ static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const c
 	return img_writer_close(&w);
 }
 
-/* the restore makes the file again in its directory: 0 if that exists */
-static int dir_exists(const char *path)
+/* the restore makes the file again in its directory: 0 if that exists
+ * and can be written */
+static int dir_usable(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	char dir[PATH_MAX];
+	struct statvfs sv;
 	struct stat st;
 
 	if (path[0] != '/' || !slash || (size_t)(slash - path) >= sizeof(dir))
@@ -143,7 +146,11 @@ static int dir_exists(const char *path)
 	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
 	if (stat(dir, &st))
 		return -errno;
-	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (!statvfs(dir, &sv) && (sv.f_flag & ST_RDONLY))
+		return -EROFS;
+	return 0;
 }
 
 int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const char *path,
@@ -172,11 +179,10 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 			*id = ctx->ghosts[i].id;
 			return 0;
 		}
-	ret = dir_exists(path);
+	ret = dir_usable(path);
 	if (ret) {
-		pr_err("%s %s, which was deleted with its directory; kupdate cannot make it again "
-		       "there",
-		       what, path);
+		pr_err("%s %s, which was deleted %s; kupdate cannot make it again there", what,
+		       path, ret == -EROFS ? "on a read-only file system" : "with its directory");
 		return -EOPNOTSUPP;
 	}
 	rfd = open(src, O_RDONLY | O_CLOEXEC | O_NOATIME);

@@ -304,9 +304,8 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		}
 		close(fd);
 	}
-	if (core->task->cwd && rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd)
-	    : core->task->cwd		       ? chdir(core->task->cwd)
-					       : 0) {
+	/* a removed one: the directory kupdate made again */
+	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : core->task->cwd && chdir(core->task->cwd)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
 		return ret;
