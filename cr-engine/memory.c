@@ -299,7 +299,7 @@ static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;
-		if (!stat(path, &st) && !st.st_nlink && ends_with(buf, " (deleted)")) {
+		if (!stat(path, &st) && !st.st_nlink && strip_deleted(buf)) {
 			pr_err("pid %d: its root directory %s was removed; kupdate cannot restore "
 			       "a process chrooted there",
 			       p->pid, buf);

@@ -28,7 +28,8 @@
  * which was removed (rmdir): both still work in one removed directory of
  * that name and mode after the restore.  delmap cwd-orphan: its parent
  * was removed too, which the dump refuses, as it does (delmap dir-gone) a
- * mapped file deleted with its directory. */
+ * mapped file deleted with its directory and (delmap root-gone) a child
+ * chrooted in a directory removed since. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -335,6 +336,30 @@ static void dir_gone(void)
 	crt_pass();
 }
 
+/* a child chrooted in a directory removed since: refused at dump */
+static void root_gone(void)
+{
+	int p[2];
+	pid_t child;
+	char c;
+
+	if (mkdir(crt_path("jail"), 0755) || pipe(p))
+		crt_fail("jail: %s", strerror(errno));
+	child = fork();
+	if (child == 0) {
+		if (chroot(crt_path("jail")) || chdir("/") || write(p[1], "x", 1) != 1)
+			_exit(1);
+		crt_wait_term();
+		_exit(0);
+	}
+	crt_own_child(child);
+	if (read(p[0], &c, 1) != 1 || rmdir(crt_path("jail")))
+		crt_fail("remove the jail: %s", strerror(errno));
+	crt_ready();
+	crt_wait_term();
+	crt_pass();
+}
+
 static void cwd(bool orphan)
 {
 	char dir[4096], got[4200], want[4200];
@@ -391,6 +416,8 @@ int main(int argc, char **argv)
 		cwd(!strcmp(mode, "cwd-orphan"));
 	if (!strcmp(mode, "dir-gone"))
 		dir_gone();
+	if (!strcmp(mode, "root-gone"))
+		root_gone();
 	if (!strcmp(mode, "copied"))
 		mapped(argv[2]);
 	/* run from a copy of ourselves, which is then deleted */
