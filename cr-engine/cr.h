@@ -41,7 +41,7 @@ struct cr_dump_opts {
 	bool no_net_lock;     /* the caller locks the network itself */
 	bool check_only;      /* look at everything, write nothing, resume the tree */
 	bool no_rto_revert;   /* a tree that goes on: no ICMP to its peers (tcp.c) */
-	uint64_t ghost_limit; /* largest unlinked open file saved with its data; 0: 1 MiB */
+	uint64_t ghost_limit; /* most data of an unlinked open or mapped file saved; 0: 1 MiB */
 	/* pre_dump: save only memory, copied after the tree runs again, and
 	 * track what it writes from then on; prev_dir: an earlier pre-dump,
 	 * whose unchanged pages this dump refers to instead of copying them */
@@ -63,6 +63,11 @@ struct cr_dump_stats {
 	uint64_t frozen_ns;  /* from seizing the tree to its release */
 	uint64_t total_ns;
 	unsigned processes, threads;
+	/* deleted files saved (or, check-only, to save) with their data: open
+	 * and unlinked, or mapped (a library apt replaced), each once */
+	unsigned deleted_files, deleted_mapped;
+	uint64_t deleted_bytes, deleted_mapped_bytes; /* their data, holes left out */
+	uint64_t deleted_ns;			      /* the time saving them took */
 };
 
 /* Checkpoint the tree.  On failure the tree is left running as it was. */

@@ -5,6 +5,7 @@
  * removed, so a failed dump never costs a service anything. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -12,6 +13,7 @@
 #include "cr.h"
 #include "dump.h"
 #include "fault.h"
+#include "ghost.h"
 #include "image.h"
 #include "images/inventory.pb-c.h"
 #include "log.h"
@@ -429,6 +431,30 @@ static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
 	st->total_ns = now_ns(CLOCK_MONOTONIC) - ctx->t_start;
 	st->processes = ctx->nr_procs;
 	st->threads = ctx->nr_threads;
+	{
+		struct ghost_stats gs;
+
+		ghost_stats(ctx, &gs);
+		st->deleted_files = gs.files;
+		st->deleted_mapped = gs.mapped;
+		st->deleted_bytes = gs.bytes;
+		st->deleted_mapped_bytes = gs.mapped_bytes;
+		st->deleted_ns = gs.ns;
+	}
+}
+
+/* what the deleted files cost (ghost.c), at the dump's summary level */
+static void log_ghosts(const struct cr_dump_ctx *ctx)
+{
+	struct ghost_stats gs;
+
+	ghost_stats(ctx, &gs);
+	if (!gs.files || ctx->check_only)
+		return;
+	pr_info("pid %d: saved %u deleted mapped file(s), %" PRIu64 " bytes, and %u unlinked "
+		"open file(s), %" PRIu64 " bytes, in %.1f ms",
+		ctx->procs[0]->pid, gs.mapped, gs.mapped_bytes, gs.files - gs.mapped,
+		gs.bytes - gs.mapped_bytes, gs.ns / 1e6);
 }
 
 static int write_images(struct cr_dump_ctx *ctx)
@@ -602,6 +628,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = write_images(ctx);
 	if (!ret)
 		step_done(ctx, NULL, "images written");
+	if (!ret)
+		log_ghosts(ctx);
 
 	if (ret || o->check_only) {
 		sockets_resume(ctx);

@@ -90,8 +90,9 @@ struct cr_vma {
 	int64_t mtime_ns;
 	char *name; /* [anon:NAME] */
 	uint32_t madv;
-	uint32_t shmid; /* shared memory object (shmem.c) */
-	bool open_rw;	/* the mapped file was opened for writing */
+	uint32_t shmid;	   /* shared memory object (shmem.c) */
+	bool open_rw;	   /* the mapped file was opened for writing */
+	uint32_t ghost_id; /* a deleted file (ghost.c) */
 };
 
 struct cr_pagerun {
@@ -119,10 +120,12 @@ struct cr_lockset {
 	size_t n;
 };
 
-/* an unlinked open file, saved once (ghost.c) */
+/* an unlinked open or mapped file, saved once (ghost.c) */
 struct cr_ghost {
 	uint32_t id;
 	uint64_t dev, ino;
+	uint64_t data; /* bytes of data saved */
+	bool mapped;
 };
 
 /* an open file description, shared by every fd that refers to it */
@@ -217,6 +220,10 @@ struct cr_proc {
 	int nr_sigacts;
 
 	char *exe_path, *cwd, *root;
+	uint32_t exe_ghost_id; /* the executable was deleted (ghost.c) */
+	bool cwd_deleted;      /* cwd was removed: cwd is where it was */
+	uint32_t cwd_mode, cwd_uid, cwd_gid;
+	uint64_t cwd_ino;
 	bool share_fs;	  /* shares its fs struct with its parent (CLONE_FS) */
 	bool new_session; /* a root whose session's leader is dead */
 	uint64_t exe_ino;
@@ -294,6 +301,7 @@ struct cr_dump_ctx {
 	int nr_pipes;
 	struct cr_ghost *ghosts; /* ghost.c */
 	int nr_ghosts;
+	int64_t ghost_ns;		/* time spent saving them */
 	struct cr_lockset *posix_locks; /* every fd's POSIX locks (locks.c) */
 	int nr_posix_locks;
 	/* sockets: sock_diag's view; established TCP connections locked and

@@ -831,15 +831,8 @@ int files_load(int dirfd, struct rfiles *f)
 		}
 		if (ret)
 			return ret;
-		if (e->has_ghost_id && !files_ghost(f, e->ghost_id)) {
-			struct rghost *ng =
-				xrealloc_array(f->ghosts, f->nr_ghosts + 1, sizeof(*ng));
-
-			if (!ng)
-				return -ENOMEM;
-			f->ghosts = ng;
-			ret = ghost_load(dirfd, e->ghost_id, &ng[f->nr_ghosts]);
-			f->nr_ghosts++;
+		if (e->has_ghost_id) {
+			ret = files_load_ghost(dirfd, f, e->ghost_id, NULL);
 			if (ret)
 				return ret;
 		}
@@ -884,6 +877,27 @@ void files_free(struct rfiles *f)
 	free(f->desc);
 	free(f->pipe_owner);
 	memset(f, 0, sizeof(*f));
+}
+
+int files_load_ghost(int dirfd, struct rfiles *f, uint32_t id, struct rghost **out)
+{
+	struct rghost *ng = files_ghost(f, id);
+	int ret;
+
+	if (!ng) {
+		ng = xrealloc_array(f->ghosts, f->nr_ghosts + 1, sizeof(*ng));
+		if (!ng)
+			return -ENOMEM;
+		f->ghosts = ng;
+		ng += f->nr_ghosts;
+		ret = ghost_load(dirfd, id, ng);
+		f->nr_ghosts++;
+		if (ret)
+			return ret;
+	}
+	if (out)
+		*out = ng;
+	return 0;
 }
 
 struct rghost *files_ghost(const struct rfiles *f, uint32_t id)
@@ -1039,6 +1053,9 @@ static int open_ghost(const struct rfiles *f, const FileEntry *e, pid_t pid, int
 {
 	struct rghost *g = files_ghost(f, e->ghost_id);
 
+	/* made by kupdate for the mappings: the same inode */
+	if (g->fd < 0 && g->map_fd >= 0)
+		return open_object(e, g->map_fd, pid, fd);
 	if (g->fd < 0) {
 		int gfd = ghost_create(g, e->path);
 

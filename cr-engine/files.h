@@ -47,6 +47,8 @@ void files_free(struct rfiles *f);
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);
 PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
 struct rghost *files_ghost(const struct rfiles *f, uint32_t id);
+/* ghost-ID.img loaded (once) into f->ghosts; *out (if not NULL): it */
+int files_load_ghost(int dirfd, struct rfiles *f, uint32_t id, struct rghost **out);
 /* the value of "key" in an fdinfo text (keys start a line), or NULL */
 const char *fdinfo_find(const char *fdinfo, const char *key);
 /* Decide who creates each description; fd_floor: the highest fd in use by

@@ -1,18 +1,28 @@
-/* Files opened, then unlinked ("ghost" files): their contents are saved.
+/* Files opened or mapped, then unlinked ("ghost" files): their contents
+ * are saved.
  *
- * Dump: an fd whose file has no name any more (nlink 0) is saved once per
- * inode: mode, owner, times and data, read through /proc/PID/fd/N skipping
- * holes (SEEK_DATA/SEEK_HOLE), into ghost-ID.img.  Files larger than the
+ * Dump: an fd whose file has no name any more (nlink 0), a mapping of a
+ * deleted file (a library or an executable that apt replaced while the
+ * service ran) or a deleted executable is saved once per inode, however
+ * many fds and mappings of however many processes refer to it: mode,
+ * owner, times, path and data, read through /proc/PID/fd/N (or
+ * /proc/PID/map_files/START-END, /proc/PID/exe) skipping holes
+ * (SEEK_DATA/SEEK_HOLE), into ghost-ID.img.  Files with more data than the
  * ghost limit (cr_dump_opts.ghost_limit, `kupdate dump --ghost-limit`) are
- * refused, as are unlinked files that still have another name (the fd
- * would come back as a separate copy, no longer shared with that name).
+ * refused (holes do not count: they cost nothing), as are unlinked files
+ * that still have another name (they would come back as a separate copy,
+ * no longer shared with that name).
  * Restore: kupdate makes the file again in its old directory, under its
- * old name if that is free (so /proc/PID/fd shows the same path) or a
- * temporary one, fills it, unlinks it, and opens every description of it
- * from that one inode before the tree is created (files.c). */
+ * old name if that is free (so /proc/PID/fd and maps show the same path)
+ * or a temporary one beside it (the old name is usually the new version's),
+ * fills it with its holes, unlinks it, and opens every description of it
+ * from that one inode before the tree is created (files.c); a mapped one
+ * is made by kupdate before it forks, and every process maps it from
+ * there (memory.c) or makes it its executable (restore-blob.c). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "dump.h"
 #include "ghost.h"
@@ -31,25 +41,41 @@ static uint64_t ghost_limit(const struct cr_dump_ctx *ctx)
 	return MIN(l, (uint64_t)GHOST_MAX);
 }
 
-static int save_data(struct cr_dump_ctx *ctx, pid_t pid, int fd, const struct stat *st, uint32_t id)
+/* The bytes of data of a file, its size less its holes (SEEK_DATA and
+ * SEEK_HOLE; a file system without them has no holes). */
+static int data_bytes(int rfd, uint64_t size, uint64_t *out)
+{
+	off_t off = 0;
+
+	*out = 0;
+	while ((uint64_t)off < size) {
+		off_t data = lseek(rfd, off, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break;
+		if (data < 0) {
+			*out += size - off;
+			break;
+		}
+		hole = lseek(rfd, data, SEEK_HOLE);
+		if (hole < 0 || (uint64_t)hole > size)
+			hole = size;
+		*out += hole - data;
+		off = hole;
+	}
+	return 0;
+}
+
+static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const char *path,
+		     const struct stat *st, uint64_t data_len, uint32_t id)
 {
 	GhostEntry ge = GHOST_ENTRY__INIT;
 	struct img_writer w;
 	_cleanup_free_ unsigned char *buf = NULL;
-	_cleanup_close_ int rfd = -1;
-	char path[64], name[64];
+	char name[64];
 	off_t off = 0;
 	int ret;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
-	if (rfd < 0)
-		rfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (rfd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot open its unlinked file to save it", pid, fd);
-		return ret;
-	}
 	buf = malloc(CHUNK);
 	if (!buf)
 		return -ENOMEM;
@@ -62,10 +88,12 @@ static int save_data(struct cr_dump_ctx *ctx, pid_t pid, int fd, const struct st
 	ge.mode = st->st_mode;
 	ge.uid = st->st_uid;
 	ge.gid = st->st_gid;
-	ge.has_atime_ns = ge.has_mtime_ns = ge.has_ino = 1;
+	ge.has_atime_ns = ge.has_mtime_ns = ge.has_ino = ge.has_data = 1;
 	ge.atime_ns = (int64_t)st->st_atim.tv_sec * 1000000000LL + st->st_atim.tv_nsec;
 	ge.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 	ge.ino = st->st_ino;
+	ge.path = (char *)path;
+	ge.data = data_len;
 	img_write(&w, &ge.base);
 	while (off < st->st_size) {
 		off_t data = lseek(rfd, off, SEEK_DATA), hole;
@@ -88,8 +116,8 @@ static int save_data(struct cr_dump_ctx *ctx, pid_t pid, int fd, const struct st
 			if (n <= 0) {
 				/* shrunk meanwhile?  The tree is stopped: an error */
 				ret = n < 0 ? -errno : -EIO;
-				pr_err("pid %d: fd %d: cannot read its unlinked file at %lu: %s",
-				       pid, fd, (unsigned long)data, strerror(-ret));
+				pr_err("%s %s: cannot read the deleted file at %lu: %s", what, path,
+				       (unsigned long)data, strerror(-ret));
 				img_writer_abort(&w);
 				return ret;
 			}
@@ -104,51 +132,128 @@ static int save_data(struct cr_dump_ctx *ctx, pid_t pid, int fd, const struct st
 	return img_writer_close(&w);
 }
 
-int ghost_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct stat *st,
-	       struct cr_file *f)
+/* the restore makes the file again in its directory: 0 if that exists
+ * and can be written */
+static int dir_usable(const char *path)
 {
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct statvfs sv;
+	struct stat st;
+
+	if (path[0] != '/' || !slash || (size_t)(slash - path) >= sizeof(dir))
+		return -EINVAL;
+	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (stat(dir, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (!statvfs(dir, &sv) && (sv.f_flag & ST_RDONLY))
+		return -EROFS;
+	return 0;
+}
+
+int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const char *path,
+	       const struct stat *st, bool mapped, uint32_t *id)
+{
+	_cleanup_close_ int rfd = -1;
 	struct cr_ghost *ng;
-	uint64_t limit = ghost_limit(ctx);
+	uint64_t limit = ghost_limit(ctx), data;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int ret;
 
 	if (!S_ISREG(st->st_mode)) {
-		pr_err("pid %d: fd %d refers to %s, which was deleted; kupdate restores only "
-		       "deleted regular files",
-		       p->pid, fd, f->path);
+		pr_err("%s %s, which was deleted; kupdate restores only deleted regular files",
+		       what, path);
 		return -EOPNOTSUPP;
 	}
 	if (st->st_nlink) {
-		pr_err("pid %d: fd %d refers to %s, whose name was removed but which still has "
-		       "%lu other link(s); kupdate cannot restore it",
-		       p->pid, fd, f->path, (unsigned long)st->st_nlink);
+		pr_err("%s %s, whose name was removed but which still has %lu other link(s); "
+		       "kupdate cannot restore it",
+		       what, path, (unsigned long)st->st_nlink);
 		return -EOPNOTSUPP;
 	}
 	for (int i = 0; i < ctx->nr_ghosts; i++)
 		if (ctx->ghosts[i].dev == st->st_dev && ctx->ghosts[i].ino == st->st_ino) {
-			f->ghost_id = ctx->ghosts[i].id;
+			ctx->ghosts[i].mapped |= mapped;
+			*id = ctx->ghosts[i].id;
 			return 0;
 		}
-	if ((uint64_t)st->st_size > limit) {
-		pr_err("pid %d: fd %d refers to the unlinked file %s of %lu bytes, above the limit "
-		       "of %lu bytes for saving unlinked files (kupdate dump --ghost-limit%s)",
-		       p->pid, fd, f->path, (unsigned long)st->st_size, (unsigned long)limit,
-		       limit == GHOST_MAX ? ", which images cap here" : "");
+	ret = dir_usable(path);
+	if (ret) {
+		pr_err("%s %s, which was deleted %s; kupdate cannot make it again there", what,
+		       path, ret == -EROFS ? "on a read-only file system" : "with its directory");
+		return -EOPNOTSUPP;
+	}
+	rfd = open(src, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	if (rfd < 0)
+		rfd = open(src, O_RDONLY | O_CLOEXEC);
+	if (rfd < 0) {
+		ret = -errno;
+		pr_perror("%s %s: cannot open the deleted file (%s) to save it", what, path, src);
+		return ret;
+	}
+	ret = data_bytes(rfd, st->st_size, &data);
+	if (ret)
+		return ret;
+	/* what is saved is the data: holes cost nothing */
+	if (data > limit) {
+		pr_err("%s the unlinked file %s of %lu bytes with %lu bytes of data, above the "
+		       "limit of %lu bytes for saving unlinked files (kupdate dump "
+		       "--ghost-limit%s)",
+		       what, path, (unsigned long)st->st_size, (unsigned long)data,
+		       (unsigned long)limit, limit == GHOST_MAX ? ", which images cap here" : "");
 		return -EFBIG;
 	}
 	ng = xrealloc_array(ctx->ghosts, ctx->nr_ghosts + 1, sizeof(*ng));
 	if (!ng)
 		return -ENOMEM;
 	ctx->ghosts = ng;
-	ng[ctx->nr_ghosts].id = ctx->nr_ghosts + 1;
-	ng[ctx->nr_ghosts].dev = st->st_dev;
-	ng[ctx->nr_ghosts].ino = st->st_ino;
-	f->ghost_id = ng[ctx->nr_ghosts].id;
+	ng += ctx->nr_ghosts;
+	memset(ng, 0, sizeof(*ng));
+	ng->id = ctx->nr_ghosts + 1;
+	ng->dev = st->st_dev;
+	ng->ino = st->st_ino;
+	ng->data = data;
+	ng->mapped = mapped;
+	*id = ng->id;
 	ctx->nr_ghosts++;
-	if (ctx->check_only)
-		return 0;
-	ret = save_data(ctx, p->pid, fd, st, f->ghost_id);
-	if (ret)
-		return ret;
+	/* a pre-dump saves memory only: the dump after it saves the files */
+	if (!ctx->check_only && !ctx->opts->pre_dump)
+		ret = save_data(ctx, rfd, what, path, st, data, *id);
+	ctx->ghost_ns += now_ns(CLOCK_MONOTONIC) - t0;
+	return ret;
+}
+
+int ghost_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct stat *st,
+	       struct cr_file *f)
+{
+	char src[64], what[64];
+
+	snprintf(src, sizeof(src), "/proc/%d/fd/%d", p->pid, fd);
+	snprintf(what, sizeof(what), "pid %d: fd %d refers to", p->pid, fd);
+	return ghost_save(ctx, src, what, f->path, st, false, &f->ghost_id);
+}
+
+void ghost_stats(const struct cr_dump_ctx *ctx, struct ghost_stats *gs)
+{
+	memset(gs, 0, sizeof(*gs));
+	for (int i = 0; i < ctx->nr_ghosts; i++) {
+		gs->files++;
+		gs->bytes += ctx->ghosts[i].data;
+		if (ctx->ghosts[i].mapped) {
+			gs->mapped++;
+			gs->mapped_bytes += ctx->ghosts[i].data;
+		}
+	}
+	gs->ns = ctx->ghost_ns;
+}
+
+uint32_t ghost_find(const struct cr_dump_ctx *ctx, uint64_t dev, uint64_t ino)
+{
+	for (int i = 0; i < ctx->nr_ghosts; i++)
+		if (ctx->ghosts[i].dev == dev && ctx->ghosts[i].ino == ino)
+			return ctx->ghosts[i].id;
 	return 0;
 }
 
@@ -170,8 +275,10 @@ void ghost_free(struct rghost *g)
 	free(g->chunks);
 	if (g->fd >= 0)
 		close(g->fd);
+	if (g->map_fd >= 0)
+		close(g->map_fd);
 	memset(g, 0, sizeof(*g));
-	g->fd = -1;
+	g->fd = g->map_fd = -1;
 }
 
 int ghost_load(int dirfd, uint32_t id, struct rghost *g)
@@ -183,7 +290,7 @@ int ghost_load(int dirfd, uint32_t id, struct rghost *g)
 	int ret;
 
 	memset(g, 0, sizeof(*g));
-	g->fd = -1;
+	g->fd = g->map_fd = -1;
 	snprintf(name, sizeof(name), "ghost-%u.img", id);
 	ret = img_reader_open(&r, dirfd, name, IMG_GHOST);
 	if (ret)
@@ -216,7 +323,7 @@ int ghost_load(int dirfd, uint32_t id, struct rghost *g)
 	img_reader_close(&r);
 	if (ret < 0)
 		return ret;
-	if (g->e->id != id || !S_ISREG(g->e->mode) || g->e->size > GHOST_MAX) {
+	if (g->e->id != id || !S_ISREG(g->e->mode) || g->e->size > INT64_MAX) {
 		pr_err("image %s is damaged: it does not hold unlinked file %u", name, id);
 		return -EINVAL;
 	}
@@ -245,6 +352,8 @@ int ghost_create(const struct rghost *g, const char *path)
 	struct timespec ts[2];
 	int fd, ret = 0;
 
+	if (!path)
+		path = g->e->path ? g->e->path : "";
 	if (path[0] != '/' || !strrchr(path, '/')) {
 		pr_err("unlinked file %s: not an absolute path", path);
 		return -EINVAL;
@@ -284,4 +393,34 @@ int ghost_create(const struct rghost *g, const char *path)
 		return ret;
 	}
 	return fd;
+}
+
+int ghost_make_mapped(struct rghost *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char self[64];
+		int fd;
+
+		if (!g[i].mapped || g[i].map_fd >= 0)
+			continue;
+		if (!g[i].e->path) {
+			pr_err("image ghost-%u.img is damaged: a mapped file without its path",
+			       g[i].e->id);
+			return -EINVAL;
+		}
+		fd = ghost_create(&g[i], NULL);
+		if (fd < 0)
+			return fd;
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		g[i].map_fd = open(self, O_RDONLY | O_CLOEXEC);
+		if (g[i].map_fd < 0) {
+			int ret = -errno;
+
+			pr_perror("cannot open the deleted file %s again read-only", g[i].e->path);
+			close(fd);
+			return ret;
+		}
+		close(fd);
+	}
+	return 0;
 }

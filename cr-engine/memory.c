@@ -21,6 +21,8 @@
 
 #include "crc32c.h"
 #include "dump.h"
+#include "files.h"
+#include "ghost.h"
 #include "image.h"
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
@@ -87,9 +89,21 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* a path from /proc ("PATH (deleted)") of a file st that was deleted,
+ * rather than one whose name ends so */
+static bool deleted_path(const char *path, const struct stat *st)
+{
+	struct stat named;
+
+	if (!ends_with(path, " (deleted)"))
+		return false;
+	return st->st_nlink == 0 || stat(path, &named) || named.st_dev != st->st_dev ||
+	       named.st_ino != st->st_ino;
+}
+
 static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 {
-	const char *path = v->s.path;
+	char *path = v->s.path;
 
 	if (!strcmp(path, "[vdso]")) {
 		v->special = path;
@@ -143,16 +157,10 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 			       p->pid, v->s.start, v->s.end, path);
 			return -EOPNOTSUPP;
 		}
-		if (ends_with(path, " (deleted)")) {
-			if (!strncmp(path, "/SYSV", 5))
-				pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) is "
-				       "not "
-				       "supported yet",
-				       p->pid, v->s.start, v->s.end, path);
-			else
-				pr_err("pid %d: mapping %lx-%lx maps the deleted file %s; deleted "
-				       "mapped files are not supported yet",
-				       p->pid, v->s.start, v->s.end, path);
+		if (ends_with(path, " (deleted)") && !strncmp(path, "/SYSV", 5)) {
+			pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) is not "
+			       "supported yet",
+			       p->pid, v->s.start, v->s.end, path);
 			return -EOPNOTSUPP;
 		}
 		snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start,
@@ -164,6 +172,20 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 			int ret = -errno;
 			pr_perror("pid %d: cannot stat %s (%s)", p->pid, mf, path);
 			return ret;
+		}
+		/* a deleted file (a library apt replaced): saved once, made
+		 * again at restore (ghost.c), which refuses one that still
+		 * has another name */
+		if (deleted_path(path, &st)) {
+			char what[96];
+			int ret;
+
+			path[strlen(path) - 10] = 0;
+			snprintf(what, sizeof(what), "pid %d: mapping %lx-%lx maps", p->pid,
+				 v->s.start, v->s.end);
+			ret = ghost_save(ctx, mf, what, path, &st, true, &v->ghost_id);
+			if (ret)
+				return ret;
 		}
 		v->ino = st.st_ino;
 		v->file_size = st.st_size;
@@ -202,30 +224,87 @@ static int read_vdso(struct cr_proc *p, struct cr_vma *v)
 	return 0;
 }
 
-static int read_links(struct cr_proc *p)
+/* a link of /proc/PID whose target was removed: " (deleted)" taken off */
+static bool strip_deleted(char *s)
+{
+	if (!ends_with(s, " (deleted)"))
+		return false;
+	s[strlen(s) - 10] = 0;
+	return true;
+}
+
+static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	char path[64], buf[PATH_MAX + 1];
 	ssize_t n;
 	struct stat st;
+	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;
-		p->exe_path = xstrdup(buf);
-		if (!stat(path, &st))
+		if (!stat(path, &st)) {
 			p->exe_ino = st.st_ino;
+			/* replaced: the file it maps, saved with its mappings,
+			 * or on its own */
+			if (deleted_path(buf, &st) && strip_deleted(buf)) {
+				char what[64];
+
+				p->exe_ghost_id = ghost_find(ctx, st.st_dev, st.st_ino);
+				snprintf(what, sizeof(what), "pid %d: its executable is", p->pid);
+				ret = p->exe_ghost_id ? 0
+						      : ghost_save(ctx, path, what, buf, &st, true,
+								   &p->exe_ghost_id);
+				if (ret)
+					return ret;
+			}
+		}
+		p->exe_path = xstrdup(buf);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/cwd", p->pid);
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;
+		/* removed (rmdir): made again at restore, where it was, which
+		 * needs its parent there */
+		if (!stat(path, &st) && !st.st_nlink && strip_deleted(buf)) {
+			char *slash = strrchr(buf, '/');
+			struct stat pst;
+
+			if (slash && slash != buf) {
+				*slash = 0;
+				ret = stat(buf, &pst)	     ? -errno
+				      : S_ISDIR(pst.st_mode) ? 0
+							     : -ENOTDIR;
+				*slash = '/';
+			} else {
+				ret = slash ? 0 : -EINVAL;
+			}
+			if (ret) {
+				pr_err("pid %d: its working directory %s was removed, and so was "
+				       "its parent; kupdate cannot make it again",
+				       p->pid, buf);
+				return -EOPNOTSUPP;
+			}
+			p->cwd_deleted = true;
+			p->cwd_mode = st.st_mode & 07777;
+			p->cwd_uid = st.st_uid;
+			p->cwd_gid = st.st_gid;
+			p->cwd_ino = st.st_ino;
+		}
 		p->cwd = xstrdup(buf);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/root", p->pid);
 	n = readlink(path, buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;
+		if (!stat(path, &st) && !st.st_nlink && strip_deleted(buf)) {
+			pr_err("pid %d: its root directory %s was removed; kupdate cannot restore "
+			       "a process chrooted there",
+			       p->pid, buf);
+			return -EOPNOTSUPP;
+		}
 		p->root = xstrdup(buf);
 	}
 	{
@@ -305,7 +384,7 @@ int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return ret;
 		p->brk = res;
 	}
-	return read_links(p);
+	return read_links(ctx, p);
 }
 
 /* Runs never span two mappings: the restorer fills one mapping at a time. */
@@ -721,6 +800,10 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.may_write = !!(v->s.vmflags & VMF_MAYWRITE);
 			e.has_open_rw = 1;
 			e.open_rw = v->open_rw;
+			if (v->ghost_id) {
+				e.has_ghost_id = 1;
+				e.ghost_id = v->ghost_id;
+			}
 		}
 		if (v->s.vmflags & VMF_GROWSDOWN) {
 			e.has_growsdown = 1;
@@ -988,24 +1071,54 @@ out:
 
 struct map_file {
 	const char *path;
+	uint32_t ghost_id;
 	int flags;
 	int fd;
 };
 
-static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, size_t *n,
-		       struct rst_builder *b)
+/* A deleted file: kupdate made it again (ghost.c) and holds it read-only;
+ * opened again through /proc/self/fd with the mapping's mode. */
+static int open_ghost_mapped(pid_t pid, const VmaEntry *e, const struct rfiles *files, int flags)
+{
+	const struct rghost *g = files_ghost(files, e->ghost_id);
+	char self[64];
+	int fd;
+
+	if (!g || g->map_fd < 0) {
+		pr_err("pid %d: mapping %lx of the deleted file %s: the file was not made again",
+		       pid, (unsigned long)e->start, e->path);
+		return -EINVAL;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", g->map_fd);
+	fd = open(self, flags | O_CLOEXEC);
+	if (fd < 0) {
+		int ret = -errno;
+
+		pr_perror("pid %d: cannot open the deleted file %s mapped at %lx again", pid,
+			  e->path, (unsigned long)e->start);
+		return ret;
+	}
+	return fd;
+}
+
+static int open_mapped(pid_t pid, const VmaEntry *e, const struct rfiles *files,
+		       struct map_file **cache, size_t *n, struct rst_builder *b)
 {
 	int flags = ((e->kind == VMA_KIND__VMA_FILE_SHARED && e->may_write) || e->open_rw)
 			    ? O_RDWR
 			    : O_RDONLY;
+	uint32_t gid = e->has_ghost_id ? e->ghost_id : 0;
 	struct map_file *nc;
 	struct stat st;
 	int fd, ret;
 
 	for (size_t i = 0; i < *n; i++)
-		if ((*cache)[i].flags == flags && !strcmp((*cache)[i].path, e->path))
+		if ((*cache)[i].flags == flags && (*cache)[i].ghost_id == gid &&
+		    !strcmp((*cache)[i].path, e->path))
 			return (*cache)[i].fd;
-	fd = open(e->path, flags | O_CLOEXEC);
+	fd = gid ? open_ghost_mapped(pid, e, files, flags) : open(e->path, flags | O_CLOEXEC);
+	if (gid && fd < 0)
+		return fd;
 	if (fd < 0) {
 		ret = -errno;
 		pr_perror("pid %d: cannot open %s mapped at %lx", pid, e->path,
@@ -1017,11 +1130,13 @@ static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, si
 		close(fd);
 		return ret;
 	}
-	if ((e->has_ino && st.st_ino != e->ino) ||
-	    (e->kind == VMA_KIND__VMA_FILE_PRIVATE &&
-	     ((e->has_file_size && (uint64_t)st.st_size != e->file_size) ||
-	      (e->has_mtime_ns &&
-	       (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != e->mtime_ns)))) {
+	/* a deleted file is kupdate's own copy: nothing can have changed it */
+	if (!gid &&
+	    ((e->has_ino && st.st_ino != e->ino) ||
+	     (e->kind == VMA_KIND__VMA_FILE_PRIVATE &&
+	      ((e->has_file_size && (uint64_t)st.st_size != e->file_size) ||
+	       (e->has_mtime_ns &&
+		(int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != e->mtime_ns))))) {
 		pr_err("pid %d: %s (mapped at %lx) changed since the dump; its process cannot be "
 		       "restored on top of a different file",
 		       pid, e->path, (unsigned long)e->start);
@@ -1036,6 +1151,7 @@ static int open_mapped(pid_t pid, const VmaEntry *e, struct map_file **cache, si
 		return -ENOMEM;
 	*cache = nc;
 	nc[*n].path = e->path;
+	nc[*n].ghost_id = gid;
 	nc[*n].flags = flags;
 	nc[*n].fd = fd;
 	(*n)++;
@@ -1255,7 +1371,7 @@ static int resolve_parent(int child_fd, pid_t pid, struct layer *layers, int dep
 }
 
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     struct rst_builder *b, bool verify)
+	     const struct rfiles *files, struct rst_builder *b, bool verify)
 {
 	_cleanup_free_ int *shm_cache = malloc(sizeof(int) * (shm->n ? shm->n : 1));
 	_cleanup_free_ struct map_file *cache = NULL;
@@ -1316,7 +1432,7 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 		if (e->droppable)
 			v->mmap_flags = (v->mmap_flags & ~MAP_PRIVATE) | 0x08 /* MAP_DROPPABLE */;
 		if (e->kind == VMA_KIND__VMA_FILE_PRIVATE || e->kind == VMA_KIND__VMA_FILE_SHARED) {
-			ret = open_mapped(pid, e, &cache, &ncache, b);
+			ret = open_mapped(pid, e, files, &cache, &ncache, b);
 			if (ret < 0)
 				return ret;
 			v->fd = ret;

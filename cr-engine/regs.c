@@ -272,7 +272,20 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		tc.has_exe_ino = 1;
 		tc.exe_ino = p->exe_ino;
 	}
+	if (p->exe_ghost_id) {
+		tc.has_exe_ghost_id = 1;
+		tc.exe_ghost_id = p->exe_ghost_id;
+	}
 	tc.cwd = p->cwd;
+	if (p->cwd_deleted) {
+		tc.has_cwd_deleted = tc.has_cwd_mode = tc.has_cwd_uid = tc.has_cwd_gid = 1;
+		tc.has_cwd_ino = 1;
+		tc.cwd_ino = p->cwd_ino;
+		tc.cwd_deleted = 1;
+		tc.cwd_mode = p->cwd_mode;
+		tc.cwd_uid = p->cwd_uid;
+		tc.cwd_gid = p->cwd_gid;
+	}
 	tc.root = p->root;
 	tc.has_personality = 1;
 	tc.personality = p->personality;

@@ -13,6 +13,7 @@
 
 #include "crc32c-impl.h"
 #include "crc32c.h"
+#include "ghost.h"
 #include "log.h"
 #include "seccomp.h"
 #include "util.h"
@@ -120,6 +121,88 @@ static void plan_creds(const Creds *cr, struct rst_creds *rc, uint32_t dumpable,
 	*off += (cr->n_groups * 4 + 7) & ~7UL;
 }
 
+/* A working directory that was removed: made again where it was (or
+ * beside it if that name is taken), opened and removed again, by kupdate
+ * before it forks, once for the processes that shared it; each enters it
+ * (prepare), and /proc/PID/cwd shows it deleted as before. */
+static int make_gone_dir(const TaskCore *t, pid_t pid)
+{
+	char made[PATH_MAX + 64];
+	const char *slash = strrchr(t->cwd, '/');
+	int fd, ret = 0;
+
+	if (t->cwd[0] != '/' || !slash) {
+		pr_err("pid %d: its removed working directory %s is not an absolute path", pid,
+		       t->cwd);
+		return -EINVAL;
+	}
+	snprintf(made, sizeof(made), "%s", t->cwd);
+	for (int n = 0; mkdir(made, 0700); n++) {
+		if (errno != EEXIST || n == 100) {
+			ret = -errno;
+			pr_perror("pid %d: cannot make its removed working directory %s again", pid,
+				  t->cwd);
+			return ret;
+		}
+		snprintf(made, sizeof(made), "%.*s/.kupdate-cwd-%d-%d",
+			 slash == t->cwd ? 0 : (int)(slash - t->cwd), t->cwd, pid, n);
+	}
+	fd = open(made, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fchown(fd, t->cwd_uid, t->cwd_gid) || fchmod(fd, t->cwd_mode & 07777))
+		ret = -errno;
+	if (rmdir(made) && !ret)
+		ret = -errno;
+	if (ret) {
+		pr_err("pid %d: cannot make its removed working directory %s again: %s", pid,
+		       t->cwd, strerror(-ret));
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int make_gone_dirs(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i];
+		const TaskCore *t = rp->zombie ? NULL : rp->core.task;
+
+		if (!t || !t->cwd || !t->cwd_deleted)
+			continue;
+		/* shared with a process made before? */
+		for (size_t k = 0; k < i && rp->cwd_fd < 0; k++) {
+			const TaskCore *o = c->procs[k].zombie ? NULL : c->procs[k].core.task;
+
+			if (o && c->procs[k].cwd_fd >= 0 && !strcmp(o->cwd, t->cwd) &&
+			    o->cwd_ino == t->cwd_ino)
+				rp->cwd_fd = c->procs[k].cwd_fd;
+		}
+		if (rp->cwd_fd < 0) {
+			int fd = make_gone_dir(t, rp->pid);
+
+			if (fd < 0)
+				return fd;
+			rp->cwd_fd = fd;
+		}
+	}
+	return 0;
+}
+
+void close_gone_dirs(struct rctx *c)
+{
+	for (size_t i = 0; c->procs && i < c->nr; i++) {
+		int fd = c->procs[i].cwd_fd;
+
+		if (fd < 0)
+			continue;
+		for (size_t k = i; k < c->nr; k++)
+			if (c->procs[k].cwd_fd == fd)
+				c->procs[k].cwd_fd = -1;
+		close(fd);
+	}
+}
+
 int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
 	    uint64_t *stack_p)
 {
@@ -159,6 +242,22 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		if (fd < 0)
 			return fd;
 		c->shm.fds[i] = fd;
+	}
+	/* its removed working directory, made again */
+	if (rp->cwd_fd >= 0) {
+		rp->cwd_fd = builder_place_fd(&b, rp->cwd_fd);
+		if (rp->cwd_fd < 0)
+			return rp->cwd_fd;
+	}
+	/* and the deleted files it made for the mappings (ghost.c) */
+	for (size_t i = 0; i < c->files.nr_ghosts; i++) {
+		struct rghost *g = &c->files.ghosts[i];
+
+		if (g->map_fd < 0)
+			continue;
+		g->map_fd = builder_place_fd(&b, g->map_fd);
+		if (g->map_fd < 0)
+			return g->map_fd;
 	}
 	/* nothing below base survives but what we restore */
 	if (syscall(SYS_close_range, 0, base - 1, 0)) {
@@ -205,18 +304,32 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 		}
 		close(fd);
 	}
-	if (core->task->cwd && chdir(core->task->cwd)) {
+	/* a removed one: the directory kupdate made again */
+	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : core->task->cwd && chdir(core->task->cwd)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
 		return ret;
 	}
 
-	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &b, !c->opts->no_page_verify);
+	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, &b, !c->opts->no_page_verify);
 	if (ret)
 		return ret;
 	pr_debug("pid %d: memory planned", rp->pid);
 	b.args.exe_fd = -1;
-	if (core->task->exe_path) {
+	if (core->task->has_exe_ghost_id) {
+		/* a deleted executable: the file kupdate made again */
+		const struct rghost *g = files_ghost(&c->files, core->task->exe_ghost_id);
+		int fd = g && g->map_fd >= 0 ? fcntl(g->map_fd, F_DUPFD_CLOEXEC, 0) : -1;
+
+		if (fd < 0) {
+			pr_err("pid %d: its deleted executable %s was not made again", rp->pid,
+			       core->task->exe_path ? core->task->exe_path : "");
+			return -EINVAL;
+		}
+		b.args.exe_fd = builder_place_fd(&b, fd);
+		if (b.args.exe_fd < 0)
+			return b.args.exe_fd;
+	} else if (core->task->exe_path) {
 		int fd = open(core->task->exe_path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 

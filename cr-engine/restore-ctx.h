@@ -64,6 +64,11 @@ struct rctx {
 int load_images(struct rctx *c);
 void free_images(struct rctx *c);
 
+/* restore-blob.c: the removed working directories made again (once for
+ * the processes that shared one), rp->cwd_fd, before the tree is created;
+ * kupdate's copies closed */
+int make_gone_dirs(struct rctx *c);
+void close_gone_dirs(struct rctx *c);
 /* restore-blob.c: process rp (index idx) maps and fills the blob's
  * region; where to jump, its arguments and stack */
 int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "image.h"
+#include "ghost.h"
 #include "log.h"
 #include "pstree.h"
 #include "util.h"
@@ -267,6 +268,38 @@ static int load_fds(struct rctx *c, struct rproc *rp)
 	return files_validate_fds(&c->files, rp->fds, rp->nr_fds, name);
 }
 
+/* The deleted files rp maps or runs (ghost.c): kupdate makes them before
+ * the tree. */
+static int load_mapped_ghosts(struct rctx *c, struct rproc *rp)
+{
+	struct rghost *g;
+	int ret;
+
+	for (size_t i = 0; i < rp->mm.nr_vmas; i++) {
+		const VmaEntry *e = rp->mm.vmas[i];
+
+		if (!e->has_ghost_id)
+			continue;
+		if (e->kind != VMA_KIND__VMA_FILE_PRIVATE && e->kind != VMA_KIND__VMA_FILE_SHARED) {
+			pr_err("image mm-%d.img is damaged: mapping %lx refers to a deleted file "
+			       "but maps none",
+			       rp->pid, (unsigned long)e->start);
+			return -EINVAL;
+		}
+		ret = files_load_ghost(c->dirfd, &c->files, e->ghost_id, &g);
+		if (ret)
+			return ret;
+		g->mapped = true;
+	}
+	if (rp->core.task->has_exe_ghost_id) {
+		ret = files_load_ghost(c->dirfd, &c->files, rp->core.task->exe_ghost_id, &g);
+		if (ret)
+			return ret;
+		g->mapped = true;
+	}
+	return 0;
+}
+
 int load_images(struct rctx *c)
 {
 	int ret;
@@ -286,6 +319,7 @@ int load_images(struct rctx *c)
 
 		rp->pe = c->pstree[i];
 		rp->pid = rp->pe->pid;
+		rp->cwd_fd = -1;
 		rp->zombie = rp->pe->state == TASK_STATE__TASK_ZOMBIE;
 		for (size_t k = 0; k < i; k++)
 			if (c->procs[k].pid == rp->pe->ppid)
@@ -311,6 +345,8 @@ int load_images(struct rctx *c)
 			ret = signals_load(c->dirfd, rp->pid, &rp->sig);
 		if (!ret)
 			ret = timers_load(c->dirfd, rp->pe, &rp->timers);
+		if (!ret)
+			ret = load_mapped_ghosts(c, rp);
 		if (ret)
 			return ret;
 	}

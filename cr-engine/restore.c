@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "fault.h"
+#include "ghost.h"
 #include "log.h"
 #include "proc.h"
 #include "remote.h"
@@ -989,6 +990,11 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = check_ids_free(&c);
 	if (!ret)
 		ret = shmem_restore(c.dirfd, &c.shm, !o->no_page_verify);
+	/* the deleted files the processes map, made once for all of them */
+	if (!ret)
+		ret = ghost_make_mapped(c.files.ghosts, c.files.nr_ghosts);
+	if (!ret)
+		ret = make_gone_dirs(&c);
 	if (!ret)
 		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
@@ -1108,6 +1114,7 @@ out:
 	if (c.sh)
 		munmap(c.sh, c.sh_len);
 	shmem_free(&c.shm);
+	close_gone_dirs(&c);
 	free(c.helpers);
 	free(c.sessions);
 	free_images(&c);

@@ -52,6 +52,7 @@ struct rproc {
 	size_t nr_fds;
 	struct rsignals sig;
 	struct rtimers timers;
+	int cwd_fd; /* its removed cwd, made again (restore-blob.c), or -1 */
 
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;
@@ -83,9 +84,10 @@ int builder_place_fd(struct rst_builder *b, int fd);
 int mem_load(int dirfd, pid_t pid, struct rmm *mm);
 void mem_free(struct rmm *mm);
 /* Fill b's mappings and page runs, opening the mapped files and the page
- * image (as helper fds). */
+ * image (as helper fds); the deleted ones are files->ghosts' map_fd. */
+struct rfiles;
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     struct rst_builder *b, bool verify);
+	     const struct rfiles *files, struct rst_builder *b, bool verify);
 
 /* pages.c */
 /* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */

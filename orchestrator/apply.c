@@ -69,7 +69,8 @@ struct aunit {
 	size_t nr_ids;
 	size_t nr_conns;
 	uint64_t bytes;
-	int worker; /* the dump thread that holds sess (its processes' tracer) */
+	int worker;	      /* the dump thread that holds sess (its processes' tracer) */
+	uint64_t ghost_limit; /* apply --ghost-limit (0: the engine's default) */
 };
 
 struct apply_opts {
@@ -77,7 +78,8 @@ struct apply_opts {
 	char *store;		 /* --store, made absolute */
 	StoreMount *store_mount; /* its file system, mounted early by the new boot */
 	bool dry_run, fast, no_kexec, no_reserve, pre_dump, no_rto_revert;
-	int jobs; /* --jobs: units dumped at once (0: one a CPU) */
+	int jobs;	      /* --jobs: units dumped at once (0: one a CPU) */
+	uint64_t ghost_limit; /* --ghost-limit, 0: the engine's default */
 };
 
 /* systemd's bus connection is used by one thread at a time (the units'
@@ -100,6 +102,7 @@ static void usage_apply(FILE *f)
 	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
 	      "                     [--pre-dump] [--store DIR] [--jobs N] [--no-rto-revert]\n"
+	      "                     [--ghost-limit SIZE]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
@@ -123,6 +126,9 @@ static void usage_apply(FILE *f)
 	      "                    that cut their retransmission timeout short after the\n"
 	      "                    restores (or a failed dump) (RFC 6069; a peer socket\n"
 	      "                    with IP_RECVERR sees one EHOSTUNREACH from them)\n"
+	      "  --ghost-limit SIZE the most data of a file deleted while open or mapped\n"
+	      "                    (a library an upgrade replaced: libc is 2M) saved, per\n"
+	      "                    file (K, M, G; default 1M); kupdate list shows them\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -233,6 +239,7 @@ static int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdi
 	o.imgdir = u->pre;
 	o.cycle_id = cycle_id;
 	o.pre_dump = true;
+	o.ghost_limit = u->ghost_limit;
 	o.external_unix = journal_replaceable;
 	cr_log_mark();
 	ret = cr_dump(&o, &st);
@@ -282,6 +289,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	o.cycle_id = cycle_id;
 	o.prev_dir = u->pre;
 	o.no_rto_revert = no_rto_revert;
+	o.ghost_limit = u->ghost_limit;
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
@@ -304,6 +312,11 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	       "%.3f s\n",
 	       u->name, u->st.processes, u->st.threads, u->bytes / 1048576.0, u->nr_conns,
 	       (u->t_dumped - u->t_freeze) / 1e9);
+	/* files deleted under it (an upgrade): what their data cost */
+	if (u->st.deleted_files)
+		printf("kupdate: %s: saved %u deleted files (%u mapped), %.1f MiB, in %.3f s\n",
+		       u->name, u->st.deleted_files, u->st.deleted_mapped,
+		       u->st.deleted_bytes / 1048576.0, u->st.deleted_ns / 1e9);
 	fflush(stdout);
 	return ret;
 }
@@ -712,6 +725,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "store", required_argument, NULL, 'S' },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "no-rto-revert", no_argument, NULL, 'R' },
+		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -751,6 +765,14 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'R':
 			ao->no_rto_revert = true;
+			break;
+		case 'g':
+			if (parse_size(optarg, &ao->ghost_limit)) {
+				pr_err("apply: --ghost-limit '%s' is not a size (bytes, or with K, "
+				       "M, G)",
+				       optarg);
+				return 2;
+			}
 			break;
 		case 'j': {
 			char *end;
@@ -908,6 +930,7 @@ int cmd_apply(int argc, char **argv)
 	for (n = 0; n < nr_names; n++) {
 		u[n].name = names[n];
 		u[n].sd = &sd;
+		u[n].ghost_limit = ao.ghost_limit;
 		if (!unit_name_valid(names[n])) {
 			pr_err("'%s' is not a service unit name (NAME.service)", names[n]);
 			goto out;
@@ -947,17 +970,19 @@ int cmd_apply(int argc, char **argv)
 		int bad = 0;
 
 		for (int i = 0; i < n; i++) {
-			char why[1024];
-			unsigned procs;
+			char why[1024], note[96];
+			struct cr_dump_stats st = { 0 };
 
 			if (interrupted())
 				goto out;
-			if (unit_check(&sd, u[i].name, &u[i].ui, why, sizeof(why), &procs)) {
+			if (unit_check(&sd, u[i].name, &u[i].ui, ao.ghost_limit, why, sizeof(why),
+				       &st)) {
 				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 				bad++;
 			} else {
-				printf("kupdate: %s: %u processes, can be checkpointed\n",
-				       u[i].name, procs);
+				deleted_note(&st, note, sizeof(note));
+				printf("kupdate: %s: %u processes, can be checkpointed%s%s\n",
+				       u[i].name, st.processes, note[0] ? "; saves " : "", note);
 			}
 		}
 		printf("kupdate: dry run: %s loads; %d of %d units ready; nothing was changed\n",

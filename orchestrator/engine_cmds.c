@@ -14,6 +14,7 @@
 #include "log.h"
 #include "recover.h"
 #include "term.h"
+#include "units.h"
 
 int parse_pid(const char *s, pid_t *pid)
 {
@@ -40,29 +41,6 @@ static bool allow_external(const char *peer, void *arg)
 		if (!strcmp(l->paths[i], peer))
 			return true;
 	return false;
-}
-
-/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *e;
-	unsigned long long v = strtoull(s, &e, 10);
-	int shift = 0;
-
-	if (e == s || *s == '-')
-		return -1;
-	if (*e == 'K' || *e == 'k')
-		shift = 10;
-	else if (*e == 'M' || *e == 'm')
-		shift = 20;
-	else if (*e == 'G' || *e == 'g')
-		shift = 30;
-	if (shift)
-		e++;
-	if (*e || !v || v > (~0ULL >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 int cmd_dump(int argc, char **argv)
@@ -173,8 +151,11 @@ int cmd_dump(int argc, char **argv)
 	if (ret)
 		return 1;
 	if (o.check_only) {
-		printf("pid %d: %u processes, %u threads: can be checkpointed\n", roots[0],
-		       st.processes, st.threads);
+		char note[96];
+
+		deleted_note(&st, note, sizeof(note));
+		printf("pid %d: %u processes, %u threads: can be checkpointed%s%s\n", roots[0],
+		       st.processes, st.threads, note[0] ? "; saves " : "", note);
 		return 0;
 	}
 	pr_info("%s %u processes, %u threads, %llu pages (%llu of zeros left out); frozen %.3f s, "

@@ -199,6 +199,49 @@ char *own_cgroup(void)
 	return cg;
 }
 
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0 */
+int parse_size(const char *s, uint64_t *out)
+{
+	char *e;
+	unsigned long long v = strtoull(s, &e, 10);
+	int shift = 0;
+
+	if (e == s || *s == '-')
+		return -1;
+	if (*e == 'K' || *e == 'k')
+		shift = 10;
+	else if (*e == 'M' || *e == 'm')
+		shift = 20;
+	else if (*e == 'G' || *e == 'g')
+		shift = 30;
+	if (shift)
+		e++;
+	if (*e || !v || v > (~0ULL >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len)
+{
+	double b = st->deleted_bytes;
+	const char *unit = "bytes";
+
+	buf[0] = 0;
+	if (!st->deleted_files)
+		return;
+	if (b >= 1 << 20) {
+		b /= 1 << 20;
+		unit = "MiB";
+	} else if (b >= 1 << 10) {
+		b /= 1 << 10;
+		unit = "KiB";
+	}
+	snprintf(buf, len, "%u deleted file%s (%u mapped), %.*f %s", st->deleted_files,
+		 st->deleted_files > 1 ? "s" : "", st->deleted_mapped, unit[0] == 'b' ? 0 : 1, b,
+		 unit);
+}
+
 /* A dry dump that changes nothing; the first error is the reason.  A check sees its unit as a dump does: frozen by systemd until every
  * process is seized, so that a process that forks or exits meanwhile
  * cannot change the answer (one that exited between the read of the
@@ -239,8 +282,8 @@ static char *check_record(const char *unit)
 	return dir;
 }
 
-int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char *why, size_t len,
-	       unsigned *procs)
+int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint64_t ghost_limit,
+	       char *why, size_t len, struct cr_dump_stats *pst)
 {
 	_cleanup_free_ pid_t *members = NULL;
 	_cleanup_free_ char *rec = NULL;
@@ -250,7 +293,6 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char 
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 	why[0] = 0;
-	*procs = 0;
 	cr_log_mark();
 	if (!ui->freezer || !strcmp(ui->freezer, "running")) {
 		rec = check_record(unit);
@@ -280,6 +322,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char 
 		o.nr_members = n;
 		o.root = members[0];
 		o.check_only = true;
+		o.ghost_limit = ghost_limit;
 		o.external_unix = journal_replaceable;
 		o.seized = check_thaw;
 		o.cb_arg = &cf;
@@ -297,7 +340,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char 
 	}
 	if (rec && !cf.frozen)
 		rm_cycle_dir(rec); /* kept for the recovery while it stays frozen */
-	*procs = st.processes;
+	*pst = st;
 	return ret;
 }
 
@@ -394,10 +437,12 @@ int cmd_list(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "no-check", no_argument, NULL, 'n' },
+		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	bool json = false, check = true;
+	uint64_t ghost_limit = 0;
 	json_object *jarr = NULL;
 	char **units;
 	int n, c, ret = 0, lockfd = -1;
@@ -411,11 +456,22 @@ int cmd_list(int argc, char **argv)
 		case 'n':
 			check = false;
 			break;
+		case 'g':
+			if (parse_size(optarg, &ghost_limit)) {
+				pr_err("list: --ghost-limit '%s' is not a size (bytes, or with K, "
+				       "M, "
+				       "G)",
+				       optarg);
+				return 2;
+			}
+			break;
 		case 'h':
-			printf("usage: kupdate list [--json] [--no-check]\n"
+			printf("usage: kupdate list [--json] [--no-check] [--ghost-limit SIZE]\n"
 			       "The preserved units, their state, and whether each can be\n"
 			       "checkpointed now (a dry dump that changes nothing; each unit\n"
-			       "is frozen while its processes are seized, as apply does).\n");
+			       "is frozen while its processes are seized, as apply does), with\n"
+			       "the files deleted since they started (a library apt replaced)\n"
+			       "whose data a dump of it saves (--ghost-limit: as apply's).\n");
 			return 0;
 		default:
 			return 2;
@@ -448,7 +504,8 @@ int cmd_list(int argc, char **argv)
 		       "CHECKPOINT");
 	for (int i = 0; i < n; i++) {
 		struct unit_info ui;
-		char why[1024] = "";
+		char why[1024] = "", note[96] = "";
+		struct cr_dump_stats st = { 0 };
 		unsigned procs = 0;
 		bool ok = false;
 
@@ -461,7 +518,10 @@ int cmd_list(int argc, char **argv)
 		else if (strcmp(ui.active, "active"))
 			snprintf(why, sizeof(why), "unit is %s", ui.active);
 		else
-			ok = unit_check(&s, units[i], &ui, why, sizeof(why), &procs) == 0;
+			ok = unit_check(&s, units[i], &ui, ghost_limit, why, sizeof(why), &st) == 0;
+		procs = st.processes;
+		/* what the dump would save of files deleted since they started */
+		deleted_note(&st, note, sizeof(note));
 		if (check && !ok)
 			ret = 1;
 		if (json) {
@@ -475,14 +535,20 @@ int cmd_list(int argc, char **argv)
 					       check ? json_object_new_boolean(ok) : NULL);
 			json_object_object_add(e, "reason",
 					       ok ? NULL : json_object_new_string(why));
+			json_object_object_add(e, "deleted_files",
+					       ok ? json_object_new_int64(st.deleted_files) : NULL);
+			json_object_object_add(e, "deleted_bytes",
+					       ok ? json_object_new_int64(st.deleted_bytes) : NULL);
 			json_object_array_add(jarr, e);
 		} else {
-			printf("%-32s %-10s %8d %6u  %s%s%s\n", units[i], ui.active, ui.main_pid,
-			       procs,
+			printf("%-32s %-10s %8d %6u  %s%s%s%s%s%s\n", units[i], ui.active,
+			       ui.main_pid, procs,
 			       term_c(stdout, ok      ? T_GREEN
 					      : check ? T_RED
 						      : T_DIM),
-			       ok ? "yes" : why, term_c(stdout, T_RESET));
+			       ok ? "yes" : why, term_c(stdout, T_RESET),
+			       ok && note[0] ? " (saves " : "", ok ? note : "",
+			       ok && note[0] ? ")" : "");
 		}
 		unit_info_free(&ui);
 	}

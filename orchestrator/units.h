@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "cr.h"
 #include "sd.h"
 
 /* where `kupdate enable` links units ($KUPDATE_WANTS_DIR overrides) */
@@ -21,9 +22,15 @@ void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
 /* a dry dump of the unit, frozen while it is seized; on failure why says
- * what stands in the way.  The caller holds the state lock. */
-int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, char *why, size_t len,
-	       unsigned *procs);
+ * what stands in the way; st: its processes, and the deleted files a dump
+ * would save.  The caller holds the state lock. */
+int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint64_t ghost_limit,
+	       char *why, size_t len, struct cr_dump_stats *st);
+/* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0: 0, or -1 (the
+ * --ghost-limit of dump, apply and list) */
+int parse_size(const char *s, uint64_t *out);
+/* "N deleted file(s), SIZE" a dump of st's tree saves, or "" */
+void deleted_note(const struct cr_dump_stats *st, char *buf, size_t len);
 /* "..." with JSON escapes, malloc'd */
 char *json_escape(const char *s);
 
