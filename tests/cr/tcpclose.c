@@ -20,7 +20,11 @@
  * FIN_WAIT1 end's FIN is acknowledged, a LAST_ACK or CLOSING end closes
  * once its peer has read up to its FIN, an end waiting in FIN_WAIT2 sees
  * EOF when the other closes), and that the namespace sent no RST
- * (/proc/net/snmp: Tcp OutRsts unchanged since before the first dump). */
+ * (/proc/net/snmp: Tcp OutRsts unchanged since before the first dump).
+ *
+ * "tcpclose server STATE" and "tcpclose peer STATE ADDR" (crrun --peer):
+ * the same with the other end outside the tree, in a namespace of its own
+ * (see server_main). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,7 +179,225 @@ static void say(int fd, const char *s)
 	crt_check(write(fd, s, strlen(s)) == (ssize_t)strlen(s), "write: %s", strerror(errno));
 }
 
+static int pair_main(int argc, char **argv);
+
+/* ------------------------------------------- the peer outside the tree */
+
+/* wait (bounded) for a number in $CRT_DIR/name */
+static long wait_file_long(const char *name, int secs)
+{
+	for (int ms = 0; ms < secs * 1000; ms += 10) {
+		char *t = crt_read_file(crt_path(name), NULL);
+
+		if (t && *t) {
+			long v = atol(t);
+
+			free(t);
+			return v;
+		}
+		free(t);
+		usleep(10000);
+	}
+	crt_fail("no %s after %d s", name, secs);
+}
+
+static void put_file_long(const char *name, long v)
+{
+	char tmp[4200], path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s", crt_path(name));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%ld\n", v) < 0 || fclose(f) || rename(tmp, path))
+		crt_fail("cannot write %s", path);
+}
+
+/* crrun --one-way waits for this before the first dump */
+static void peer_set_up(void)
+{
+	char tmp[4200], path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s", crt_path("peer-progress"));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "0 0 0.0 1000000 1000000\n") < 0 || fclose(f) || rename(tmp, path))
+		crt_fail("cannot write the peer's progress");
+}
+
+/* crrun stops the peer (SIGTERM) once the tree is restored for the last
+ * time, and only then the tree: the peer tells the tree to go on with the
+ * close, and gives its verdict once it has seen it through */
+static void after_restores(void)
+{
+	crt_wait_term();
+	put_file_long("peer-go", 1);
+}
+
+/* the tree waits for that */
+static void wait_peer_go(void)
+{
+	for (int ms = 0; ms < 600000 && !crt_term; ms += 10) {
+		if (!access(crt_path("peer-go"), F_OK))
+			return;
+		usleep(10000);
+	}
+	crt_fail("the peer never said that the restores were done");
+}
+
+/* the peer (crrun --peer, in a namespace of its own): its end of the
+ * connection with "server" in the tree, the other state of the pair */
+static int peer_main(const char *what, const char *addr)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int P = socket(AF_INET, SOCK_STREAM, 0), small = SMALL_BUF;
+	long rsts, n;
+
+	crt_init();
+	a.sin_port = htons((uint16_t)wait_file_long("port", 60));
+	if (P < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		crt_fail("peer address %s", addr);
+	if (!strcmp(what, "finwait1") || !strcmp(what, "lastack"))
+		setsockopt(P, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	if (connect(P, (struct sockaddr *)&a, sizeof(a)))
+		crt_fail("connect to %s: %s", addr, strerror(errno));
+	rsts = out_rsts();
+	if (!strcmp(what, "closewait")) {
+		/* the server gets our bytes and FIN (CLOSE_WAIT), we its bytes */
+		say(P, "hello from P");
+		shutdown(P, SHUT_WR);
+		read_all(P, "P", "hello from S", 12, 0, false);
+		reach_state(P, "P", TCP_FIN_WAIT2, "before the dump");
+		peer_set_up();
+		after_restores();
+		/* after the restore: its last bytes and its FIN */
+		read_all(P, "P", "bye", 3, 0, true);
+		reach_state(P, "P", TCP_CLOSE, "after the server's close");
+	} else if (!strcmp(what, "finwait2")) {
+		say(P, "hello from P");
+		read_all(P, "P", "hello from S", 12, 0, true);
+		want_state(P, "P", TCP_CLOSE_WAIT, "before the dump");
+		peer_set_up();
+		after_restores();
+		wait_file_long("go", 60);
+		say(P, "bye");
+		shutdown(P, SHUT_WR);
+		reach_state(P, "P", TCP_CLOSE, "after our FIN");
+	} else if (!strcmp(what, "finwait1") || !strcmp(what, "lastack")) {
+		if (!strcmp(what, "lastack")) {
+			say(P, "hello from P");
+			shutdown(P, SHUT_WR);
+		}
+		peer_set_up();
+		after_restores();
+		/* we read nothing until the restored server says how much */
+		n = wait_file_long("go", 60);
+		read_all(P, "P", NULL, n, 4, true);
+		if (!strcmp(what, "finwait1")) {
+			wait_file_long("go2", 60); /* it has seen FIN_WAIT2 */
+			shutdown(P, SHUT_WR);
+		}
+		reach_state(P, "P", TCP_CLOSE, "after both FINs");
+	} else {
+		crt_fail("unknown pair of states %s", what);
+	}
+	crt_check(out_rsts() == rsts, "the peer's namespace sent %ld RSTs", out_rsts() - rsts);
+	crt_msg("peer %s: the data and the FIN as they were, the close went on, no RST", what);
+	crt_pass();
+}
+
+/* the server in the tree, the peer above outside it:
+ *   closewait  the server CLOSE_WAIT (the peer's bytes and FIN unread),
+ *              the peer FIN_WAIT2: the FIN must be delivered by kupdate
+ *   finwait2   the server FIN_WAIT2 (the peer's bytes unread), the peer
+ *              CLOSE_WAIT; it closes after the restore
+ *   finwait1   the server FIN_WAIT1 behind the peer's closed window
+ *   lastack    the server LAST_ACK behind the peer's closed window */
+static int server_main(const char *what)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), S;
+	long rsts, n = 0;
+
+	crt_init();
+	if (l < 0 || bind(l, (struct sockaddr *)&a, al) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &al))
+		crt_fail("listen: %s", strerror(errno));
+	put_file_long("port", ntohs(a.sin_port));
+	S = accept(l, NULL, NULL);
+	if (S < 0)
+		crt_fail("accept: %s", strerror(errno));
+	close(l);
+	if (!strcmp(what, "closewait")) {
+		say(S, "hello from S");
+		reach_state(S, "S", TCP_CLOSE_WAIT, "before the dump");
+	} else if (!strcmp(what, "finwait2")) {
+		int inq = 0;
+
+		say(S, "hello from S");
+		shutdown(S, SHUT_WR);
+		reach_state(S, "S", TCP_FIN_WAIT2, "before the dump");
+		for (int ms = 0; ms < WAIT_MS && (ioctl(S, FIONREAD, &inq), inq < 12); ms++)
+			usleep(1000);
+	} else if (!strcmp(what, "finwait1")) {
+		n = fill(S, 4);
+		shutdown(S, SHUT_WR);
+		usleep(100000);
+		want_state(S, "S", TCP_FIN_WAIT1, "before the dump");
+	} else if (!strcmp(what, "lastack")) {
+		reach_state(S, "S", TCP_CLOSE_WAIT, "before the dump");
+		n = fill(S, 4);
+		shutdown(S, SHUT_WR);
+		usleep(100000);
+		want_state(S, "S", TCP_LAST_ACK, "before the dump");
+	} else {
+		crt_fail("unknown pair of states %s", what);
+	}
+	rsts = out_rsts();
+	crt_msg("server %s: %ld bytes beyond the window, OutRsts %ld", what, n, rsts);
+	crt_ready();
+	wait_peer_go();
+
+	if (!strcmp(what, "closewait")) {
+		want_state(S, "S", TCP_CLOSE_WAIT, "after the restore");
+		read_all(S, "S", "hello from P", 12, 0, true);
+		say(S, "bye");
+		close(S);
+	} else if (!strcmp(what, "finwait2")) {
+		want_state(S, "S", TCP_FIN_WAIT2, "after the restore");
+		read_all(S, "S", "hello from P", 12, 0, false);
+		put_file_long("go", 1);
+		read_all(S, "S", "bye", 3, 0, true);
+	} else if (!strcmp(what, "finwait1")) {
+		want_state(S, "S", TCP_FIN_WAIT1, "after the restore");
+		put_file_long("go", n);
+		reach_state(S, "S", TCP_FIN_WAIT2, "once the peer has read everything");
+		put_file_long("go2", 1);
+		read_all(S, "S", NULL, 0, 0, true);
+	} else {
+		want_state(S, "S", TCP_LAST_ACK, "after the restore");
+		read_all(S, "S", "hello from P", 12, 0, true);
+		put_file_long("go", n);
+		reach_state(S, "S", TCP_CLOSE, "once the peer has read everything");
+	}
+	crt_check(out_rsts() == rsts, "the namespace sent %ld RSTs", out_rsts() - rsts);
+	crt_msg("server %s: state, queues and FINs as they were; the close went on", what);
+	crt_wait_term();
+	crt_pass();
+}
+
 int main(int argc, char **argv)
+{
+	if (argc > 3 && !strcmp(argv[1], "peer"))
+		return peer_main(argv[2], argv[3]);
+	if (argc > 2 && !strcmp(argv[1], "server"))
+		return server_main(argv[2]);
+	return pair_main(argc, argv);
+}
+
+static int pair_main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "finwait2";
 	bool v6 = argc > 2 && !strcmp(argv[2], "v6");
