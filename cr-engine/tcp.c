@@ -1,8 +1,10 @@
 /* TCP and UDP sockets.
  *
  * Listening and unconnected sockets are rebuilt with bind/listen, UDP
- * sockets with bind/connect.  An established TCP connection is captured in
- * repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
+ * sockets with bind/connect.  An established TCP connection, or one in
+ * the middle of its close (FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, CLOSING: its
+ * FINs are sent and delivered again after the restore, inet_release), is
+ * captured in repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
  * unsent send queue, the unread receive queue, MSS, window scaling, SACK,
  * timestamps (TCP_TIMESTAMP, so the peer sees them go on), the window
  * (TCP_REPAIR_WINDOW) and the usual options.  Its packets are dropped by
