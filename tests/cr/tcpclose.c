@@ -13,6 +13,8 @@
  *             its receive queue full
  *   closing   A filled B's window and shut for writing, then B shut:
  *             A CLOSING (its FIN unsent, B's received), B FIN_WAIT2
+ *   shutrd    A shut for reading only, B's bytes unread: both ESTABLISHED,
+ *             A reads them, then EOF without a FIN, and still writes
  *
  * argv[2] "v6": over ::1.  After SIGTERM it checks from the inside that each
  * end is in its state again, reads every byte that was queued to it, in
@@ -468,6 +470,11 @@ static int pair_main(int argc, char **argv)
 		shutdown(B, SHUT_WR);
 		reach_state(A, "A", TCP_CLOSING, "before the dump");
 		reach_state(B, "B", TCP_FIN_WAIT2, "before the dump");
+	} else if (!strcmp(what, "shutrd")) {
+		say(B, hello_b);
+		usleep(50000);
+		shutdown(A, SHUT_RD);
+		want_state(A, "A", TCP_ESTABLISHED, "before the dump");
 	} else {
 		crt_fail("unknown pair of states %s", what);
 	}
@@ -497,6 +504,12 @@ static int pair_main(int argc, char **argv)
 		read_all(B, "B", hello_a, strlen(hello_a), 0, true);
 		read_all(A, "A", NULL, n, 2, true);
 		reach_state(B, "B", TCP_CLOSE, "once A has read everything");
+	} else if (!strcmp(what, "shutrd")) {
+		want_state(A, "A", TCP_ESTABLISHED, "after the restore");
+		read_all(A, "A", hello_b, strlen(hello_b), 0, true);
+		say(A, hello_a);
+		read_all(B, "B", hello_a, strlen(hello_a), 0, false);
+		want_state(B, "B", TCP_ESTABLISHED, "at the end");
 	} else {
 		want_state(A, "A", TCP_CLOSING, "after the restore");
 		want_state(B, "B", TCP_FIN_WAIT2, "after the restore");
