@@ -1,8 +1,10 @@
 /* TCP and UDP sockets.
  *
  * Listening and unconnected sockets are rebuilt with bind/listen, UDP
- * sockets with bind/connect.  An established TCP connection is captured in
- * repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
+ * sockets with bind/connect.  An established TCP connection, or one in
+ * the middle of its close (FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, CLOSING: its
+ * FINs are sent and delivered again after the restore, inet_release), is
+ * captured in repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
  * unsent send queue, the unread receive queue, MSS, window scaling, SACK,
  * timestamps (TCP_TIMESTAMP, so the peer sees them go on), the window
  * (TCP_REPAIR_WINDOW) and the usual options.  Its packets are dropped by
@@ -52,6 +54,10 @@
 #define TCPOPT_TIMESTAMP 8
 #endif
 
+/* the kernel's sk_shutdown bits, as sock_diag reports them */
+#define RCV_SHUTDOWN  1
+#define SEND_SHUTDOWN 2
+
 #ifndef SO_BUF_LOCK
 #define SO_BUF_LOCK 72
 #endif
@@ -71,6 +77,25 @@ static const char *const tcp_states[] = {
 static const char *state_name(int s)
 {
 	return s >= 0 && s < (int)ARRAY_SIZE(tcp_states) ? tcp_states[s] : "?";
+}
+
+/* A connection that had sent its FIN (which takes one sequence number,
+ * counted in write_seq and in SIOCOUTQ/SIOCOUTQNSD while unacknowledged or
+ * unsent), and one that had received the peer's (counted in rcv_nxt). */
+static bool fin_sent_state(unsigned s)
+{
+	return s == TCP_FIN_WAIT1 || s == TCP_FIN_WAIT2 || s == TCP_LAST_ACK || s == TCP_CLOSING;
+}
+
+static bool fin_received_state(unsigned s)
+{
+	return s == TCP_CLOSE_WAIT || s == TCP_LAST_ACK || s == TCP_CLOSING;
+}
+
+/* the states a connection is dumped and restored in with repair mode */
+static bool stream_state(unsigned s)
+{
+	return s == TCP_ESTABLISHED || fin_sent_state(s) || fin_received_state(s);
 }
 
 void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, size_t len)
@@ -129,6 +154,7 @@ static int peek_tcp_queue(int sk, int queue, uint32_t len, uint32_t *seq, Protob
 
 static int dump_stream(int sk, InetSk *s, int64_t rcv_wup_at_lock, const char *what)
 {
+	bool fin_out = fin_sent_state(s->state);
 	TcpStream *t = xzalloc(sizeof(*t));
 	struct tcp_info ti;
 	struct tcp_repair_window w;
@@ -152,6 +178,13 @@ static int dump_stream(int sk, InetSk *s, int64_t rcv_wup_at_lock, const char *w
 		pr_perror("%s: cannot read the queue lengths", what);
 		return ret;
 	}
+	/* the FIN it sent is the last sequence number of its send queue, in
+	 * the queue lengths while unacknowledged (outq) or unsent (unsent),
+	 * but no byte of the queue: outq and unsent count the bytes only */
+	if (fin_out && outq > 0)
+		outq--;
+	if (fin_out && unsent > 0)
+		unsent--;
 	ret = peek_tcp_queue(sk, TCP_SEND_QUEUE, outq, &t->snd_seq, &t->outq);
 	if (!ret)
 		ret = peek_tcp_queue(sk, TCP_RECV_QUEUE, inq, &t->rcv_seq, &t->inq);
@@ -618,11 +651,21 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	snprintf(what, sizeof(what), "pid %d: fd %d (%s %s -> %s)", p->pid, fd,
 		 d->protocol == IPPROTO_TCP ? "TCP" : "UDP", lep, rep);
 
-	if (d->protocol == IPPROTO_TCP && d->state != TCP_ESTABLISHED && d->state != TCP_LISTEN &&
+	if (d->protocol == IPPROTO_TCP && !stream_state(d->state) && d->state != TCP_LISTEN &&
 	    d->state != TCP_CLOSE) {
-		pr_err("%s: a connection in state %s (closing or half-closed) cannot be dumped; "
-		       "wait for it to finish",
+		pr_err("%s: a connection in state %s (still being opened) cannot be dumped; "
+		       "retry once it is established",
 		       what, state_name(d->state));
+		return -EOPNOTSUPP;
+	}
+	/* a connection shut for writing has sent its FIN, and one that has
+	 * received its peer's is shut for reading: a shutdown for writing in
+	 * any other state would be a FIN the restore cannot place */
+	if (d->protocol == IPPROTO_TCP && stream_state(d->state) && (d->shutdown & SEND_SHUTDOWN) &&
+	    !fin_sent_state(d->state)) {
+		pr_err("%s: a connection in state %s shut for writing (shutdown %#x) cannot be "
+		       "dumped",
+		       what, state_name(d->state), d->shutdown);
 		return -EOPNOTSUPP;
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_LISTEN && d->rqlen) {
@@ -661,18 +704,12 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		s->has_backlog = 1;
 		s->backlog = d->wqlen;
 	}
-	if (d->protocol == IPPROTO_TCP && d->state == TCP_ESTABLISHED) {
+	if (d->protocol == IPPROTO_TCP && stream_state(d->state)) {
 		bool reuse = s->opts->has_reuseaddr && s->opts->reuseaddr;
 		int64_t rcv_wup_at_lock = -1, t_read;
 		struct cr_conn c;
 		int h, r;
 
-		if (d->shutdown) {
-			pr_err("%s: a half-closed connection (shutdown %#x) cannot be dumped", what,
-			       d->shutdown);
-			ret = -EOPNOTSUPP;
-			goto out;
-		}
 		if (ctx->check_only)
 			goto out; /* checkpointable; nothing to lock or read */
 		/* The last acknowledgement this side sent before the lock (an
@@ -761,10 +798,10 @@ int inet_validate(const FileEntry *e)
 	    s->src_addr.len != (size_t)alen(s->family) ||
 	    (s->has_dst_addr && s->dst_addr.len != (size_t)alen(s->family)) ||
 	    s->src_port > 65535 || s->dst_port > 65535 ||
-	    (s->protocol == IPPROTO_TCP && s->state == TCP_ESTABLISHED &&
+	    (s->protocol == IPPROTO_TCP && stream_state(s->state) &&
 	     (!s->tcp || s->tcp->inq.len > (64U << 20) || s->tcp->outq.len > (64U << 20) ||
 	      s->tcp->unsent > s->tcp->outq.len)) ||
-	    (s->protocol == IPPROTO_TCP && s->state != TCP_ESTABLISHED && s->state != TCP_LISTEN &&
+	    (s->protocol == IPPROTO_TCP && !stream_state(s->state) && s->state != TCP_LISTEN &&
 	     s->state != TCP_CLOSE)) {
 		pr_err("image files.img is damaged: inet socket %u is invalid", e->id);
 		return -EINVAL;
@@ -824,6 +861,19 @@ static int fill_tcp_queue(int sk, int queue, const uint8_t *data, size_t len, co
 	return 0;
 }
 
+/* A closing connection is rebuilt established, without its FINs: the
+ * sequence numbers after its last byte of data each way.  inet_release
+ * then sends its own FIN again (shutdown) and delivers the peer's. */
+static uint32_t snd_data_end(const InetSk *s)
+{
+	return s->tcp->snd_seq - fin_sent_state(s->state);
+}
+
+static uint32_t rcv_data_end(const InetSk *s)
+{
+	return s->tcp->rcv_seq - fin_received_state(s->state);
+}
+
 static int restore_stream(int sk, const InetSk *s, const char *what)
 {
 	const TcpStream *t = s->tcp;
@@ -831,13 +881,14 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	socklen_t len;
 	size_t sent_len = t->outq.len - t->unsent;
 	struct tcp_repair_opt opts[4];
+	uint32_t rcv_end = rcv_data_end(s);
 	int n = 0;
 
 	if (setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "TCP_REPAIR_QUEUE", what) ||
-	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, t->snd_seq - t->unsent - sent_len, "send sequence",
-		   what) ||
+	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, snd_data_end(s) - t->unsent - sent_len,
+		   "send sequence", what) ||
 	    setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, TCP_RECV_QUEUE, "TCP_REPAIR_QUEUE", what) ||
-	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, t->rcv_seq - t->inq.len, "receive sequence", what))
+	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, rcv_end - t->inq.len, "receive sequence", what))
 		return -EINVAL;
 	len = sockaddr_of(s, false, &ss);
 	if (bind(sk, (struct sockaddr *)&ss, len)) {
@@ -881,6 +932,14 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	if (t->has_snd_wl1) {
 		struct tcp_repair_window w = { t->snd_wl1, t->snd_wnd, t->max_window, t->rcv_wnd,
 					       t->rcv_wup };
+
+		/* the window the peer's FIN was acknowledged with ends where it
+		 * ended, from the sequence number before the FIN (the kernel
+		 * takes no rcv_wup past rcv_nxt) */
+		if ((int32_t)(w.rcv_wup - rcv_end) > 0) {
+			w.rcv_wnd += w.rcv_wup - rcv_end;
+			w.rcv_wup = rcv_end;
+		}
 
 		if (setsockopt(sk, SOL_TCP, TCP_REPAIR_WINDOW, &w, sizeof(w))) {
 			int ret = -errno;
@@ -928,7 +987,7 @@ int inet_create(const InetSk *s, const char *what)
 	if (ret)
 		goto fail;
 
-	if (s->protocol == IPPROTO_TCP && s->state == TCP_ESTABLISHED) {
+	if (s->protocol == IPPROTO_TCP && stream_state(s->state)) {
 		if (setint(sk, SOL_TCP, TCP_REPAIR, 1, "TCP_REPAIR (needs CAP_NET_ADMIN)", what)) {
 			ret = -EPERM;
 			goto fail;
@@ -974,7 +1033,7 @@ fail:
 bool inet_is_repaired(const FileEntry *e)
 {
 	return e->kind == FILE_KIND__FILE_INET && e->isk && e->isk->protocol == IPPROTO_TCP &&
-	       e->isk->state == TCP_ESTABLISHED;
+	       stream_state(e->isk->state);
 }
 
 /* The part of the send queue never sent goes out the ordinary way.  The
@@ -1027,11 +1086,196 @@ static int send_unsent(int sk, const uint8_t *p, size_t left, int buf_lock, cons
 	return ret ? -EIO : 0;
 }
 
-/* After the lock is lifted: leave repair mode (window probes go out) and
- * send what had never been sent. */
-int inet_release(int sk, const InetSk *s, const char *what)
+static int tcp_state_of(int sk)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	return getsockopt(sk, SOL_TCP, TCP_INFO, &ti, &l) ? -errno : ti.tcpi_state;
+}
+
+/* The peer's FIN, delivered again.
+ *
+ * Repair mode sets the receive sequence and queue but has no FIN to put
+ * after them: the connection is rebuilt up to the sequence number before
+ * the peer's FIN, and once it is an ordinary socket again, a FIN|ACK
+ * segment from the peer's address and port, at that sequence number, is
+ * put to it through a raw socket (IP_HDRINCL, in our network namespace:
+ * the packet loops back to the local address).  The connection handles it
+ * as it handled the peer's: it queues the FIN after its data (the program
+ * reads them, then EOF), moves to CLOSE_WAIT (or CLOSING) and acknowledges
+ * it, which the peer, that had it acknowledged already, takes for a
+ * duplicate.  The peer does not send it again, and needs not.
+ *
+ * The segment acknowledges snd_una exactly: nothing new (one acknowledging
+ * what was never received would lose it), and not older (a restored
+ * socket has acknowledged no bytes yet, and drops any ACK before snd_una as
+ * a blind injection).  snd_una is read just before (write_seq - SIOCOUTQ);
+ * an acknowledgement of the peer's arriving in between moves it, the
+ * segment is dropped, and it is sent again (at most FIN_TRIES times).  Its
+ * window is the peer's, as dumped (it updates the socket's).  It has no
+ * timestamp option (PAWS checks only segments that have one).  The lock
+ * drops what comes from the peer: it is lifted first (tcp_finish_restore),
+ * or, where the caller keeps it, lifted for this connection meanwhile. */
+enum { FIN_TRIES = 4, FIN_WAIT_MS = 50 };
+
+static uint16_t tcp_csum(const void *pseudo, size_t plen, const struct tcphdr *th)
+{
+	uint8_t buf[40 + sizeof(*th)];
+
+	memcpy(buf, pseudo, plen);
+	memcpy(buf + plen, th, sizeof(*th));
+	return inet_csum(buf, plen + sizeof(*th));
+}
+
+/* still without the peer's FIN */
+static bool fin_awaited(int st)
+{
+	return st == TCP_ESTABLISHED || st == TCP_FIN_WAIT1 || st == TCP_FIN_WAIT2;
+}
+
+static int deliver_fin(int sk, const InetSk *s, uint32_t write_seq, bool locked, const char *what)
 {
 	const TcpStream *t = s->tcp;
+	struct cr_conn c;
+	bool v4;
+	int raw, ret = -ETIMEDOUT, st = 0;
+	uint32_t wnd =
+		t->has_snd_wnd ? t->snd_wnd >> (t->has_snd_wscale ? t->snd_wscale : 0) : 65535;
+
+	inet_conn(s, &c);
+	v4 = conn_is_v4(&c);
+	raw = socket(v4 ? AF_INET : AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (raw < 0 ||
+	    setsockopt(raw, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_HDRINCL : 36 /* IPV6_HDRINCL */,
+		       &(int){ 1 }, sizeof(int))) {
+		ret = -errno;
+		pr_perror("%s: cannot open a raw TCP socket to deliver its peer's FIN", what);
+		if (raw >= 0)
+			close(raw);
+		return ret;
+	}
+	if (locked)
+		netlock_del(&c, 1);
+	for (int i = 0; i < FIN_TRIES; i++) {
+		struct tcphdr th;
+		int outq = 0;
+		ssize_t n;
+
+		st = tcp_state_of(sk);
+		if (st < 0 || !fin_awaited(st)) {
+			ret = 0; /* it has it (the peer sent it again meanwhile), or is gone */
+			break;
+		}
+		if (ioctl(sk, SIOCOUTQ, &outq)) {
+			ret = -errno;
+			pr_perror("%s: cannot read its send queue's length", what);
+			break;
+		}
+		memset(&th, 0, sizeof(th));
+		th.th_sport = htons(c.rport);
+		th.th_dport = htons(c.lport);
+		th.th_seq = htonl(rcv_data_end(s));
+		th.th_ack = htonl(write_seq - (uint32_t)outq);
+		th.th_off = sizeof(th) / 4;
+		th.th_flags = TH_FIN | TH_ACK;
+		th.th_win = htons(wnd > 65535 ? 65535 : wnd);
+		if (v4) {
+			struct {
+				struct iphdr ip;
+				struct tcphdr tcp;
+			} m;
+			struct sockaddr_in to = { .sin_family = AF_INET };
+			uint8_t ph[12] = { 0 };
+			const uint8_t *la = c.family == AF_INET ? c.laddr : c.laddr + 12;
+			const uint8_t *ra = c.family == AF_INET ? c.raddr : c.raddr + 12;
+
+			memcpy(ph, ra, 4);
+			memcpy(ph + 4, la, 4);
+			ph[9] = IPPROTO_TCP;
+			ph[11] = sizeof(th);
+			th.th_sum = tcp_csum(ph, sizeof(ph), &th);
+			memset(&m.ip, 0, sizeof(m.ip));
+			m.ip.version = 4;
+			m.ip.ihl = 5;
+			m.ip.tot_len = htons(sizeof(m));
+			m.ip.ttl = 64;
+			m.ip.protocol = IPPROTO_TCP;
+			memcpy(&m.ip.saddr, ra, 4);
+			memcpy(&m.ip.daddr, la, 4);
+			m.tcp = th;
+			memcpy(&to.sin_addr, la, 4);
+			n = sendto(raw, &m, sizeof(m), 0, (void *)&to, sizeof(to));
+		} else {
+			struct {
+				struct ip6_hdr ip;
+				struct tcphdr tcp;
+			} m;
+			struct sockaddr_in6 to = { .sin6_family = AF_INET6 };
+			uint8_t ph[40] = { 0 };
+
+			memcpy(ph, c.raddr, 16);
+			memcpy(ph + 16, c.laddr, 16);
+			ph[35] = sizeof(th);
+			ph[39] = IPPROTO_TCP;
+			th.th_sum = tcp_csum(ph, sizeof(ph), &th);
+			memset(&m.ip, 0, sizeof(m.ip));
+			m.ip.ip6_flow = htonl(6u << 28);
+			m.ip.ip6_plen = htons(sizeof(th));
+			m.ip.ip6_nxt = IPPROTO_TCP;
+			m.ip.ip6_hlim = 64;
+			memcpy(&m.ip.ip6_src, c.raddr, 16);
+			memcpy(&m.ip.ip6_dst, c.laddr, 16);
+			m.tcp = th;
+			memcpy(&to.sin6_addr, c.laddr, 16);
+			n = sendto(raw, &m, sizeof(m), 0, (void *)&to, sizeof(to));
+		}
+		if (n < 0) {
+			ret = -errno;
+			pr_perror("%s: cannot send its peer's FIN to it", what);
+			break;
+		}
+		/* it loops back at once, mostly before sendto returns */
+		for (int ms = 0; ms < FIN_WAIT_MS; ms++) {
+			st = tcp_state_of(sk);
+			if (st < 0 || !fin_awaited(st))
+				break;
+			usleep(1000);
+		}
+	}
+	if (locked)
+		netlock_add(&c, 1);
+	close(raw);
+	if (ret == -ETIMEDOUT)
+		pr_err("%s: its peer's FIN, sent to it %d times, did not reach it (state %s)", what,
+		       FIN_TRIES, state_name(st));
+	else if (!ret)
+		pr_debug("%s: its peer's FIN delivered: state %s", what, state_name(st));
+	return ret;
+}
+
+static int shut(int sk, int how, const char *what)
+{
+	if (shutdown(sk, how)) {
+		int ret = -errno;
+		pr_perror("%s: cannot shut it for %s again", what,
+			  how == SHUT_WR ? "writing" : "reading");
+		return ret;
+	}
+	return 0;
+}
+
+/* After the lock is lifted: leave repair mode (window probes go out),
+ * send what had never been sent, and close it as far as it was closed:
+ * its own FIN sent again after its data (a shutdown: the FIN goes out at
+ * the sequence number it had, a duplicate for a peer that had it, or
+ * once the window lets it), the peer's delivered (deliver_fin), in the
+ * order that leaves it in its state (CLOSING: its FIN first; LAST_ACK:
+ * the peer's), and a shutdown for reading that no FIN made. */
+int inet_release(int sk, const InetSk *s, bool locked, const char *what)
+{
+	const TcpStream *t = s->tcp;
+	bool fin_out = fin_sent_state(s->state), fin_in = fin_received_state(s->state);
 	int ret = repair_off_probes(sk, what);
 
 	if (!ret)
@@ -1039,10 +1283,18 @@ int inet_release(int sk, const InetSk *s, const char *what)
 	if (ret)
 		return ret;
 	if (t && t->unsent)
-		return send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent,
-				   s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
-				   what);
-	return 0;
+		ret = send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent,
+				  s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
+				  what);
+	if (!ret && fin_out && s->state != TCP_LAST_ACK)
+		ret = shut(sk, SHUT_WR, what);
+	if (!ret && fin_in)
+		ret = deliver_fin(sk, s, t->snd_seq - (s->state == TCP_LAST_ACK), locked, what);
+	if (!ret && s->state == TCP_LAST_ACK)
+		ret = shut(sk, SHUT_WR, what);
+	if (!ret && !fin_in && s->has_shutdown && (s->shutdown & RCV_SHUTDOWN))
+		ret = shut(sk, SHUT_RD, what);
+	return ret;
 }
 
 /* TCP connections: lift the lock, then leave repair mode (which sends a
@@ -1104,7 +1356,7 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 				break;
 			}
 			snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[k]->fd);
-			ret = inet_release(sk, fe->isk, what);
+			ret = inet_release(sk, fe->isk, !unlock, what);
 			close(sk);
 			if (!ret && rto_revert && unlock && fe->isk->tcp) {
 				struct cr_conn c;

@@ -24,7 +24,9 @@ int inet_validate(const FileEntry *e);
 /* the socket, as it was; an established connection stays in repair mode */
 int inet_create(const InetSk *s, const char *what);
 bool inet_is_repaired(const FileEntry *e);
-int inet_release(int sk, const InetSk *s, const char *what);
+/* locked: the caller keeps the network lock (lifted meanwhile for what
+ * the restore itself must put to the connection) */
+int inet_release(int sk, const InetSk *s, bool locked, const char *what);
 
 struct rfiles;
 struct rproc;

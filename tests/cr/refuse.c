@@ -15,6 +15,7 @@
 #include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/ptrace.h>
@@ -55,24 +56,37 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		crt_own_child(child);
-	} else if (!strcmp(what, "halfclosed") || !strcmp(what, "tcppending")) {
-		/* a loopback TCP connection, one end shut for writing (FIN
-		 * sent: FIN_WAIT2 and CLOSE_WAIT), or a listener with a
-		 * connection not accepted yet */
+	} else if (!strcmp(what, "synsent") || !strcmp(what, "tcppending")) {
+		/* a listener with a connection not accepted yet; with synsent,
+		 * also a connection still being opened (SYN_SENT, on the lowest
+		 * descriptor of the three: its refusal comes first): the
+		 * listener's backlog is full, and it drops its SYNs */
 		struct sockaddr_in a = { .sin_family = AF_INET,
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		socklen_t al = sizeof(a);
-		int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s;
+		int o = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
 
-		if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 4) ||
+		if (o < 0 || l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) ||
+		    listen(l, !strcmp(what, "synsent") ? 0 : 4) ||
 		    getsockname(l, (struct sockaddr *)&a, &al) ||
 		    connect(c, (struct sockaddr *)&a, sizeof(a)))
 			crt_fail("loopback connection: %s", strerror(errno));
-		if (!strcmp(what, "halfclosed")) {
-			s = accept(l, NULL, NULL);
-			if (s < 0 || shutdown(c, SHUT_WR))
-				crt_fail("accept/shutdown: %s", strerror(errno));
+		if (!strcmp(what, "synsent")) {
+			struct tcp_info ti;
+			socklen_t tl = sizeof(ti);
+
+			usleep(50000);
+			if (connect(o, (struct sockaddr *)&a, sizeof(a)) == 0 ||
+			    errno != EINPROGRESS)
+				crt_fail("connect to a full backlog: %s", strerror(errno));
 			usleep(100000);
+			if (getsockopt(o, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
+			    ti.tcpi_state != TCP_SYN_SENT)
+				crt_fail("the second connection is not in SYN_SENT (state %d)",
+					 ti.tcpi_state);
+		} else {
+			close(o);
 		}
 	} else if (!strcmp(what, "scmrights")) {
 		/* a descriptor in flight: sent with SCM_RIGHTS, not received */
