@@ -236,7 +236,9 @@ int sockdiag_collect(struct sk_table *t)
 	nl_socket_free(sk);
 	if (ret)
 		return -EIO;
-	qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
+	/* (a namespace may have no socket sock_diag lists: no table at all) */
+	if (t->n)
+		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
 	return 0;
 }
 
@@ -244,7 +246,7 @@ struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino)
 {
 	struct sk_diag key = { .ino = ino };
 
-	return bsearch(&key, t->v, t->n, sizeof(*t->v), cmp_ino);
+	return t->n ? bsearch(&key, t->v, t->n, sizeof(*t->v), cmp_ino) : NULL;
 }
 
 void sockdiag_free(struct sk_table *t)
