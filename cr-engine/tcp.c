@@ -16,8 +16,10 @@
  * IP_FREEBIND, IP_BIND_ADDRESS_NO_PORT, IP_TTL and IPV6_UNICAST_HOPS (when
  * the program set them apart from the sysctl's default), and for TCP
  * TCP_NODELAY, TCP_CORK, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT, TCP_USER_TIMEOUT
- * and TCP_MAXSEG (a listener hands them down to what it accepts).  Not
- * carried: SO_BINDTODEVICE, multicast memberships and options, the
+ * and TCP_MAXSEG (a listener hands them down to what it accepts), and
+ * SO_BINDTODEVICE by the device's name (which a bind to an IPv6 link-local
+ * address sets too, and needs again: it is set before the bind).  Not
+ * carried: multicast memberships and options, the
  * datagrams queued on a UDP socket (dropped, with a warning), and the
  * shutdown(2) of a UDP socket never bound (which the kernel records even
  * though the call fails with ENOTCONN, and nothing reads back).
@@ -46,6 +48,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -759,6 +762,18 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	}
 	if (!getint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &v) && v)
 		s->has_bind_no_port = s->bind_no_port = 1;
+	{
+		char dev[IFNAMSIZ + 1] = "";
+		socklen_t l = IFNAMSIZ;
+
+		if (!getsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) && dev[0]) {
+			s->bind_dev = strdup(dev);
+			if (!s->bind_dev) {
+				ret = -ENOMEM;
+				goto out;
+			}
+		}
+	}
 	if (!getint(sk, d->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
 		    d->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, &v) &&
 	    v)
@@ -860,6 +875,7 @@ void inet_free_dump(InetSk *s)
 	free(s->dst_addr.data);
 	free(s->opts);
 	free(s->topts);
+	free(s->bind_dev);
 	if (s->tcp) {
 		free(s->tcp->outq.data);
 		free(s->tcp->inq.data);
@@ -879,6 +895,7 @@ int inet_validate(const FileEntry *e)
 	    s->src_addr.len != (size_t)alen(s->family) ||
 	    (s->has_dst_addr && s->dst_addr.len != (size_t)alen(s->family)) ||
 	    s->src_port > 65535 || s->dst_port > 65535 ||
+	    (s->bind_dev && strlen(s->bind_dev) >= IFNAMSIZ) ||
 	    (s->protocol == IPPROTO_TCP && s->state == TCP_ESTABLISHED &&
 	     (!s->tcp || s->tcp->inq.len > (64U << 20) || s->tcp->outq.len > (64U << 20) ||
 	      s->tcp->unsent > s->tcp->outq.len)) ||
@@ -1071,6 +1088,12 @@ int inet_create(const InetSk *s, const char *what)
 		ret |= setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
 			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND",
 			      what);
+	if (s->bind_dev &&
+	    setsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, s->bind_dev, strlen(s->bind_dev))) {
+		ret = -errno;
+		pr_perror("%s: cannot bind it to device %s (SO_BINDTODEVICE)", what, s->bind_dev);
+		goto fail;
+	}
 	if (s->bind_no_port)
 		ret |= setint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1, "IP_BIND_ADDRESS_NO_PORT",
 			      what);

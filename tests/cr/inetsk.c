@@ -10,7 +10,8 @@
  * them (SO_REUSEADDR, SO_REUSEPORT, TCP_NODELAY, SO_SNDBUF/SO_RCVBUF, which
  * the kernel doubles and locks, SO_KEEPALIVE with TCP_KEEPIDLE/KEEPINTVL/
  * KEEPCNT, IP_TOS or IPV6_TCLASS, IPV6_V6ONLY, SO_BROADCAST, SO_LINGER,
- * SO_PRIORITY, IP_TTL or IPV6_UNICAST_HOPS, TCP_MAXSEG, TCP_USER_TIMEOUT).
+ * SO_PRIORITY, IP_TTL or IPV6_UNICAST_HOPS, TCP_MAXSEG, TCP_USER_TIMEOUT,
+ * SO_BINDTODEVICE).
  *
  * Before crt_ready() every option of a list (also those left alone) and
  * the socket's name are read with getsockopt and getsockname; after the
@@ -66,6 +67,7 @@ static const struct opt opts[] = {
 	{ SOL_SOCKET, SO_SNDTIMEO, "SO_SNDTIMEO", 0, 0 },
 	{ SOL_SOCKET, SO_MARK, "SO_MARK", 0, 0 },
 	{ SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 0, 0 },
+	{ SOL_SOCKET, SO_BINDTODEVICE, "SO_BINDTODEVICE", 0, 0 },
 	{ IPPROTO_IP, IP_TOS, "IP_TOS", 0, 0 },
 	{ IPPROTO_IP, IP_TTL, "IP_TTL", 0, 0 },
 	{ IPPROTO_IP, IP_FREEBIND, "IP_FREEBIND", 0, 0 },
@@ -330,6 +332,8 @@ int main(int argc, char **argv)
 		seti(fd, IPPROTO_IPV6, IPV6_TCLASS, 0x40, "IPV6_TCLASS");
 		seti(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 200, "IPV6_UNICAST_HOPS");
 	}
+	if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, "lo", 2))
+		crt_fail("SO_BINDTODEVICE lo: %s", strerror(errno));
 
 	/* UDP bound to loopback, and one connected to it */
 	fd = mk(U_BOUND, "bound UDP", false);
