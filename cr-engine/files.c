@@ -165,6 +165,7 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 		       uint32_t *id)
 {
 	const struct sk_diag *d;
+	struct sk_diag probed;
 	int ret;
 
 	if (!ctx->sk_collected) {
@@ -185,11 +186,18 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 	}
 	d = sockdiag_find(&ctx->sk, f->ino);
 	if (!d) {
-		pr_err("pid %d: fd %d (%s): sock_diag does not know this socket: a kind this "
-		       "kupdate cannot dump (netlink, packet, raw...) or one of another network "
-		       "namespace",
-		       p->pid, fd, f->path);
-		return -EOPNOTSUPP;
+		/* unbound TCP or UDP, or refused with what it is (sockdiag.c) */
+		char what[96];
+		int sk = sk_dup(p, fd);
+
+		if (sk < 0)
+			return sk;
+		snprintf(what, sizeof(what), "pid %d: fd %d (%s)", p->pid, fd, f->path);
+		ret = sockdiag_probe(sk, f->ino, &probed, what);
+		close(sk);
+		if (ret)
+			return ret;
+		d = &probed;
 	}
 	*id = f->id;
 	if (d->family == AF_UNIX) {

@@ -1,19 +1,46 @@
 /* Socket discovery through netlink sock_diag (libnl-3): one dump of every
  * unix, TCP and UDP socket of the current network namespace, indexed by
- * inode, before the sockets of the tree are looked at one by one. */
+ * inode, before the sockets of the tree are looked at one by one.
+ *
+ * sock_diag lists the TCP sockets that are listening or connected (and,
+ * from Linux 6.8, those bound to a port), and the UDP sockets bound to a
+ * port: a TCP or UDP socket never bound (or, before 6.8, a TCP socket bound
+ * and neither listening nor connected) is not there.  Such a socket is
+ * described from kupdate's own descriptor of it instead (sockdiag_probe:
+ * SO_DOMAIN, SO_TYPE, SO_PROTOCOL, the TCP state, getsockname).  Any other
+ * socket sock_diag does not list is refused with what it is: one made in
+ * another network namespace, a netlink, packet or raw socket, another
+ * protocol (SCTP, ping, MPTCP...), or a TCP or UDP socket of a kind the
+ * kernel's sock_diag should have listed (a kernel without INET_DIAG for
+ * that protocol). */
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/sock_diag.h>
+#include <linux/sockios.h>
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "sockdiag.h"
 #include "util.h"
+
+/* The kernel's struct tcp_info goes on past the end of glibc's with the
+ * segment counters (Linux 4.2) */
+struct tcp_info_segs {
+	struct tcp_info base;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in;
+};
+_Static_assert(offsetof(struct tcp_info_segs, segs_out) == 136, "the kernel's tcpi_segs_out");
 
 struct collect {
 	struct sk_table *t;
@@ -209,6 +236,7 @@ int sockdiag_collect(struct sk_table *t)
 	nl_socket_free(sk);
 	if (ret)
 		return -EIO;
+	/* (a namespace may have no socket sock_diag lists: no table at all) */
 	if (t->n)
 		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
 	return 0;
@@ -218,7 +246,7 @@ struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino)
 {
 	struct sk_diag key = { .ino = ino };
 
-	return bsearch(&key, t->v, t->n, sizeof(*t->v), cmp_ino);
+	return t->n ? bsearch(&key, t->v, t->n, sizeof(*t->v), cmp_ino) : NULL;
 }
 
 void sockdiag_free(struct sk_table *t)
@@ -227,4 +255,190 @@ void sockdiag_free(struct sk_table *t)
 		free(t->v[i].icons);
 	free(t->v);
 	memset(t, 0, sizeof(*t));
+}
+
+int sk_tcp_segs(int sk, uint32_t *segs)
+{
+	struct tcp_info_segs ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(sk, IPPROTO_TCP, TCP_INFO, &ti, &l))
+		return -errno;
+	/* before Linux 4.2, nothing tells */
+	*segs = l >= sizeof(ti) ? ti.segs_out + ti.segs_in : 0;
+	return ti.base.tcpi_state;
+}
+
+static const char *netlink_name(int proto)
+{
+	switch (proto) {
+	case NETLINK_ROUTE:
+		return "NETLINK_ROUTE";
+	case NETLINK_SOCK_DIAG:
+		return "NETLINK_SOCK_DIAG";
+	case NETLINK_AUDIT:
+		return "NETLINK_AUDIT";
+	case NETLINK_NETFILTER:
+		return "NETLINK_NETFILTER";
+	case NETLINK_KOBJECT_UEVENT:
+		return "NETLINK_KOBJECT_UEVENT";
+	case NETLINK_GENERIC:
+		return "NETLINK_GENERIC";
+	}
+	return "protocol";
+}
+
+static const char *ip_proto_name(int proto)
+{
+	switch (proto) {
+	case IPPROTO_ICMP:
+		return "ICMP";
+	case IPPROTO_ICMPV6:
+		return "ICMPv6";
+	case IPPROTO_SCTP:
+		return "SCTP";
+	case IPPROTO_UDPLITE:
+		return "UDP-Lite";
+	case IPPROTO_MPTCP:
+		return "MPTCP";
+	case IPPROTO_DCCP:
+		return "DCCP";
+	}
+	return "protocol";
+}
+
+/* the socket's own network namespace is not ours */
+static bool other_netns(int sk)
+{
+	struct stat ns, self;
+	int fd = ioctl(sk, SIOCGSKNS);
+	bool other;
+
+	if (fd < 0)
+		return false; /* before Linux 4.9: the process's own was checked */
+	other = !fstat(fd, &ns) && !stat("/proc/self/ns/net", &self) &&
+		(ns.st_ino != self.st_ino || ns.st_dev != self.st_dev);
+	close(fd);
+	return other;
+}
+
+/* no socket holds the TCP port of addr: a new one binds it (without
+ * SO_REUSEADDR or SO_REUSEPORT, so that any holder stands in its way) */
+static bool port_free(int family, const struct sockaddr_storage *addr)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = !bind(fd, (const struct sockaddr *)addr,
+		   family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	close(fd);
+	return ok;
+}
+
+int sockdiag_probe(int sk, uint32_t ino, struct sk_diag *d, const char *what)
+{
+	int domain = -1, type = -1, proto = -1, state;
+	socklen_t l = sizeof(int);
+	const char *fam;
+	struct sockaddr_storage ss;
+	uint32_t segs = 0;
+
+	if (other_netns(sk)) {
+		pr_err("%s: the socket belongs to another network namespace than its process "
+		       "(made there after a setns or unshare); it cannot be dumped",
+		       what);
+		return -EOPNOTSUPP;
+	}
+	if (getsockopt(sk, SOL_SOCKET, SO_DOMAIN, &domain, &l) ||
+	    getsockopt(sk, SOL_SOCKET, SO_TYPE, &type, &l) ||
+	    getsockopt(sk, SOL_SOCKET, SO_PROTOCOL, &proto, &l)) {
+		int ret = -errno;
+		pr_perror("%s: cannot tell what kind of socket it is", what);
+		return ret;
+	}
+	fam = domain == AF_INET ? "IPv4" : "IPv6";
+	switch (domain) {
+	case AF_NETLINK:
+		pr_err("%s: a netlink socket (%s %d) cannot be dumped", what, netlink_name(proto),
+		       proto);
+		return -EOPNOTSUPP;
+	case AF_PACKET:
+		pr_err("%s: a packet socket (AF_PACKET) cannot be dumped", what);
+		return -EOPNOTSUPP;
+	case AF_INET:
+	case AF_INET6:
+		break;
+	default:
+		pr_err("%s: a socket of family %d (type %d, protocol %d) cannot be dumped", what,
+		       domain, type, proto);
+		return -EOPNOTSUPP;
+	}
+	if (type == SOCK_RAW) {
+		pr_err("%s: a raw %s socket (protocol %d) cannot be dumped", what, fam, proto);
+		return -EOPNOTSUPP;
+	}
+	if (!((type == SOCK_STREAM && proto == IPPROTO_TCP) ||
+	      (type == SOCK_DGRAM && proto == IPPROTO_UDP))) {
+		pr_err("%s: an %s socket of %s %d (type %d) cannot be dumped", what, fam,
+		       ip_proto_name(proto), proto, type);
+		return -EOPNOTSUPP;
+	}
+	l = sizeof(ss);
+	if (getsockname(sk, (struct sockaddr *)&ss, &l)) {
+		int ret = -errno;
+		pr_perror("%s: getsockname", what);
+		return ret;
+	}
+	memset(d, 0, sizeof(*d));
+	d->ino = ino;
+	d->family = domain;
+	d->type = type;
+	d->protocol = proto;
+	if (domain == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+
+		memcpy(d->src, &a->sin_addr, 4);
+		d->src_port = ntohs(a->sin_port);
+	} else {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+
+		memcpy(d->src, &a->sin6_addr, 16);
+		d->src_port = ntohs(a->sin6_port);
+	}
+	if (proto == IPPROTO_TCP) {
+		state = sk_tcp_segs(sk, &segs);
+		if (state < 0) {
+			pr_err("%s: cannot read its TCP state: %s", what, strerror(-state));
+			return state;
+		}
+		if (state != TCP_CLOSE) {
+			pr_err("%s: sock_diag does not list this %s TCP socket in state %d (a "
+			       "kernel without INET_DIAG%s?); it cannot be dumped",
+			       what, fam, state, domain == AF_INET6 ? " for IPv6" : "");
+			return -EOPNOTSUPP;
+		}
+		/* A connect that failed (blocking) or connect(AF_UNSPEC) made it a
+		 * new socket again, its port given back unless the program had
+		 * bound it, but getsockname still shows it: a port nobody
+		 * holds is one the socket does not hold */
+		if (d->src_port && port_free(domain, &ss)) {
+			pr_debug("%s: does not hold port %u any more", what, d->src_port);
+			d->src_port = 0;
+		}
+		d->state = TCP_CLOSE;
+		return 0;
+	}
+	/* UDP: a port or a peer would have put it in sock_diag's table */
+	l = sizeof(ss);
+	if (d->src_port || !getpeername(sk, (struct sockaddr *)&ss, &l)) {
+		pr_err("%s: sock_diag does not list this bound %s UDP socket (a kernel without "
+		       "INET_UDP_DIAG?); it cannot be dumped",
+		       what, fam);
+		return -EOPNOTSUPP;
+	}
+	d->state = TCP_CLOSE;
+	return 0;
 }

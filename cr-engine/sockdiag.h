@@ -31,5 +31,12 @@ struct sk_table {
 int sockdiag_collect(struct sk_table *t);
 struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino);
 void sockdiag_free(struct sk_table *t);
+/* a socket sockdiag_collect did not list, through kupdate's own descriptor
+ * sk of it: an unbound TCP or UDP socket described in d (0), or what else
+ * it is said in a message naming what (-EOPNOTSUPP) */
+int sockdiag_probe(int sk, uint32_t ino, struct sk_diag *d, const char *what);
+/* the TCP state of sk, and how many segments it ever sent and received
+ * (0 where the kernel does not count them); a negative errno */
+int sk_tcp_segs(int sk, uint32_t *segs);
 
 #endif

@@ -111,7 +111,8 @@ int sk_opts_dump(int sk, SkOpts *o, int family)
 			o->peek_off = off;
 		}
 	}
-	if (!get_int(sk, SOL_SOCKET, SO_PRIORITY, &v) && v) {
+	/* even 0: an IP_TOS restored before it sets it too */
+	if (!get_int(sk, SOL_SOCKET, SO_PRIORITY, &v)) {
 		o->has_priority = 1;
 		o->priority = v;
 	}

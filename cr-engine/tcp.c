@@ -1,10 +1,33 @@
-/* TCP and UDP sockets.
+/* TCP and UDP sockets, IPv4 and IPv6.
  *
- * Listening and unconnected sockets are rebuilt with bind/listen, UDP
- * sockets with bind/connect.  An established TCP connection, or one in
- * the middle of its close (FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, CLOSING: its
- * FINs are sent and delivered again after the restore, inet_release), is
- * captured in repair mode (TCP_REPAIR): sequence numbers, the unacknowledged and
+ * A socket that is not an established TCP connection is rebuilt with
+ * socket, its options, bind, then listen (a TCP listener) or connect (a
+ * connected UDP socket): a TCP or UDP socket never bound, one bound to a
+ * port the program chose or the kernel chose (bound to port 0), to an
+ * address with or without a port (IP_BIND_ADDRESS_NO_PORT), a TCP socket
+ * neither listening nor connected, a listener, a UDP socket bound or
+ * connected.  sock_diag does not list the unbound ones (sockdiag.c finds
+ * them through the socket itself).  A TCP socket in state CLOSE that has
+ * sent or received segments (a connection that failed or ended) is
+ * refused: its pending error and shutdown cannot be read back.  The
+ * options carried: those of every socket (sockets.c: SO_REUSEADDR,
+ * SO_REUSEPORT, SO_KEEPALIVE, SO_BROADCAST, SO_SNDBUF/SO_RCVBUF with their
+ * locks, SO_LINGER, SO_PRIORITY, ...), IP_TOS, IPV6_TCLASS, IPV6_V6ONLY,
+ * IP_FREEBIND, IP_BIND_ADDRESS_NO_PORT, IP_TTL and IPV6_UNICAST_HOPS (when
+ * the program set them apart from the sysctl's default), and for TCP
+ * TCP_NODELAY, TCP_CORK, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT, TCP_USER_TIMEOUT
+ * and TCP_MAXSEG (a listener hands them down to what it accepts), and
+ * SO_BINDTODEVICE by the device's name (which a bind to an IPv6 link-local
+ * address sets too, and needs again: it is set before the bind).  Not
+ * carried: multicast memberships and options, the
+ * datagrams queued on a UDP socket (dropped, with a warning), and the
+ * shutdown(2) of a UDP socket never bound (which the kernel records even
+ * though the call fails with ENOTCONN, and nothing reads back).
+ *
+ * An established TCP connection, or one in the middle of its close
+ * (FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, CLOSING: its FINs are sent and
+ * delivered again after the restore, inet_release), is captured in repair
+ * mode (TCP_REPAIR): sequence numbers, the unacknowledged and
  * unsent send queue, the unread receive queue, MSS, window scaling, SACK,
  * timestamps (TCP_TIMESTAMP, so the peer sees them go on), the window
  * (TCP_REPAIR_WINDOW) and the usual options.  Its packets are dropped by
@@ -27,6 +50,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -109,6 +133,13 @@ void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, si
 static int alen(int family)
 {
 	return family == AF_INET ? 4 : 16;
+}
+
+static bool addr_any(int family, const uint8_t *a)
+{
+	static const uint8_t any[16];
+
+	return !memcmp(a, any, alen(family));
 }
 
 static int bytes(ProtobufCBinaryData *b, const void *src, size_t len)
@@ -246,6 +277,56 @@ static int dump_stream(int sk, InetSk *s, int64_t rcv_wup_at_lock, const char *w
 	if (!getint(sk, SOL_TCP, TCP_USER_TIMEOUT, &v) && v) {
 		t->has_user_timeout = 1;
 		t->user_timeout = v;
+	}
+	return 0;
+}
+
+/* the option differs from what a new socket of the same kind (fresh, or
+ * -1: none could be made) reads for it: the default of a sysctl the
+ * socket follows until the program sets it */
+static bool differs_from_new(int fresh, int sk, int level, int opt, uint32_t *v)
+{
+	uint32_t def = 0;
+
+	if (getint(sk, level, opt, v))
+		return false;
+	return fresh < 0 || getint(fresh, level, opt, &def) || *v != def;
+}
+
+/* the TCP options of a socket that is not an established connection */
+static int dump_topts(int sk, int fresh, InetSk *s)
+{
+	TcpOpts *o = xzalloc(sizeof(*o));
+	uint32_t v = 0;
+
+	if (!o)
+		return -ENOMEM;
+	tcp_opts__init(o);
+	s->topts = o;
+	if (!getint(sk, SOL_TCP, TCP_NODELAY, &v) && v)
+		o->has_nodelay = o->nodelay = 1;
+	if (!getint(sk, SOL_TCP, TCP_CORK, &v) && v)
+		o->has_cork = o->cork = 1;
+	if (differs_from_new(fresh, sk, SOL_TCP, TCP_KEEPIDLE, &v)) {
+		o->has_keepidle = 1;
+		o->keepidle = v;
+	}
+	if (differs_from_new(fresh, sk, SOL_TCP, TCP_KEEPINTVL, &v)) {
+		o->has_keepintvl = 1;
+		o->keepintvl = v;
+	}
+	if (differs_from_new(fresh, sk, SOL_TCP, TCP_KEEPCNT, &v)) {
+		o->has_keepcnt = 1;
+		o->keepcnt = v;
+	}
+	if (!getint(sk, SOL_TCP, TCP_USER_TIMEOUT, &v) && v) {
+		o->has_user_timeout = 1;
+		o->user_timeout = v;
+	}
+	/* not connected, TCP_MAXSEG reads what the program set, if it did */
+	if (differs_from_new(fresh, sk, SOL_TCP, TCP_MAXSEG, &v)) {
+		o->has_maxseg = 1;
+		o->maxseg = v;
 	}
 	return 0;
 }
@@ -628,7 +709,7 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 {
 	InetSk *s = xzalloc(sizeof(*s));
 	char what[160], lep[64], rep[64];
-	int sk = -1, ret;
+	int sk = -1, fresh = -1, ret;
 	uint32_t v = 0;
 
 	if (!s)
@@ -680,22 +761,71 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	sk = sk_dup(p, fd);
 	if (sk < 0)
 		return sk;
+	if (d->protocol == IPPROTO_TCP && d->state == TCP_CLOSE) {
+		uint32_t segs = 0;
+
+		if (sk_tcp_segs(sk, &segs) >= 0 && segs) {
+			pr_err("%s: a TCP socket whose connection failed or ended (state CLOSE, "
+			       "%u segments sent and received) cannot be dumped: its pending error "
+			       "and shutdown cannot be read back",
+			       what, segs);
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+	}
 	s->opts = xzalloc(sizeof(*s->opts));
 	ret = s->opts ? sk_opts_dump(sk, s->opts, d->family) : -ENOMEM;
 	if (ret)
 		goto out;
+	fresh = socket(d->family, d->type | SOCK_CLOEXEC, d->protocol);
 	s->has_bound = 1;
-	s->bound = d->src_port != 0;
-	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_V6ONLY, &v) && v)
-		s->has_v6only = s->v6only = 1;
-	if (d->family == AF_INET && !getint(sk, IPPROTO_IP, IP_TOS, &v) && v) {
+	/* an address without a port: IP_BIND_ADDRESS_NO_PORT */
+	s->bound = d->src_port != 0 || !addr_any(d->family, d->src);
+	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_V6ONLY, &v)) {
+		s->has_v6only = 1;
+		s->v6only = !!v;
+	}
+	/* IP_TOS also for IPv6: the IPv4 packets of a dual-stack socket */
+	if (!getint(sk, IPPROTO_IP, IP_TOS, &v) && v) {
 		s->has_tos = 1;
 		s->tos = v;
+	}
+	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_TCLASS, &v) && v) {
+		s->has_tclass = 1;
+		s->tclass = v;
+	}
+	if (differs_from_new(fresh, sk, IPPROTO_IP, IP_TTL, &v)) {
+		s->has_ttl = 1;
+		s->ttl = v;
+	}
+	if (d->family == AF_INET6 &&
+	    differs_from_new(fresh, sk, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v)) {
+		s->has_hops = 1;
+		s->hops = v;
+	}
+	if (!getint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &v) && v)
+		s->has_bind_no_port = s->bind_no_port = 1;
+	{
+		char dev[IFNAMSIZ + 1] = "";
+		socklen_t l = IFNAMSIZ;
+
+		if (!getsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) && dev[0]) {
+			s->bind_dev = strdup(dev);
+			if (!s->bind_dev) {
+				ret = -ENOMEM;
+				goto out;
+			}
+		}
 	}
 	if (!getint(sk, d->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
 		    d->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, &v) &&
 	    v)
 		s->has_freebind = s->freebind = 1;
+	if (d->protocol == IPPROTO_TCP && !stream_state(d->state)) {
+		ret = dump_topts(sk, fresh, s);
+		if (ret)
+			goto out;
+	}
 	if (d->shutdown) {
 		s->has_shutdown = 1;
 		s->shutdown = d->shutdown;
@@ -769,6 +899,8 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 out:
 	if (sk >= 0)
 		close(sk);
+	if (fresh >= 0)
+		close(fresh);
 	return ret;
 }
 
@@ -779,6 +911,8 @@ void inet_free_dump(InetSk *s)
 	free(s->src_addr.data);
 	free(s->dst_addr.data);
 	free(s->opts);
+	free(s->topts);
+	free(s->bind_dev);
 	if (s->tcp) {
 		free(s->tcp->outq.data);
 		free(s->tcp->inq.data);
@@ -798,6 +932,7 @@ int inet_validate(const FileEntry *e)
 	    s->src_addr.len != (size_t)alen(s->family) ||
 	    (s->has_dst_addr && s->dst_addr.len != (size_t)alen(s->family)) ||
 	    s->src_port > 65535 || s->dst_port > 65535 ||
+	    (s->bind_dev && strlen(s->bind_dev) >= IFNAMSIZ) ||
 	    (s->protocol == IPPROTO_TCP && stream_state(s->state) &&
 	     (!s->tcp || s->tcp->inq.len > (64U << 20) || s->tcp->outq.len > (64U << 20) ||
 	      s->tcp->unsent > s->tcp->outq.len)) ||
@@ -830,6 +965,21 @@ static socklen_t sockaddr_of(const InetSk *s, bool dst, struct sockaddr_storage 
 		memcpy(&in6->sin6_addr, a->data, 16);
 		return sizeof(*in6);
 	}
+}
+
+/* Where to bind: the source address, but the wildcard for an IPv6 socket
+ * that is not v6-only whose address is a plain IPv6 one.  Binding such an
+ * address makes a socket v6-only (the kernel's inet6 bind), so the program
+ * never bound it: connect chose it, and the restore's connect chooses it
+ * again, the socket staying dual-stack as it was. */
+static socklen_t bind_addr_of(const InetSk *s, struct sockaddr_storage *ss)
+{
+	socklen_t len = sockaddr_of(s, false, ss);
+
+	if (s->family == AF_INET6 && s->has_v6only && !s->v6only &&
+	    !addr_v4mapped(s->src_addr.data) && !addr_any(AF_INET6, s->src_addr.data))
+		memset(&((struct sockaddr_in6 *)ss)->sin6_addr, 0, 16);
+	return len;
 }
 
 static int setint(int sk, int level, int opt, int val, const char *name, const char *what)
@@ -890,7 +1040,7 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	    setint(sk, SOL_TCP, TCP_REPAIR_QUEUE, TCP_RECV_QUEUE, "TCP_REPAIR_QUEUE", what) ||
 	    setint(sk, SOL_TCP, TCP_QUEUE_SEQ, rcv_end - t->inq.len, "receive sequence", what))
 		return -EINVAL;
-	len = sockaddr_of(s, false, &ss);
+	len = bind_addr_of(s, &ss);
 	if (bind(sk, (struct sockaddr *)&ss, len)) {
 		int ret = -errno;
 		pr_perror("%s: cannot bind", what);
@@ -960,6 +1110,22 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 	return 0;
 }
 
+static int restore_topts(int sk, const TcpOpts *o, const char *what)
+{
+	if ((o->nodelay && setint(sk, SOL_TCP, TCP_NODELAY, 1, "TCP_NODELAY", what)) ||
+	    (o->cork && setint(sk, SOL_TCP, TCP_CORK, 1, "TCP_CORK", what)) ||
+	    (o->has_keepidle &&
+	     setint(sk, SOL_TCP, TCP_KEEPIDLE, o->keepidle, "TCP_KEEPIDLE", what)) ||
+	    (o->has_keepintvl &&
+	     setint(sk, SOL_TCP, TCP_KEEPINTVL, o->keepintvl, "TCP_KEEPINTVL", what)) ||
+	    (o->has_keepcnt && setint(sk, SOL_TCP, TCP_KEEPCNT, o->keepcnt, "TCP_KEEPCNT", what)) ||
+	    (o->has_user_timeout &&
+	     setint(sk, SOL_TCP, TCP_USER_TIMEOUT, o->user_timeout, "TCP_USER_TIMEOUT", what)) ||
+	    (o->has_maxseg && setint(sk, SOL_TCP, TCP_MAXSEG, o->maxseg, "TCP_MAXSEG", what)))
+		return -EINVAL;
+	return 0;
+}
+
 int inet_create(const InetSk *s, const char *what)
 {
 	struct sockaddr_storage ss;
@@ -974,14 +1140,34 @@ int inet_create(const InetSk *s, const char *what)
 		pr_perror("%s: cannot create the socket", what);
 		return ret;
 	}
-	if (s->v6only)
-		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY", what);
+	/* (images before the field was always written have it only when set) */
+	if (s->has_v6only)
+		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, s->v6only, "IPV6_V6ONLY", what);
 	if (s->freebind)
 		ret |= setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
 			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND",
 			      what);
+	if (s->bind_dev &&
+	    setsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, s->bind_dev, strlen(s->bind_dev))) {
+		ret = -errno;
+		pr_perror("%s: cannot bind it to device %s (SO_BINDTODEVICE)", what, s->bind_dev);
+		goto fail;
+	}
+	if (s->bind_no_port)
+		ret |= setint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1, "IP_BIND_ADDRESS_NO_PORT",
+			      what);
+	/* IP_TOS sets the priority too: SO_PRIORITY comes after (sk_opts_restore) */
 	if (s->has_tos)
 		ret |= setint(sk, IPPROTO_IP, IP_TOS, s->tos, "IP_TOS", what);
+	if (s->has_tclass)
+		ret |= setint(sk, IPPROTO_IPV6, IPV6_TCLASS, s->tclass, "IPV6_TCLASS", what);
+	if (s->has_ttl)
+		ret |= setint(sk, IPPROTO_IP, IP_TTL, s->ttl, "IP_TTL", what);
+	if (s->has_hops)
+		ret |= setint(sk, IPPROTO_IPV6, IPV6_UNICAST_HOPS, s->hops, "IPV6_UNICAST_HOPS",
+			      what);
+	if (!ret && s->topts)
+		ret = restore_topts(sk, s->topts, what);
 	if (!ret)
 		ret = sk_opts_restore(sk, s->opts, what);
 	if (ret)
@@ -999,7 +1185,7 @@ int inet_create(const InetSk *s, const char *what)
 		return sk;
 	}
 	if (s->bound) {
-		len = sockaddr_of(s, false, &ss);
+		len = bind_addr_of(s, &ss);
 		if (bind(sk, (struct sockaddr *)&ss, len)) {
 			ret = -errno;
 			pr_perror("%s: cannot bind", what);

@@ -4,6 +4,7 @@
  * checks after SIGTERM that it kept running through the failed dump. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -40,6 +41,34 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "netlink")) {
 		if (socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE) < 0)
 			crt_fail("socket: %s", strerror(errno));
+	} else if (!strcmp(what, "packet")) {
+		if (socket(AF_PACKET, SOCK_DGRAM, 0) < 0)
+			crt_fail("socket: %s", strerror(errno));
+	} else if (!strcmp(what, "raw")) {
+		if (socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6) < 0)
+			crt_fail("socket: %s", strerror(errno));
+	} else if (!strcmp(what, "otherns")) {
+		/* an unbound TCP socket made in a network namespace the
+		 * process then left */
+		int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+
+		if (self < 0 || unshare(CLONE_NEWNET) || socket(AF_INET, SOCK_STREAM, 0) < 0 ||
+		    setns(self, CLONE_NEWNET))
+			crt_fail("a socket in another network namespace: %s", strerror(errno));
+		close(self);
+	} else if (!strcmp(what, "tcpfailed")) {
+		/* a TCP socket whose non-blocking connect was refused: state
+		 * CLOSE, its error not read yet (a blocking connect that fails
+		 * makes it a new socket again, and that one is dumped) */
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					 .sin_port = htons(9) };
+		int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		struct pollfd pf = { c, POLLOUT, 0 };
+
+		if (c < 0 || !connect(c, (struct sockaddr *)&a, sizeof(a)) ||
+		    (errno != EINPROGRESS && errno != ECONNREFUSED) || poll(&pf, 1, 5000) != 1)
+			crt_fail("a refused connection: %s", strerror(errno));
 	} else if (!strcmp(what, "iouring")) {
 		struct io_uring_params p;
 
