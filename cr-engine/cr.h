@@ -41,7 +41,8 @@ struct cr_dump_opts {
 	bool no_net_lock;     /* the caller locks the network itself */
 	bool check_only;      /* look at everything, write nothing, resume the tree */
 	bool no_rto_revert;   /* a tree that goes on: no ICMP to its peers (tcp.c) */
-	uint64_t ghost_limit; /* most data of an unlinked open or mapped file saved; 0: 1 MiB */
+	uint64_t ghost_limit; /* most data of an unlinked open or mapped file saved; 0: 1 MiB
+			       * for a file only open, 256 MiB for one mapped or run */
 	/* pre_dump: save only memory, copied after the tree runs again, and
 	 * track what it writes from then on; prev_dir: an earlier pre-dump,
 	 * whose unchanged pages this dump refers to instead of copying them */

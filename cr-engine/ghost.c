@@ -8,7 +8,8 @@
  * owner, times, path and data, read through /proc/PID/fd/N (or
  * /proc/PID/map_files/START-END, /proc/PID/exe) skipping holes
  * (SEEK_DATA/SEEK_HOLE), into ghost-ID.img.  Files with more data than the
- * ghost limit (cr_dump_opts.ghost_limit, `kupdate dump --ghost-limit`) are
+ * ghost limit (cr_dump_opts.ghost_limit, `kupdate dump --ghost-limit`; by
+ * default 1 MiB for a file only open, 256 MiB for one mapped or run) are
  * refused (holes do not count: they cost nothing), as are unlinked files
  * that still have another name (they would come back as a separate copy,
  * no longer shared with that name).
@@ -34,9 +35,15 @@
 /* what one image can hold (image.h), with room for the records */
 #define GHOST_MAX (IMG_MAX_FILE - (8U << 20))
 
-static uint64_t ghost_limit(const struct cr_dump_ctx *ctx)
+/* The operator's limit, or by default one for files a process only has
+ * open (a deleted log can be huge, and is rarely worth its bytes) and a
+ * larger one for the libraries and programs it maps or runs (after a libc
+ * update every process maps its 2 MB old copy: no cycle without them). */
+static uint64_t ghost_limit(const struct cr_dump_ctx *ctx, bool mapped)
 {
-	uint64_t l = ctx->opts->ghost_limit ? ctx->opts->ghost_limit : GHOST_LIMIT_DEFAULT;
+	uint64_t l = ctx->opts->ghost_limit ? ctx->opts->ghost_limit
+		     : mapped		    ? GHOST_MAPPED_LIMIT_DEFAULT
+					    : GHOST_LIMIT_DEFAULT;
 
 	return MIN(l, (uint64_t)GHOST_MAX);
 }
@@ -158,7 +165,7 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 {
 	_cleanup_close_ int rfd = -1;
 	struct cr_ghost *ng;
-	uint64_t limit = ghost_limit(ctx), data;
+	uint64_t limit = ghost_limit(ctx, mapped), data;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int ret;
 

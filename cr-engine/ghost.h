@@ -13,6 +13,8 @@ struct cr_proc;
 struct cr_file;
 
 #define GHOST_LIMIT_DEFAULT (1ULL << 20)
+/* ... of a file mapped or run (a library, a program apt replaced) */
+#define GHOST_MAPPED_LIMIT_DEFAULT (256ULL << 20)
 
 /* dump: an fd of an unlinked regular file; saves the file once (its
  * data in ghost-ID.img) and sets f->ghost_id */

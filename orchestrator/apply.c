@@ -127,8 +127,9 @@ static void usage_apply(FILE *f)
 	      "                    restores (or a failed dump) (RFC 6069; a peer socket\n"
 	      "                    with IP_RECVERR sees one EHOSTUNREACH from them)\n"
 	      "  --ghost-limit SIZE the most data of a file deleted while open or mapped\n"
-	      "                    (a library an upgrade replaced: libc is 2M) saved, per\n"
-	      "                    file (K, M, G; default 1M); kupdate list shows them\n"
+	      "                    (a library an upgrade replaced) saved, per file (K, M,\n"
+	      "                    G; default 1M open only, 256M mapped or run); kupdate\n"
+	      "                    list shows them\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }

@@ -318,6 +318,33 @@ static void sparse(void)
 	crt_pass();
 }
 
+/* delmap big: a 3 MiB file mapped like a library's text (the size of the
+ * libc apt replaces), closed and deleted: saved without any --ghost-limit
+ * (a file only open is limited to 1 MiB by default, refuse-ghost-limit) */
+static void big(void)
+{
+	const long len = 3L << 20;
+	unsigned char *p, *buf = malloc(len);
+	char perms[8], path[4096];
+	unsigned long off;
+	int fd = open(crt_path("libbig.so"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	for (long i = 0; buf && i < len; i++)
+		buf[i] = pat(i, 9);
+	if (!buf || fd < 0 || write(fd, buf, len) != len)
+		crt_fail("libbig.so: %s", strerror(errno));
+	p = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED || close(fd) || unlink(crt_path("libbig.so")))
+		crt_fail("map libbig.so: %s", strerror(errno));
+	crt_ready();
+	crt_wait_term();
+	crt_check(map_of(p, perms, &off, path, sizeof(path)) && !strncmp(perms, "r-xp", 4),
+		  "libbig.so is not mapped r-xp at %p after the restore", (void *)p);
+	crt_check(strstr(path, "libbig.so (deleted)"), "libbig.so's mapping shows %s", path);
+	crt_check(!memcmp(p, buf, len), "libbig.so's contents differ after the restore");
+	crt_pass();
+}
+
 /* a mapped file deleted with its directory: refused at dump */
 static void dir_gone(void)
 {
@@ -414,6 +441,8 @@ int main(int argc, char **argv)
 		sparse();
 	if (!strcmp(mode, "cwd") || !strcmp(mode, "cwd-orphan"))
 		cwd(!strcmp(mode, "cwd-orphan"));
+	if (!strcmp(mode, "big"))
+		big();
 	if (!strcmp(mode, "dir-gone"))
 		dir_gone();
 	if (!strcmp(mode, "root-gone"))
