@@ -1051,6 +1051,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		goto fail;
 	open_stage(&c, ST_PREPARE);
 	ret = wait_count(&c, c.nr_live, "restoring files and preparing memory", true);
+	files_unlink_removed(&c.files);
 	if (!ret)
 		ret = wait_zombies(&c);
 	if (ret)
@@ -1096,6 +1097,7 @@ fail:
 	/* whatever failed has been reported; nothing of the tree survives */
 	atomic_store(&c.sh->failed, 1);
 	kill_all(&c);
+	files_unlink_removed(&c.files);
 	c.shm.sysv_committed = false; /* the segments created go with the tree */
 	/* reap what is ours to reap */
 	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)

@@ -7,14 +7,19 @@
  * (seed 004) on kupdate's own descriptor of the socket.  A socket whose
  * peer is outside the tree (journald's stdout stream, D-Bus) is refused
  * naming the peer, unless the caller asked to replace it
- * (cr_dump_opts.external_unix).  File descriptors in flight (SCM_RIGHTS)
- * are refused.
+ * (cr_dump_opts.external_unix); a datagram socket connected to a bound one
+ * outside (syslog's /dev/log) is connected to its name again, as the peer
+ * keeps nothing of it.  File descriptors in flight (SCM_RIGHTS) are
+ * refused.  A socket bound at a path since removed is bound there again
+ * and the path removed once every connection to it is made; one whose peer
+ * was closed is made as one end of a pair whose other end is closed.
  *
  * Restore (files.c decides who does it): the two ends of a connection in
  * the tree are made with socketpair(2); bound sockets are bound again (a
  * stale socket file left by the dumped process is replaced); sockets
  * connected to a bound one connect to it once every process has created
- * its own; queued data is sent back through the peer. */
+ * its own; queued data is sent back through the peer, without waiting:
+ * what does not fit fails the restore, naming the socket. */
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -50,12 +55,30 @@ void unix_describe(const struct sk_diag *d, char *buf, size_t len)
 	}
 }
 
+/* A queue ends with EAGAIN; a seqpacket socket shut for reading ends it
+ * with 0 instead, as a record of no bytes does.  Records come with
+ * SCM_CREDENTIALS while SO_PASSCRED is on, the end does not: it is set for
+ * the peek, then put back.  Zero-length records at an offset are returned
+ * once (the kernel marks them peeked, then skips them); the bound below
+ * stops a loop on a kernel doing otherwise. */
+#define MAX_RECORDS (1 << 20)
+
+static bool has_creds(struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+			return true;
+	return false;
+}
+
 /* The receive queue, peeked message by message with SO_PEEK_OFF. */
-static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
+static int peek_queue(struct cr_proc *p, int fd, int sk, int type, bool rcv_shut, UnixSk *u)
 {
 	_cleanup_free_ unsigned char *buf = malloc(PEEK_BUF);
 	int32_t old_off = -1, zero = 0;
-	socklen_t olen = sizeof(old_off);
+	int old_cred = 0, one = 1;
+	socklen_t olen = sizeof(old_off), clen = sizeof(old_cred);
+	bool creds = type == SOCK_SEQPACKET && rcv_shut;
 	int ret = 0;
 
 	if (!buf)
@@ -67,9 +90,17 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 			  p->pid, fd);
 		return ret;
 	}
+	if (creds && (getsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, &clen) ||
+		      setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot tell the records of a shut seqpacket socket "
+			  "from its end (SO_PASSCRED)",
+			  p->pid, fd);
+		goto out;
+	}
 	for (;;) {
 		union {
-			char buf[CMSG_SPACE(sizeof(int) * 64)];
+			char buf[CMSG_SPACE(sizeof(int) * 64) + CMSG_SPACE(sizeof(struct ucred))];
 			struct cmsghdr align;
 		} ctl;
 		struct sockaddr_un from;
@@ -88,6 +119,15 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		}
 		if (n == 0 && type == SOCK_STREAM)
 			break;
+		if (n == 0 && creds && !has_creds(&mh))
+			break; /* the end of a shut seqpacket socket's queue */
+		if (u->n_queue >= MAX_RECORDS) {
+			pr_err("pid %d: fd %d: the unix socket's queue does not end after %d "
+			       "records",
+			       p->pid, fd, MAX_RECORDS);
+			ret = -EOVERFLOW;
+			break;
+		}
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 				int nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -139,8 +179,39 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		}
 		u->queue[u->n_queue++] = m;
 	}
+	if (creds)
+		setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, sizeof(old_cred));
+out:
 	setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, sizeof(old_off));
 	return ret;
+}
+
+/* A socket bound at path, which is gone: the path must be free and its
+ * directory still there, for the restore to bind it there again. */
+static int removed_path(struct cr_proc *p, int fd, const char *path, UnixSk *u)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	struct stat st;
+	char *slash;
+
+	if (!lstat(path, &st)) {
+		pr_err("pid %d: fd %d: the unix socket was bound at %s, which was removed and is "
+		       "now another file; it cannot be bound there again",
+		       p->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		pr_err("pid %d: fd %d: the unix socket was bound at %s, removed with its "
+		       "directory; it cannot be bound there again",
+		       p->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	u->has_removed = u->removed = 1;
+	return 0;
 }
 
 int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
@@ -181,6 +252,14 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 				u->file_mode = st.st_mode & 07777;
 				u->file_uid = st.st_uid;
 				u->file_gid = st.st_gid;
+			} else if (d->vfs_ino && path[0] == '/') {
+				/* bound, then its path unlinked: bound again at the
+				 * restore (its name is the path) and unlinked again
+				 * once every connection to it is made */
+				int err = removed_path(p, fd, path, u);
+
+				if (err)
+					return err;
 			}
 		}
 	}
@@ -216,11 +295,21 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	sk = sk_dup(p, fd);
 	if (sk < 0)
 		return sk;
+	/* connected to a socket since closed: sock_diag names no peer, but the
+	 * socket still has one (a datagram receiver others connect to is
+	 * "established" too, without one) */
+	if (!d->peer && d->state == TCP_ESTABLISHED) {
+		struct sockaddr_un a;
+		socklen_t alen = sizeof(a);
+
+		if (!getpeername(sk, (struct sockaddr *)&a, &alen))
+			u->has_peer_closed = u->peer_closed = 1;
+	}
 	u->opts = xzalloc(sizeof(*u->opts));
 	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
 	/* an unconnected stream socket has no queue (and refuses to be peeked) */
 	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED))
-		ret = peek_queue(p, fd, sk, d->type, u);
+		ret = peek_queue(p, fd, sk, d->type, d->shutdown & 1, u);
 	close(sk);
 	return ret;
 }
@@ -307,6 +396,22 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				 f->owner_pid, f->owner_fd, who);
 			continue;
 		}
+		/* a datagram socket connected to a bound one (syslog's /dev/log):
+		 * the peer keeps nothing of it, it connects to the name again */
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
+		    (!u->n_queue || (u->has_name && u->name.len > 1))) {
+			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",
+				 f->owner_pid, f->owner_fd, who);
+			continue;
+		}
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
+		    u->n_queue) {
+			pr_err("pid %d: fd %d: its unix dgram socket, connected to %s outside the "
+			       "dumped tree, holds datagrams but has no name to receive them "
+			       "again",
+			       f->owner_pid, f->owner_fd, who);
+			return -EOPNOTSUPP;
+		}
 		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
 		       "tree; such a connection cannot be restored",
 		       f->owner_pid, f->owner_fd, type_name(u->type), who);
@@ -360,7 +465,8 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
 		goto bound;
-	if (errno == EADDRINUSE && u->name.data[0]) {
+	/* removed since: whatever is at the path now is someone else's */
+	if (errno == EADDRINUSE && u->name.data[0] && !u->removed) {
 		struct stat st;
 
 		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode)) {
@@ -384,18 +490,45 @@ bound:
 	return 0;
 }
 
-/* Put data into the receive queue of the socket whose peer is "via". */
+/* Put data into the receive queue of the socket whose peer is "via".
+ * Nothing waits: via's send buffer is made large enough for the whole
+ * queue (its own size comes back with its options), and a queue the
+ * receiver does not take (a datagram receiver takes max_dgram_qlen
+ * records from a sender it is not connected to) fails, naming it. */
 static int send_queue(int via, const UnixSk *u, const char *what)
 {
+	uint64_t need = 65536;
+
+	for (size_t i = 0; i < u->n_queue; i++)
+		need += u->queue[i]->data.len + 1024; /* and the kernel's share of each */
+	setsockopt(via, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ (int)MIN(need, INT_MAX / 2) },
+		   sizeof(int));
 	for (size_t i = 0; i < u->n_queue; i++) {
 		const UnixMsg *m = u->queue[i];
-		ssize_t n = send(via, m->data.data, m->data.len, MSG_NOSIGNAL);
+		size_t done = 0;
 
-		if (n != (ssize_t)m->data.len) {
-			int ret = n < 0 ? -errno : -EIO;
-			pr_err("%s: cannot put %zu queued bytes back: %s", what, m->data.len,
-			       strerror(-ret));
-			return ret;
+		do {
+			ssize_t n = send(via, m->data.data + done, m->data.len - done,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n < 0) {
+				int ret = -errno;
+
+				if (ret == -EAGAIN)
+					pr_err("%s: its receive queue took %zu of its %zu queued "
+					       "records back and no more (full)",
+					       what, i, u->n_queue);
+				else
+					pr_err("%s: cannot put %zu queued bytes back: %s", what,
+					       m->data.len, strerror(-ret));
+				return ret;
+			}
+			done += n;
+		} while (done < m->data.len && u->type == SOCK_STREAM);
+		if (done != m->data.len) {
+			pr_err("%s: a queued record of %zu bytes went back as %zu", what,
+			       m->data.len, done);
+			return -EIO;
 		}
 	}
 	return 0;
@@ -427,8 +560,14 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 		pr_perror("%s: cannot create a unix socket pair", what);
 		return ret;
 	}
+	/* two datagram sockets connected to each other may have names of their
+	 * own (a stream one's is its listener's, if it was accepted) */
+	ret = a->type == SOCK_DGRAM && a->has_name && a->name.len ? do_bind(sv[0], a, what) : 0;
+	if (!ret && b->type == SOCK_DGRAM && b->has_name && b->name.len)
+		ret = do_bind(sv[1], b, what);
 	/* data first, then options (a small buffer would not take it) */
-	ret = send_queue(sv[1], a, what);
+	if (!ret)
+		ret = send_queue(sv[1], a, what);
 	if (!ret)
 		ret = send_queue(sv[0], b, what);
 	if (!ret)
@@ -445,10 +584,65 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 	return 0;
 }
 
+/* A connected socket whose peer was closed: made as one end of a pair,
+ * its queue sent through the other end, which is then closed: a stream or
+ * seqpacket socket is then shut both ways (reads end after the data,
+ * writes fail with EPIPE), a datagram one is left connected to a closed
+ * socket, as it was. */
+static int create_orphan(const UnixSk *u, const char *what)
+{
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, u->type | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		pr_perror("%s: cannot create a unix socket pair", what);
+		return ret;
+	}
+	ret = send_queue(sv[1], u, what);
+	close(sv[1]);
+	if (!ret)
+		ret = finish_sk(sv[0], u, what);
+	if (ret) {
+		close(sv[0]);
+		return ret;
+	}
+	return sv[0];
+}
+
+/* The same for a bound datagram socket (its queue came back from a
+ * stand-in): connected to a socket closed at once. */
+static int connect_closed(int sk, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len = sizeof(a);
+	int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = 0;
+
+	/* an autobound name (bind with the family alone) to connect to */
+	if (tmp < 0 ||
+	    bind(tmp, (struct sockaddr *)&(sa_family_t){ AF_UNIX }, sizeof(sa_family_t)) ||
+	    getsockname(tmp, (struct sockaddr *)&a, &len) ||
+	    connect(sk, (struct sockaddr *)&a, len)) {
+		ret = -errno;
+		pr_perror("%s: cannot connect the unix socket to a closed peer", what);
+	}
+	if (tmp >= 0)
+		close(tmp);
+	return ret;
+}
+
+static bool peer_closed(const UnixSk *u)
+{
+	return u->peer_closed && !u->has_peer && !u->pending && !u->external;
+}
+
 int unix_create(const UnixSk *u, const char *what)
 {
-	int sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0), ret = 0;
+	int sk, ret = 0;
 
+	/* an accepted socket's name is its listener's: not one to bind */
+	if (peer_closed(u) && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2))
+		return create_orphan(u, what);
+	sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0);
 	if (sk < 0) {
 		ret = -errno;
 		pr_perror("%s: cannot create a unix socket", what);
@@ -460,9 +654,9 @@ int unix_create(const UnixSk *u, const char *what)
 		ret = -errno;
 		pr_perror("%s: cannot listen", what);
 	}
-	/* queued datagrams of a bound receiver come back from a stand-in sender */
-	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len &&
-	    !u->has_peer) {
+	/* queued datagrams of a bound receiver come back from a stand-in
+	 * sender, before it connects to its peer if it has one */
+	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len) {
 		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a;
 		socklen_t len = make_addr(&a, &u->name);
@@ -475,10 +669,12 @@ int unix_create(const UnixSk *u, const char *what)
 		}
 		if (tmp >= 0)
 			close(tmp);
-	} else if (!ret && u->n_queue && !u->has_peer) {
+	} else if (!ret && u->n_queue) {
 		pr_err("%s: queued data without a sender to send it again", what);
 		ret = -EOPNOTSUPP;
 	}
+	if (!ret && u->type == SOCK_DGRAM && peer_closed(u))
+		ret = connect_closed(sk, what);
 	if (!ret)
 		ret = sk_opts_restore(sk, u->opts, what);
 	if (ret) {
@@ -505,10 +701,23 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 		pr_perror("%s: cannot connect again to %s", what, name);
 		return ret;
 	}
-	if (u->n_queue) {
+	/* a bound datagram socket has its queue back already (unix_create) */
+	if (u->n_queue && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
 		pr_err("%s: data queued on a socket connected to %s cannot be put back", what,
 		       name);
 		return -EOPNOTSUPP;
 	}
 	return finish_sk(sk, u, what);
+}
+
+void unix_unlink_removed(const UnixSk *u)
+{
+	struct sockaddr_un a;
+	struct stat st;
+
+	if (!u->removed || !u->has_name || u->name.len < 2 || !u->name.data[0])
+		return;
+	make_addr(&a, &u->name);
+	if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) && unlink(a.sun_path))
+		pr_warn("cannot remove %s again: %s", a.sun_path, strerror(errno));
 }

@@ -24,5 +24,8 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 int unix_create(const UnixSk *u, const char *what);
 /* connect to the (restored) bound socket it was connected to */
 int unix_connect_late(int sk, const UnixSk *u, const char *what);
+/* a socket bound at a path since removed: its path removed again, once
+ * every connection to it is made */
+void unix_unlink_removed(const UnixSk *u);
 
 #endif
