@@ -22,6 +22,7 @@
  * what does not fit fails the restore, naming the socket. */
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -72,17 +73,39 @@ static bool has_creds(struct msghdr *mh)
 }
 
 /* The receive queue, peeked message by message with SO_PEEK_OFF. */
-static int peek_queue(struct cr_proc *p, int fd, int sk, int type, bool rcv_shut, UnixSk *u)
+static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d, UnixSk *u)
 {
 	_cleanup_free_ unsigned char *buf = malloc(PEEK_BUF);
 	int32_t old_off = -1, zero = 0;
-	int old_cred = 0, one = 1;
+	int old_cred = 0, one = 1, type = d->type;
 	socklen_t olen = sizeof(old_off), clen = sizeof(old_cred);
-	bool creds = type == SOCK_SEQPACKET && rcv_shut;
+	bool creds = type == SOCK_SEQPACKET && (d->shutdown & 1);
+	struct pollfd pfd = { sk, 0, 0 };
+	size_t got = 0;
 	int ret = 0;
 
 	if (!buf)
 		return -ENOMEM;
+	/* A pending error: af_unix sets only ECONNRESET (the peer closed with
+	 * data of its own unread).  A stream socket reports it at the end of
+	 * its queue, which is peeked no further than sock_diag's length: it
+	 * stays.  A datagram one reports it before its queue: it is taken
+	 * (SO_ERROR) to peek.  The restore makes it again the same way. */
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)) {
+		int err = ECONNRESET;
+		socklen_t elen = sizeof(err);
+
+		if (!u->peer_closed || type == SOCK_DGRAM) {
+			pr_err("pid %d: fd %d: the unix %s socket has a pending error (its peer "
+			       "disconnected), which cannot be made again",
+			       p->pid, fd, type_name(type));
+			return -EOPNOTSUPP;
+		}
+		if (type != SOCK_STREAM)
+			getsockopt(sk, SOL_SOCKET, SO_ERROR, &err, &elen);
+		u->has_error = 1;
+		u->error = err;
+	}
 	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
 	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
 		ret = -errno;
@@ -107,7 +130,16 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, bool rcv_shut
 		struct iovec iov = { buf, PEEK_BUF };
 		struct msghdr mh = { &from, sizeof(from), &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
 		UnixMsg *m, **nq;
-		ssize_t n = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		ssize_t n;
+
+		if (type == SOCK_STREAM && u->has_error) {
+			if (got >= d->rqlen)
+				break; /* what follows is the error */
+			iov.iov_len = MIN((size_t)PEEK_BUF, d->rqlen - got);
+		}
+		n = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n > 0)
+			got += n;
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -309,7 +341,7 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
 	/* an unconnected stream socket has no queue (and refuses to be peeked) */
 	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED))
-		ret = peek_queue(p, fd, sk, d->type, d->shutdown & 1, u);
+		ret = peek_queue(p, fd, sk, d, u);
 	close(sk);
 	return ret;
 }
@@ -599,6 +631,12 @@ static int create_orphan(const UnixSk *u, const char *what)
 		return ret;
 	}
 	ret = send_queue(sv[1], u, what);
+	/* closed with data of its own unread, the peer leaves ECONNRESET */
+	if (!ret && u->has_error && u->error == ECONNRESET &&
+	    send(sv[0], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot make its pending error again", what);
+	}
 	close(sv[1]);
 	if (!ret)
 		ret = finish_sk(sv[0], u, what);

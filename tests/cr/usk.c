@@ -146,7 +146,8 @@ static size_t send_stream(int fd, int ch, size_t max, const char *what)
 	return sent;
 }
 
-static void check_stream_end(int fd, int ch, size_t total, bool eof, const char *what)
+/* then end of file (eof 1), nothing (0), or not looked at (-1) */
+static void check_stream_end(int fd, int ch, size_t total, int eof, const char *what)
 {
 	size_t got = 0;
 
@@ -160,6 +161,8 @@ static void check_stream_end(int fd, int ch, size_t total, bool eof, const char 
 				  got + j);
 		got += n;
 	}
+	if (eof < 0)
+		return; /* an error follows */
 	if (eof)
 		crt_check(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 0,
 			  "%s: no end of file after the %zu bytes queued", what, total);
@@ -171,6 +174,12 @@ static void check_stream_end(int fd, int ch, size_t total, bool eof, const char 
 static void check_stream(int fd, int ch, size_t total, const char *what)
 {
 	check_stream_end(fd, ch, total, false, what);
+}
+
+static void check_reset(int fd, const char *what)
+{
+	crt_check(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == ECONNRESET,
+		  "%s: no ECONNRESET (%s)", what, strerror(errno));
 }
 
 static void check_epipe(int fd, const char *what)
@@ -314,9 +323,9 @@ static int queues(void)
 
 static int halfclosed(void)
 {
-	int hs[2], hq[2], ps[2], pq[2], pd[2], lc, la, l, c2;
-	int n_hq, n_hqb, n_pq, n_pd;
-	size_t n_hs, n_hsb, n_ps, n_la;
+	int hs[2], hq[2], ps[2], pq[2], pd[2], rs[2], rq[2], lc, la, l, c2;
+	int n_hq, n_hqb, n_pq, n_pd, n_rq;
+	size_t n_hs, n_hsb, n_ps, n_la, n_rs;
 	struct sockaddr_un a;
 	socklen_t len;
 
@@ -339,6 +348,15 @@ static int halfclosed(void)
 	pair(SOCK_DGRAM, pd);
 	n_pd = send_recs(pd[1], 7, 12, "closed dgram");
 	close(pd[1]);
+	/* the peer closed with data of its own unread: ECONNRESET pending */
+	pair(SOCK_STREAM, rs);
+	n_rs = send_stream(rs[1], 9, 4000, "reset stream");
+	pair(SOCK_SEQPACKET, rq);
+	n_rq = send_recs(rq[1], 10, 4, "reset seqpacket");
+	if (send(rs[0], "u", 1, 0) != 1 || send(rq[0], "u", 1, 0) != 1)
+		crt_fail("send: %s", strerror(errno));
+	close(rs[1]);
+	close(rq[1]);
 	/* an accepted connection whose client closed; its listener stays */
 	l = listener(SOCK_STREAM, "listener.sock", &a, &len);
 	lc = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -367,6 +385,12 @@ static int halfclosed(void)
 	check_recs(pd[0], 7, n_pd, "closed dgram");
 	crt_check(send(pd[0], "z", 1, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED,
 		  "closed dgram: a send did not fail with ECONNREFUSED (%s)", strerror(errno));
+	/* a stream socket says it after its data, a seqpacket one before */
+	check_stream_end(rs[0], 9, n_rs, -1, "reset stream");
+	check_reset(rs[0], "reset stream");
+	crt_check(recv(rs[0], buf, 1, MSG_DONTWAIT) == 0, "reset stream: no end of file");
+	check_reset(rq[0], "reset seqpacket");
+	check_recs_end(rq[0], 10, n_rq, true, "reset seqpacket");
 	check_stream_end(la, 8, n_la, true, "closed client");
 	check_epipe(la, "closed client");
 	/* the listener's path still leads to it */
