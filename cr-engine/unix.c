@@ -21,6 +21,9 @@
  * its own; queued data is sent back through the peer, without waiting:
  * what does not fit fails the restore, naming the socket. */
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stddef.h>
@@ -284,10 +287,12 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 				u->file_mode = st.st_mode & 07777;
 				u->file_uid = st.st_uid;
 				u->file_gid = st.st_gid;
-			} else if (d->vfs_ino && path[0] == '/') {
+			} else if (d->vfs_ino && path[0] == '/' &&
+				   (d->type == SOCK_DGRAM || d->state != TCP_ESTABLISHED)) {
 				/* bound, then its path unlinked: bound again at the
 				 * restore (its name is the path) and unlinked again
-				 * once every connection to it is made */
+				 * once every connection to it is made.  A connected
+				 * stream socket's name is its listener's: not bound */
 				int err = removed_path(p, fd, path, u);
 
 				if (err)
@@ -583,15 +588,162 @@ static int finish_sk(int sk, const UnixSk *u, const char *what)
 	return ret;
 }
 
-int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+/* Make dirs of path under root, as far as its last slash. */
+static int mkdirs(const char *root, const char *path)
 {
-	int sv[2], ret;
+	char p[PATH_MAX];
 
+	for (const char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+		snprintf(p, sizeof(p), "%s%.*s", root, (int)(s - path), path);
+		if (mkdir(p, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+static void rmdirs(const char *root, const char *path)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s%s", root, path);
+	unlink(p);
+	for (char *s = strrchr(p + strlen(root), '/'); s && s > p + strlen(root);
+	     s = strrchr(p + strlen(root), '/')) {
+		*s = 0;
+		rmdir(p);
+	}
+	rmdir(root);
+}
+
+/* In the helper: a listener at name, under its own root (the name is
+ * only the string given to bind: the file goes to the helper's root),
+ * one connection to it, its two ends sent back; never returns. */
+static void __attribute__((noreturn))
+named_pair_helper(int type, const char *root, const char *name, int back)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, type, 0), c = socket(AF_UNIX, type, 0), s;
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { "", 1 };
+	struct msghdr mh = { NULL, 0, &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	memcpy(a.sun_path, name, strnlen(name, sizeof(a.sun_path)));
+	if (l < 0 || c < 0 || chroot(root) || chdir("/") ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    connect(c, (struct sockaddr *)&a, sizeof(a)))
+		_exit(1);
+	s = accept(l, NULL, NULL);
+	if (s < 0)
+		_exit(1);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	memcpy(CMSG_DATA(cm), (int[]){ s, c }, 2 * sizeof(int));
+	_exit(sendmsg(back, &mh, 0) == 1 ? 0 : 1);
+}
+
+/* A connection made by connect and accept through a listener at a path:
+ * the accepted end's name, the client's peer name, are that path.  Made
+ * the same way, by a helper whose root is a directory of its own, so
+ * that neither the path nor a listener restored there is touched.  The
+ * helper takes a pid: restored processes take theirs with clone3's
+ * set_tid, which a pid taken meanwhile does not disturb. */
+static int named_pair(int type, const ProtobufCBinaryData *name, int *named, int *other,
+		      const char *what)
+{
+	char root[] = "/tmp/kupdate-unix.XXXXXX",
+	     path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char c;
+	struct iovec iov = { &c, 1 };
+	struct msghdr mh = { NULL, 0, &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
+	struct cmsghdr *cm;
+	int sv[2], ret = -EIO, st;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%.*s", (int)name->len, (char *)name->data);
+	if (!mkdtemp(root))
+		return -errno;
+	ret = mkdirs(root, path);
+	if (ret || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		ret = ret ?: -errno;
+		rmdirs(root, path);
+		return ret;
+	}
+	pid = fork();
+	if (pid == 0)
+		named_pair_helper(type, root, path, sv[1]);
+	close(sv[1]);
+	if (pid > 0) {
+		struct pollfd pfd = { sv[0], POLLIN, 0 };
+
+		/* a few local system calls: 5 s is plenty */
+		if (poll(&pfd, 1, 5000) == 1 && recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) == 1 &&
+		    (cm = CMSG_FIRSTHDR(&mh)) && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+			memcpy(named, CMSG_DATA(cm), sizeof(int));
+			memcpy(other, CMSG_DATA(cm) + sizeof(int), sizeof(int));
+			ret = 0;
+		} else {
+			pr_err("%s: the helper making a connection named %s did not answer in 5 s",
+			       what, path);
+			kill(pid, SIGKILL);
+		}
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	} else {
+		ret = -errno;
+	}
+	close(sv[0]);
+	rmdirs(root, path);
+	return ret;
+}
+
+/* a stream or seqpacket end named as a listener at a path names it */
+static bool accepted_name(const UnixSk *u)
+{
+	return u->type != SOCK_DGRAM && u->has_name && u->name.len > 1 && u->name.data[0] == '/';
+}
+
+/* The two ends of a connection: sv[0] for a, sv[1] for b (the same
+ * type); through a listener named as an accepted end was, else a pair.  A
+ * helper that cannot do it costs the names, not the restore. */
+static int make_pair(const UnixSk *a, const UnixSk *b, int sv[2], const char *what)
+{
+	int ret = 0;
+
+	if (accepted_name(a) || (b && accepted_name(b))) {
+		bool an = accepted_name(a);
+
+		ret = named_pair(a->type, an ? &a->name : &b->name, &sv[an ? 0 : 1],
+				 &sv[an ? 1 : 0], what);
+		if (!ret)
+			return 0;
+		pr_warn("%s: cannot make a connection through a listener again (%s): it is "
+			"made without its names",
+			what, strerror(-ret));
+	}
 	if (socketpair(AF_UNIX, a->type | SOCK_CLOEXEC, 0, sv)) {
 		ret = -errno;
 		pr_perror("%s: cannot create a unix socket pair", what);
 		return ret;
 	}
+	return 0;
+}
+
+int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+{
+	int sv[2], ret = make_pair(a, b, sv, what);
+
+	if (ret)
+		return ret;
 	/* two datagram sockets connected to each other may have names of their
 	 * own (a stream one's is its listener's, if it was accepted) */
 	ret = a->type == SOCK_DGRAM && a->has_name && a->name.len ? do_bind(sv[0], a, what) : 0;
@@ -625,11 +777,9 @@ static int create_orphan(const UnixSk *u, const char *what)
 {
 	int sv[2], ret;
 
-	if (socketpair(AF_UNIX, u->type | SOCK_CLOEXEC, 0, sv)) {
-		ret = -errno;
-		pr_perror("%s: cannot create a unix socket pair", what);
+	ret = make_pair(u, NULL, sv, what);
+	if (ret)
 		return ret;
-	}
 	ret = send_queue(sv[1], u, what);
 	/* closed with data of its own unread, the peer leaves ECONNRESET */
 	if (!ret && u->has_error && u->error == ECONNRESET &&

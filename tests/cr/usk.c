@@ -308,6 +308,13 @@ static int queues(void)
 	check_recs(qa, 9, n_qc, "accepted seqpacket");
 	check_recs(qc, 10, n_qa, "accepted seqpacket back");
 	check_alive(qc, qa, "accepted seqpacket");
+	/* an accepted socket is named as its listener, its client's peer too */
+	check_name(sa, false, crt_path("stream.sock"), "accepted stream");
+	check_name(sc, true, crt_path("stream.sock"), "accepted stream's client");
+	check_name(sc, false, "", "accepted stream's client");
+	check_name(sa, true, "", "accepted stream");
+	check_name(qa, false, crt_path("seqpacket.sock"), "accepted seqpacket");
+	check_name(qc, true, crt_path("seqpacket.sock"), "accepted seqpacket's client");
 	check_recs(d2, 11, n_r1, "bound dgram");
 	check_recs(d1, 12, n_r2, "bound dgram back");
 	check_alive(d1, d2, "bound dgram");
@@ -393,6 +400,7 @@ static int halfclosed(void)
 	check_recs_end(rq[0], 10, n_rq, true, "reset seqpacket");
 	check_stream_end(la, 8, n_la, true, "closed client");
 	check_epipe(la, "closed client");
+	check_name(la, false, a.sun_path, "closed client's accepted socket");
 	/* the listener's path still leads to it */
 	c2 = socket(AF_UNIX, SOCK_STREAM, 0);
 	crt_check(!connect(c2, (struct sockaddr *)&a, len), "connect to the listener: %s",
