@@ -26,7 +26,7 @@
  * the shut side fails with EPIPE.
  *
  * usk fifo: a FIFO opened both ways, its path since removed, with data in
- * it: restored with its data, its path still absent. */
+ * it: restored with its data, its mode, its path still absent. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -550,7 +550,7 @@ static int fifo(void)
 	int r, w;
 
 	snprintf(path, sizeof(path), "%s", crt_path("gone.fifo"));
-	if (mkfifo(path, 0600))
+	if (mkfifo(path, 0600) || chmod(path, 0640))
 		crt_fail("mkfifo: %s", strerror(errno));
 	r = open(path, O_RDONLY | O_NONBLOCK);
 	w = open(path, O_WRONLY | O_NONBLOCK);
@@ -561,6 +561,20 @@ static int fifo(void)
 	crt_wait_term();
 
 	crt_check(lstat(path, &st) && errno == ENOENT, "%s is back", path);
+	crt_check(!fstat(r, &st) && S_ISFIFO(st.st_mode) && (st.st_mode & 07777) == 0640 &&
+			  st.st_nlink == 0,
+		  "the FIFO is not a removed FIFO of mode 0640 (mode %o, %lu links)", st.st_mode,
+		  (unsigned long)st.st_nlink);
+	{
+		char link[64], want[4200];
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", w);
+		n = readlink(link, want, sizeof(want) - 1);
+		want[n > 0 ? n : 0] = 0;
+		crt_check(!strncmp(want, path, strlen(path)) && strstr(want, "(deleted)"),
+			  "fd %d leads to '%s'", w, want);
+	}
 	crt_check(read(r, got, sizeof(got)) == 6 && !memcmp(got, "queued", 6),
 		  "the FIFO's data is lost");
 	crt_check(write(w, "more", 4) == 4 && read(r, got, sizeof(got)) == 4,
