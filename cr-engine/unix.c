@@ -420,8 +420,21 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 
 		if (!u || !u->has_peer)
 			continue;
-		for (int k = 0; k < ctx->nr_files && !found; k++)
-			found = ctx->files[k].usk && ctx->files[k].usk->ino == u->peer;
+		for (int k = 0; k < ctx->nr_files && !found; k++) {
+			const UnixSk *o = ctx->files[k].usk;
+
+			found = o && o->ino == u->peer;
+			/* connected to a socket not connected to it: connected by
+			 * name at the restore, and only a bound datagram socket's
+			 * queue comes back then (from a stand-in sender) */
+			if (found && (!o->has_peer || o->peer != u->ino) && u->n_queue &&
+			    (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
+				pr_err("pid %d: fd %d: its unix %s socket holds data but was "
+				       "connected elsewhere since; the data cannot be put back",
+				       f->owner_pid, f->owner_fd, type_name(u->type));
+				return -EOPNOTSUPP;
+			}
+		}
 		if (found)
 			continue;
 		unix_describe(sockdiag_find(&ctx->sk, u->peer), who, sizeof(who));
@@ -877,6 +890,7 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 	struct sockaddr_un a;
 	socklen_t len;
 	char name[120];
+	int fl, ret;
 
 	if (!u->has_peer_name || !u->peer_name.len) {
 		pr_err("%s: its peer has no name to connect to again", what);
@@ -884,9 +898,20 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 	}
 	len = make_addr(&a, &u->peer_name);
 	addr_str(&u->peer_name, name, sizeof(name));
-	if (connect(sk, (struct sockaddr *)&a, len)) {
-		int ret = -errno;
-		pr_perror("%s: cannot connect again to %s", what, name);
+	/* not waiting: a listener whose backlog is full (somaxconn lowered
+	 * since the dump) says EAGAIN */
+	fl = fcntl(sk, F_GETFL);
+	ret = fl < 0 || fcntl(sk, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
+	if (!ret && connect(sk, (struct sockaddr *)&a, len))
+		ret = -errno;
+	if (fl >= 0)
+		fcntl(sk, F_SETFL, fl);
+	if (ret == -EAGAIN) {
+		pr_err("%s: cannot connect again to %s: its backlog is full", what, name);
+		return ret;
+	}
+	if (ret) {
+		pr_err("%s: cannot connect again to %s: %s", what, name, strerror(-ret));
 		return ret;
 	}
 	/* a bound datagram socket has its queue back already (unix_create) */

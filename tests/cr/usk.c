@@ -25,6 +25,9 @@
  * queued for them: the reader gets its data then end of file, a write on
  * the shut side fails with EPIPE.
  *
+ * usk reconnected: a dgram socket left by its pair for another, with an
+ * ECONNRESET pending: refused at dump, the error still there after.
+ *
  * usk fifo: a FIFO opened both ways, its path since removed, with data in
  * it: restored with its data, its mode, its path still absent. */
 #include <errno.h>
@@ -541,6 +544,27 @@ static int devlog(bool gone)
 	crt_pass();
 }
 
+/* a datagram socket of a pair, holding records from its pair, connected
+ * to another since: the kernel drops its records and leaves its old pair
+ * an ECONNRESET, which the dump refuses, leaving it pending */
+static int reconnected(void)
+{
+	struct sockaddr_un a;
+	socklen_t len = mkaddr(&a, crt_path("other.sock"));
+	int sv[2], z = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	pair(SOCK_DGRAM, sv);
+	send_recs(sv[1], 1, 3, "pair");
+	if (z < 0 || bind(z, (struct sockaddr *)&a, len) ||
+	    connect(sv[0], (struct sockaddr *)&a, len))
+		crt_fail("reconnect: %s", strerror(errno));
+
+	crt_ready();
+	crt_wait_term();
+	check_reset(sv[1], "the old pair");
+	crt_pass();
+}
+
 /* ---------------------------------------------------------------- fifo */
 
 static int fifo(void)
@@ -597,5 +621,7 @@ int main(int argc, char **argv)
 		return devlog(argc > 2 && !strcmp(argv[2], "--gone"));
 	if (!strcmp(mode, "fifo"))
 		return fifo();
+	if (!strcmp(mode, "reconnected"))
+		return reconnected();
 	crt_fail("usage: usk queues|devlog|removed|halfclosed|fifo");
 }
