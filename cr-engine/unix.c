@@ -414,6 +414,7 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 	}
 	for (int i = 0; i < ctx->nr_files; i++) {
 		struct cr_file *f = &ctx->files[i];
+		const struct sk_diag *pd;
 		UnixSk *u = f->usk;
 		bool found = false;
 		char who[160];
@@ -447,7 +448,18 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 			continue;
 		}
 		/* a datagram socket connected to a bound one (syslog's /dev/log):
-		 * the peer keeps nothing of it, it connects to the name again */
+		 * the peer keeps nothing of it, it connects to the name again.
+		 * Not if that one is connected itself (to this socket, say): it
+		 * would refuse a new one (EPERM) */
+		pd = sockdiag_find(&ctx->sk, u->peer);
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 && pd &&
+		    pd->peer) {
+			pr_err("pid %d: fd %d: its unix dgram socket is connected to %s, outside "
+			       "the dumped tree, which is connected to a socket itself; it would "
+			       "not take a new connection",
+			       f->owner_pid, f->owner_fd, who);
+			return -EOPNOTSUPP;
+		}
 		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
 		    (!u->n_queue || (u->has_name && u->name.len > 1))) {
 			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",

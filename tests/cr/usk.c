@@ -14,7 +14,10 @@
  * dumped tree, as syslog(3) holds /dev/log.  The receiver is an orphaned
  * grandchild of the test (adopted by the runner, so not dumped); after the
  * restore the socket's peer name is the receiver's path, and a record sent
- * from it arrives there (the receiver writes what it got to a file).
+ * from it arrives there (the receiver writes what it got to a file).  With
+ * --gone the receiver removes its path once the test is dumped: the
+ * restore fails naming it.  With --connected the receiver is connected to
+ * the test's socket: it would refuse a new connection, the dump refuses.
  *
  * usk removed: sockets bound at paths since removed (a listener, a dgram
  * receiver with queued records): restored with their names, the paths
@@ -476,12 +479,19 @@ static bool test_alive(pid_t test)
 /* the receiver, outside the tree: each record a line of devlog.log; gone
  * 5 s after the test (at once with gone: its path too, to make the
  * restore fail) */
-static void receive(int sk, pid_t test, bool gone, const char *path)
+static void receive(int sk, pid_t test, bool gone, const char *path, const char *back)
 {
 	FILE *log;
 	int away = 0;
 
 	setsid();
+	if (back) {
+		struct sockaddr_un b;
+		socklen_t blen = mkaddr(&b, back);
+
+		if (connect(sk, (struct sockaddr *)&b, blen))
+			_exit(1);
+	}
 	log = fopen(crt_path("devlog.log"), "w");
 	for (;;) {
 		struct pollfd pfd = { sk, POLLIN, 0 };
@@ -504,26 +514,31 @@ static void receive(int sk, pid_t test, bool gone, const char *path)
 	}
 }
 
-static int devlog(bool gone)
+static int devlog(bool gone, bool connected)
 {
-	struct sockaddr_un a;
+	struct sockaddr_un a, c;
 	socklen_t len = mkaddr(&a, crt_path("devlog.sock"));
-	int rs = socket(AF_UNIX, SOCK_DGRAM, 0), sk;
+	socklen_t clen = mkaddr(&c, crt_path("client.sock"));
+	int rs = socket(AF_UNIX, SOCK_DGRAM, 0), sk = socket(AF_UNIX, SOCK_DGRAM, 0);
 	pid_t child, test = getpid();
 	char *log = NULL;
 
 	if (rs < 0 || bind(rs, (struct sockaddr *)&a, len))
 		crt_fail("receiver: %s", strerror(errno));
+	/* --connected: the receiver connects to the test's socket */
+	if (sk < 0 || (connected && bind(sk, (struct sockaddr *)&c, clen)))
+		crt_fail("client: %s", strerror(errno));
 	child = fork();
 	if (child == 0) {
 		if (fork() == 0)
-			receive(rs, test, gone, a.sun_path);
+			receive(rs, test, gone, a.sun_path, connected ? c.sun_path : NULL);
 		_exit(0);
 	}
 	waitpid(child, NULL, 0);
 	close(rs);
-	sk = socket(AF_UNIX, SOCK_DGRAM, 0);
-	if (sk < 0 || connect(sk, (struct sockaddr *)&a, len))
+	for (int i = 0; connected && i < 500 && access(crt_path("devlog.log"), F_OK); i++)
+		usleep(10000); /* the receiver connected before it opened its log */
+	if (connect(sk, (struct sockaddr *)&a, len))
 		crt_fail("connect: %s", strerror(errno));
 	crt_check(send(sk, "before", 6, 0) == 6, "send: %s", strerror(errno));
 
@@ -618,7 +633,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "removed"))
 		return removed();
 	if (!strcmp(mode, "devlog"))
-		return devlog(argc > 2 && !strcmp(argv[2], "--gone"));
+		return devlog(argc > 2 && !strcmp(argv[2], "--gone"),
+			      argc > 2 && !strcmp(argv[2], "--connected"));
 	if (!strcmp(mode, "fifo"))
 		return fifo();
 	if (!strcmp(mode, "reconnected"))
