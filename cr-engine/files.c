@@ -1282,11 +1282,11 @@ int files_prepare_owned(struct rfiles *f, struct rproc *rp)
 	return 0;
 }
 
-void files_unlink_removed(const struct rfiles *f)
+void files_unlink_removed(const struct rfiles *f, bool failed)
 {
 	for (size_t i = 0; i < f->nr_files; i++)
 		if (f->files[i]->kind == FILE_KIND__FILE_UNIX)
-			unix_unlink_removed(f->files[i]->usk);
+			unix_unlink_removed(f->files[i]->usk, failed);
 }
 
 /* rp holds the transport fds of what its ancestors (and kupdate) made */

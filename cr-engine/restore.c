@@ -1051,7 +1051,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		goto fail;
 	open_stage(&c, ST_PREPARE);
 	ret = wait_count(&c, c.nr_live, "restoring files and preparing memory", true);
-	files_unlink_removed(&c.files);
+	if (!ret)
+		files_unlink_removed(&c.files, false);
 	if (!ret)
 		ret = wait_zombies(&c);
 	if (ret)
@@ -1097,11 +1098,11 @@ fail:
 	/* whatever failed has been reported; nothing of the tree survives */
 	atomic_store(&c.sh->failed, 1);
 	kill_all(&c);
-	files_unlink_removed(&c.files);
 	c.shm.sysv_committed = false; /* the segments created go with the tree */
 	/* reap what is ours to reap */
 	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
 		;
+	files_unlink_removed(&c.files, true);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	timens_leave(timens_fd);

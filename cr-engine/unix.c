@@ -518,6 +518,21 @@ int unix_validate(const FileEntry *e)
 
 /* Bind to the saved name; a socket file left behind by the dumped process
  * (the same inode, or any socket file nobody listens on) is replaced. */
+/* a socket file no socket is bound to any more (a connect is refused) */
+static bool stale_socket_file(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	bool stale;
+
+	if (sk < 0)
+		return false;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	stale = connect(sk, (struct sockaddr *)&a, sizeof(a)) && errno == ECONNREFUSED;
+	close(sk);
+	return stale;
+}
+
 static int do_bind(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a;
@@ -527,11 +542,13 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
 		goto bound;
-	/* removed since: whatever is at the path now is someone else's */
-	if (errno == EADDRINUSE && u->name.data[0] && !u->removed) {
+	/* removed since: whatever is at the path now is someone else's,
+	 * unless a socket file nobody is bound to (a failed restore's) */
+	if (errno == EADDRINUSE && u->name.data[0]) {
 		struct stat st;
 
-		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode)) {
+		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) &&
+		    (!u->removed || stale_socket_file(a.sun_path))) {
 			unlink(a.sun_path);
 			if (bind(sk, (struct sockaddr *)&a, len) == 0)
 				goto bound;
@@ -935,7 +952,7 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 	return finish_sk(sk, u, what);
 }
 
-void unix_unlink_removed(const UnixSk *u)
+void unix_unlink_removed(const UnixSk *u, bool failed)
 {
 	struct sockaddr_un a;
 	struct stat st;
@@ -943,6 +960,7 @@ void unix_unlink_removed(const UnixSk *u)
 	if (!u->removed || !u->has_name || u->name.len < 2 || !u->name.data[0])
 		return;
 	make_addr(&a, &u->name);
-	if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) && unlink(a.sun_path))
+	if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) &&
+	    (!failed || stale_socket_file(a.sun_path)) && unlink(a.sun_path))
 		pr_warn("cannot remove %s again: %s", a.sun_path, strerror(errno));
 }
