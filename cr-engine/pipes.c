@@ -185,7 +185,7 @@ int pipe_fill(const PipeEntry *pe, int wfd)
 
 int fifo_removed_dump(pid_t pid, int fd, const struct stat *st, struct cr_file *f)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], rpath[PATH_MAX];
 	struct stat ds;
 	char *slash;
 
@@ -195,15 +195,17 @@ int fifo_removed_dump(pid_t pid, int fd, const struct stat *st, struct cr_file *
 		       pid, fd, f->path, (unsigned long)st->st_nlink);
 		return -EOPNOTSUPP;
 	}
-	if (!lstat(f->path, &ds)) {
+	/* seen from the process's root */
+	snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", pid, f->path);
+	if (!lstat(rpath, &ds)) {
 		pr_err("pid %d: fd %d refers to the FIFO %s, which was removed and is now "
 		       "another file; it cannot be made there again",
 		       pid, fd, f->path);
 		return -EOPNOTSUPP;
 	}
-	snprintf(dir, sizeof(dir), "%s", f->path);
+	snprintf(dir, sizeof(dir), "%s", rpath);
 	slash = strrchr(dir, '/');
-	*(slash == dir ? slash + 1 : slash) = 0;
+	slash[1] = 0;
 	if (stat(dir, &ds) || !S_ISDIR(ds.st_mode)) {
 		pr_err("pid %d: fd %d refers to the FIFO %s, removed with its directory; it "
 		       "cannot be made there again",

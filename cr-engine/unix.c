@@ -223,22 +223,23 @@ out:
 
 /* A socket bound at path, which is gone: the path must be free and its
  * directory still there, for the restore to bind it there again. */
-static int removed_path(struct cr_proc *p, int fd, const char *path, UnixSk *u)
+static int removed_path(struct cr_proc *p, int fd, const char *path, const char *rpath, UnixSk *u)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 40];
 	struct stat st;
 	char *slash;
 
-	if (!lstat(path, &st)) {
+	if (!lstat(rpath, &st)) {
 		pr_err("pid %d: fd %d: the unix socket was bound at %s, which was removed and is "
 		       "now another file; it cannot be bound there again",
 		       p->pid, fd, path);
 		return -EOPNOTSUPP;
 	}
-	snprintf(dir, sizeof(dir), "%s", path);
+	/* rpath is /proc/PID/root and path: its last slash is path's */
+	snprintf(dir, sizeof(dir), "%s", rpath);
 	slash = strrchr(dir, '/');
 	if (slash)
-		*(slash == dir ? slash + 1 : slash) = 0;
+		slash[1] = 0;
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
 		pr_err("pid %d: fd %d: the unix socket was bound at %s, removed with its "
 		       "directory; it cannot be bound there again",
@@ -276,13 +277,18 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		u->name.len = d->name_len;
 		if (d->name[0]) {
 			struct stat st;
-			char path[sizeof(d->name) + 1];
+			char path[sizeof(d->name) + 1], rpath[sizeof(path) + 32];
 
 			u->has_vfs_ino = 1;
 			u->vfs_ino = d->vfs_ino;
 			snprintf(path, sizeof(path), "%.*s", d->name_len, d->name);
+			/* seen from the process's root */
+			if (path[0] == '/')
+				snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", p->pid, path);
+			else
+				snprintf(rpath, sizeof(rpath), "%s", path);
 			/* the socket file's owner and mode, if it is still ours */
-			if (!lstat(path, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
+			if (!lstat(rpath, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
 				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
 				u->file_mode = st.st_mode & 07777;
 				u->file_uid = st.st_uid;
@@ -293,7 +299,7 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 				 * restore (its name is the path) and unlinked again
 				 * once every connection to it is made.  A connected
 				 * stream socket's name is its listener's: not bound */
-				int err = removed_path(p, fd, path, u);
+				int err = removed_path(p, fd, path, rpath, u);
 
 				if (err)
 					return err;

@@ -23,6 +23,9 @@
  * receiver with queued records): restored with their names, the paths
  * still absent, the sockets still usable through their connected peers.
  *
+ * usk removed-taken: a listener whose removed path is now a regular file:
+ * refused at dump, the file and the listener as they were.
+ *
  * usk halfclosed: stream and seqpacket connections shut down on one side
  * with data queued, and sockets whose peer was closed with data still
  * queued for them: the reader gets its data then end of file, a write on
@@ -459,6 +462,30 @@ static int removed(void)
 	crt_pass();
 }
 
+/* a listener whose removed path is now another file: refused at dump, the
+ * listener still there after, the file untouched */
+static int removed_taken(void)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+	int l = listener(SOCK_STREAM, "taken.sock", &a, &alen), f, c;
+	struct stat st;
+
+	if (unlink(a.sun_path) || (f = open(a.sun_path, O_CREAT | O_WRONLY, 0600)) < 0)
+		crt_fail("taken: %s", strerror(errno));
+	close(f);
+
+	crt_ready();
+	crt_wait_term();
+	crt_check(!lstat(a.sun_path, &st) && S_ISREG(st.st_mode), "the file at %s is gone",
+		  a.sun_path);
+	check_name(l, false, a.sun_path, "listener");
+	c = socket(AF_UNIX, SOCK_STREAM, 0);
+	crt_check(connect(c, (struct sockaddr *)&a, alen) && errno == ECONNREFUSED,
+		  "a connect to the file did not fail with ECONNREFUSED");
+	crt_pass();
+}
+
 /* -------------------------------------------------------------- devlog */
 
 static bool test_alive(pid_t test)
@@ -632,6 +659,8 @@ int main(int argc, char **argv)
 		return halfclosed();
 	if (!strcmp(mode, "removed"))
 		return removed();
+	if (!strcmp(mode, "removed-taken"))
+		return removed_taken();
 	if (!strcmp(mode, "devlog"))
 		return devlog(argc > 2 && !strcmp(argv[2], "--gone"),
 			      argc > 2 && !strcmp(argv[2], "--connected"));
