@@ -258,7 +258,7 @@ static void pair(int type, int sv[2])
 
 static int queues(void)
 {
-	int ss[2], ds[2], qs[2], sc, sa, qc, qa, d1, d2, bs[2];
+	int ss[2], ds[2], qs[2], sc, sa, qc, qa, d1, d2, bs[2], sndbuf = 0, sndbuf_d = 0, v = 0;
 	int n_d0, n_d1, n_q0, n_q1, n_qc, n_qa, n_r1, n_r2;
 	size_t s0, s1, sc0, sa0, b0;
 	struct sockaddr_un a1, a2;
@@ -295,6 +295,8 @@ static int queues(void)
 	pair(SOCK_STREAM, bs);
 	setsockopt(bs[0], SOL_SOCKET, SO_SNDBUF, &(int){ 1 << 20 }, sizeof(int));
 	b0 = send_stream(bs[0], 13, SIZE_MAX, "big stream");
+	getsockopt(bs[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &(socklen_t){ sizeof(int) });
+	getsockopt(ss[0], SOL_SOCKET, SO_SNDBUF, &sndbuf_d, &(socklen_t){ sizeof(int) });
 	crt_msg("queued: stream %zu, dgram %d, seqpacket %d, accepted %zu/%d, bound dgram %d, "
 		"big stream %zu",
 		s0, n_d0, n_q0, sa0, n_qc, n_r1, b0);
@@ -331,6 +333,11 @@ static int queues(void)
 	check_name(d1, true, a2.sun_path, "bound dgram");
 	check_name(d2, true, a1.sun_path, "bound dgram back");
 	check_stream(bs[1], 13, b0, "big stream");
+	/* the buffers raised to send the queues back are as they were */
+	getsockopt(bs[0], SOL_SOCKET, SO_SNDBUF, &v, &(socklen_t){ sizeof(int) });
+	crt_check(v == sndbuf, "big stream: SO_SNDBUF is %d, not %d", v, sndbuf);
+	getsockopt(ss[0], SOL_SOCKET, SO_SNDBUF, &v, &(socklen_t){ sizeof(int) });
+	crt_check(v == sndbuf_d, "stream pair: SO_SNDBUF is %d, not %d", v, sndbuf_d);
 	check_alive(bs[0], bs[1], "big stream");
 	crt_pass();
 }
