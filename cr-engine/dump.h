@@ -151,7 +151,9 @@ struct cr_file {
 	TtyFile *tty;	   /* a pseudo-terminal end (tty.c) */
 	uint32_t shmid;	   /* FILE_MEMFD: the shared memory object (shmem.c) */
 	uint32_t ghost_id; /* an unlinked file (ghost.c) */
-	FileLock **locks;  /* flock and OFD locks of the description (locks.c) */
+	bool fifo_removed; /* a FIFO whose path was unlinked (pipes.c) */
+	uint32_t fifo_mode, fifo_uid, fifo_gid;
+	FileLock **locks; /* flock and OFD locks of the description (locks.c) */
 	size_t nr_locks;
 	bool has_owner; /* F_SETOWN_EX / F_SETSIG of the description */
 	uint32_t own_type, own_sig;

@@ -300,8 +300,15 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 
 		if (n > 10 && !strcmp(f->path + n - 10, " (deleted)"))
 			f->path[n - 10] = 0;
-		f->kind = FILE_KIND__FILE_REG;
-		return ghost_dump(ctx, p, fd, st, f);
+		if (S_ISFIFO(st->st_mode)) {
+			ret = fifo_removed_dump(p->pid, fd, st, f);
+			if (ret)
+				return ret;
+			kind = FILE_KIND__FILE_FIFO;
+		} else {
+			f->kind = FILE_KIND__FILE_REG;
+			return ghost_dump(ctx, p, fd, st, f);
+		}
 	}
 	if (!strncmp(link, "pipe:", 5))
 		f->kind = FILE_KIND__FILE_PIPE;
@@ -688,6 +695,13 @@ int write_files(struct cr_dump_ctx *ctx)
 			e.has_ghost_id = 1;
 			e.ghost_id = f->ghost_id;
 		}
+		if (f->fifo_removed) {
+			e.has_fifo_removed = e.fifo_removed = 1;
+			e.has_fifo_mode = e.has_fifo_uid = e.has_fifo_gid = 1;
+			e.fifo_mode = f->fifo_mode;
+			e.fifo_uid = f->fifo_uid;
+			e.fifo_gid = f->fifo_gid;
+		}
 		e.n_locks = f->nr_locks;
 		e.locks = f->locks;
 		e.tty = f->tty;
@@ -792,6 +806,7 @@ int files_load(int dirfd, struct rfiles *f)
 		    (piped && !e->has_pipe_id) ||
 		    (e->kind == FILE_KIND__FILE_MEMFD && !e->has_shmid) ||
 		    (e->has_ghost_id && e->kind != FILE_KIND__FILE_REG) ||
+		    (e->fifo_removed && (e->kind != FILE_KIND__FILE_FIFO || e->path[0] != '/')) ||
 		    (e->n_locks && !lockable(e->kind))) {
 			pr_err("image files.img is damaged: entry %zu has an invalid kind or path",
 			       i);
@@ -1120,7 +1135,7 @@ static int place(int fd, int want)
 }
 
 /* Create one pipe object and every description of it, on transport fds. */
-static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
+static int create_pipe_descs(struct rfiles *f, size_t pi, pid_t pid)
 {
 	PipeEntry *pe = f->pipes[pi];
 	int p[2] = { -1, -1 }, anchor = -1, ret = 0;
@@ -1187,6 +1202,24 @@ static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
 		close(p[1]);
 	if (anchor >= 0)
 		close(anchor);
+	return ret;
+}
+
+/* A FIFO whose path was removed is made there for its opens, then removed. */
+static int create_pipe(struct rfiles *f, size_t pi, pid_t pid)
+{
+	const FileEntry *removed = NULL;
+	int ret;
+
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->kind == FILE_KIND__FILE_FIFO &&
+		    f->files[i]->pipe_id == f->pipes[pi]->id && f->files[i]->fifo_removed)
+			removed = f->files[i];
+	if (removed && (ret = fifo_make(removed, pid)))
+		return ret;
+	ret = create_pipe_descs(f, pi, pid);
+	if (removed)
+		fifo_unmake(removed);
 	return ret;
 }
 
@@ -1351,6 +1384,13 @@ int files_prepare_owned(struct rfiles *f, struct rproc *rp)
 			return ret;
 	}
 	return 0;
+}
+
+void files_unlink_removed(const struct rfiles *f, bool failed)
+{
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->kind == FILE_KIND__FILE_UNIX)
+			unix_unlink_removed(f->files[i]->usk, failed);
 }
 
 /* rp holds the transport fds of what its ancestors (and kupdate) made */

@@ -74,6 +74,9 @@ int files_finish_tool(struct rfiles *f);
 /* In a restoring process, once every process has done the above: what
  * needs other processes' sockets (connecting to a bound unix socket). */
 int files_prepare_owned(struct rfiles *f, struct rproc *rp);
+/* In kupdate, once every process has done that (or the restore failed):
+ * the paths of sockets bound at paths since removed are removed again. */
+void files_unlink_removed(const struct rfiles *f, bool failed);
 /* In a restoring process: its fd table.  The caller has moved its own
  * fds out of the way. */
 int files_restore(struct rfiles *f, struct rproc *rp);

@@ -6,13 +6,16 @@
  * Restore: the process that owns the pipe (the closest common ancestor of
  * every process holding one of its ends) creates it before it forks, sets
  * its size, writes the data back, and its children inherit the ends (see
- * files.c). */
+ * files.c).  A FIFO whose path was removed is made at its path again,
+ * opened there, and removed again. */
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include "dump.h"
 #include "image.h"
+#include "images/files.pb-c.h"
 #include "images/pipes.pb-c.h"
 #include "log.h"
 #include "pipes.h"
@@ -178,4 +181,64 @@ int pipe_fill(const PipeEntry *pe, int wfd)
 		}
 	}
 	return 0;
+}
+
+int fifo_removed_dump(pid_t pid, int fd, const struct stat *st, struct cr_file *f)
+{
+	char dir[PATH_MAX], rpath[PATH_MAX];
+	struct stat ds;
+	char *slash;
+
+	if (st->st_nlink || f->path[0] != '/') {
+		pr_err("pid %d: fd %d refers to the FIFO %s, whose name was removed but which "
+		       "still has %lu other link(s); kupdate cannot restore it",
+		       pid, fd, f->path, (unsigned long)st->st_nlink);
+		return -EOPNOTSUPP;
+	}
+	/* seen from the process's root */
+	snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", pid, f->path);
+	if (!lstat(rpath, &ds)) {
+		pr_err("pid %d: fd %d refers to the FIFO %s, which was removed and is now "
+		       "another file; it cannot be made there again",
+		       pid, fd, f->path);
+		return -EOPNOTSUPP;
+	}
+	snprintf(dir, sizeof(dir), "%s", rpath);
+	slash = strrchr(dir, '/');
+	slash[1] = 0;
+	if (stat(dir, &ds) || !S_ISDIR(ds.st_mode)) {
+		pr_err("pid %d: fd %d refers to the FIFO %s, removed with its directory; it "
+		       "cannot be made there again",
+		       pid, fd, f->path);
+		return -EOPNOTSUPP;
+	}
+	f->fifo_removed = true;
+	f->fifo_mode = st->st_mode & 07777;
+	f->fifo_uid = st->st_uid;
+	f->fifo_gid = st->st_gid;
+	return 0;
+}
+
+int fifo_make(const FileEntry *e, pid_t pid)
+{
+	int ret;
+
+	if (mkfifo(e->path, 0600)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot make the removed FIFO %s again", pid, e->path);
+		return ret;
+	}
+	if (chown(e->path, e->fifo_uid, e->fifo_gid) || chmod(e->path, e->fifo_mode)) {
+		ret = -errno;
+		pr_perror("pid %d: cannot give the FIFO %s its owner and mode", pid, e->path);
+		unlink(e->path);
+		return ret;
+	}
+	return 0;
+}
+
+void fifo_unmake(const FileEntry *e)
+{
+	if (unlink(e->path))
+		pr_warn("cannot remove the FIFO %s again: %s", e->path, strerror(errno));
 }

@@ -11,11 +11,21 @@ struct cr_dump_ctx;
 
 /* dump: remember pipe id (and its data) the first time one of its ends is seen */
 int pipe_dump(struct cr_dump_ctx *ctx, pid_t pid, int fd, uint64_t id);
+/* a FIFO whose path was removed: made again there at the restore, then
+ * removed, if the path is free and its directory there */
+struct cr_file;
+struct stat;
+int fifo_removed_dump(pid_t pid, int fd, const struct stat *st, struct cr_file *f);
 int pipes_write(struct cr_dump_ctx *ctx);
 void pipes_free_dump(struct cr_dump_ctx *ctx);
 
 int pipes_load(int dirfd, PipeEntry ***out, size_t *nr);
 void pipes_free(PipeEntry **p, size_t n);
 int pipe_fill(const PipeEntry *pe, int wfd);
+/* restore: a removed FIFO made at its path (mode, owner), to be opened
+ * there and removed (fifo_unmake) */
+struct FileEntry;
+int fifo_make(const struct FileEntry *e, pid_t pid);
+void fifo_unmake(const struct FileEntry *e);
 
 #endif

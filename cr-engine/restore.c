@@ -1058,6 +1058,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	open_stage(&c, ST_PREPARE);
 	ret = wait_count(&c, c.nr_live, "restoring files and preparing memory", true);
 	if (!ret)
+		files_unlink_removed(&c.files, false);
+	if (!ret)
 		ret = wait_zombies(&c);
 	if (ret)
 		goto fail;
@@ -1106,6 +1108,7 @@ fail:
 	/* reap what is ours to reap */
 	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
 		;
+	files_unlink_removed(&c.files, true);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	timens_leave(timens_fd);

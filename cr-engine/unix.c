@@ -7,16 +7,25 @@
  * (seed 004) on kupdate's own descriptor of the socket.  A socket whose
  * peer is outside the tree (journald's stdout stream, D-Bus) is refused
  * naming the peer, unless the caller asked to replace it
- * (cr_dump_opts.external_unix).  File descriptors in flight (SCM_RIGHTS)
- * are refused.
+ * (cr_dump_opts.external_unix); a datagram socket connected to a bound one
+ * outside (syslog's /dev/log) is connected to its name again, as the peer
+ * keeps nothing of it.  File descriptors in flight (SCM_RIGHTS) are
+ * refused.  A socket bound at a path since removed is bound there again
+ * and the path removed once every connection to it is made; one whose peer
+ * was closed is made as one end of a pair whose other end is closed.
  *
  * Restore (files.c decides who does it): the two ends of a connection in
  * the tree are made with socketpair(2); bound sockets are bound again (a
  * stale socket file left by the dumped process is replaced); sockets
  * connected to a bound one connect to it once every process has created
- * its own; queued data is sent back through the peer. */
+ * its own; queued data is sent back through the peer, without waiting:
+ * what does not fit fails the restore, naming the socket. */
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,16 +59,56 @@ void unix_describe(const struct sk_diag *d, char *buf, size_t len)
 	}
 }
 
+/* A queue ends with EAGAIN; a seqpacket socket shut for reading ends it
+ * with 0 instead, as a record of no bytes does.  Records come with
+ * SCM_CREDENTIALS while SO_PASSCRED is on, the end does not: it is set for
+ * the peek, then put back.  Zero-length records at an offset are returned
+ * once (the kernel marks them peeked, then skips them); the bound below
+ * stops a loop on a kernel doing otherwise. */
+#define MAX_RECORDS (1 << 20)
+
+static bool has_creds(struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+			return true;
+	return false;
+}
+
 /* The receive queue, peeked message by message with SO_PEEK_OFF. */
-static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
+static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d, UnixSk *u)
 {
 	_cleanup_free_ unsigned char *buf = malloc(PEEK_BUF);
 	int32_t old_off = -1, zero = 0;
-	socklen_t olen = sizeof(old_off);
+	int old_cred = 0, one = 1, type = d->type;
+	socklen_t olen = sizeof(old_off), clen = sizeof(old_cred);
+	bool creds = type == SOCK_SEQPACKET && (d->shutdown & 1);
+	struct pollfd pfd = { sk, 0, 0 };
+	size_t got = 0;
 	int ret = 0;
 
 	if (!buf)
 		return -ENOMEM;
+	/* A pending error: af_unix sets only ECONNRESET (the peer closed with
+	 * data of its own unread).  A stream socket reports it at the end of
+	 * its queue, which is peeked no further than sock_diag's length: it
+	 * stays.  A datagram one reports it before its queue: it is taken
+	 * (SO_ERROR) to peek.  The restore makes it again the same way. */
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)) {
+		int err = ECONNRESET;
+		socklen_t elen = sizeof(err);
+
+		if (!u->peer_closed || type == SOCK_DGRAM) {
+			pr_err("pid %d: fd %d: the unix %s socket has a pending error (its peer "
+			       "disconnected), which cannot be made again",
+			       p->pid, fd, type_name(type));
+			return -EOPNOTSUPP;
+		}
+		if (type != SOCK_STREAM)
+			getsockopt(sk, SOL_SOCKET, SO_ERROR, &err, &elen);
+		u->has_error = 1;
+		u->error = err;
+	}
 	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
 	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
 		ret = -errno;
@@ -67,16 +116,33 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 			  p->pid, fd);
 		return ret;
 	}
+	if (creds && (getsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, &clen) ||
+		      setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot tell the records of a shut seqpacket socket "
+			  "from its end (SO_PASSCRED)",
+			  p->pid, fd);
+		goto out;
+	}
 	for (;;) {
 		union {
-			char buf[CMSG_SPACE(sizeof(int) * 64)];
+			char buf[CMSG_SPACE(sizeof(int) * 64) + CMSG_SPACE(sizeof(struct ucred))];
 			struct cmsghdr align;
 		} ctl;
 		struct sockaddr_un from;
 		struct iovec iov = { buf, PEEK_BUF };
 		struct msghdr mh = { &from, sizeof(from), &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
 		UnixMsg *m, **nq;
-		ssize_t n = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		ssize_t n;
+
+		if (type == SOCK_STREAM && u->has_error) {
+			if (got >= d->rqlen)
+				break; /* what follows is the error */
+			iov.iov_len = MIN((size_t)PEEK_BUF, d->rqlen - got);
+		}
+		n = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n > 0)
+			got += n;
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -88,6 +154,15 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		}
 		if (n == 0 && type == SOCK_STREAM)
 			break;
+		if (n == 0 && creds && !has_creds(&mh))
+			break; /* the end of a shut seqpacket socket's queue */
+		if (u->n_queue >= MAX_RECORDS) {
+			pr_err("pid %d: fd %d: the unix socket's queue does not end after %d "
+			       "records",
+			       p->pid, fd, MAX_RECORDS);
+			ret = -EOVERFLOW;
+			break;
+		}
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 				int nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -139,8 +214,40 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, int type, UnixSk *u)
 		}
 		u->queue[u->n_queue++] = m;
 	}
+	if (creds)
+		setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, sizeof(old_cred));
+out:
 	setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, sizeof(old_off));
 	return ret;
+}
+
+/* A socket bound at path, which is gone: the path must be free and its
+ * directory still there, for the restore to bind it there again. */
+static int removed_path(struct cr_proc *p, int fd, const char *path, const char *rpath, UnixSk *u)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 40];
+	struct stat st;
+	char *slash;
+
+	if (!lstat(rpath, &st)) {
+		pr_err("pid %d: fd %d: the unix socket was bound at %s, which was removed and is "
+		       "now another file; it cannot be bound there again",
+		       p->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	/* rpath is /proc/PID/root and path: its last slash is path's */
+	snprintf(dir, sizeof(dir), "%s", rpath);
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash[1] = 0;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		pr_err("pid %d: fd %d: the unix socket was bound at %s, removed with its "
+		       "directory; it cannot be bound there again",
+		       p->pid, fd, path);
+		return -EOPNOTSUPP;
+	}
+	u->has_removed = u->removed = 1;
+	return 0;
 }
 
 int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
@@ -170,17 +277,32 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		u->name.len = d->name_len;
 		if (d->name[0]) {
 			struct stat st;
-			char path[sizeof(d->name) + 1];
+			char path[sizeof(d->name) + 1], rpath[sizeof(path) + 32];
 
 			u->has_vfs_ino = 1;
 			u->vfs_ino = d->vfs_ino;
 			snprintf(path, sizeof(path), "%.*s", d->name_len, d->name);
+			/* seen from the process's root */
+			if (path[0] == '/')
+				snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", p->pid, path);
+			else
+				snprintf(rpath, sizeof(rpath), "%s", path);
 			/* the socket file's owner and mode, if it is still ours */
-			if (!lstat(path, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
+			if (!lstat(rpath, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
 				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
 				u->file_mode = st.st_mode & 07777;
 				u->file_uid = st.st_uid;
 				u->file_gid = st.st_gid;
+			} else if (d->vfs_ino && path[0] == '/' &&
+				   (d->type == SOCK_DGRAM || d->state != TCP_ESTABLISHED)) {
+				/* bound, then its path unlinked: bound again at the
+				 * restore (its name is the path) and unlinked again
+				 * once every connection to it is made.  A connected
+				 * stream socket's name is its listener's: not bound */
+				int err = removed_path(p, fd, path, rpath, u);
+
+				if (err)
+					return err;
 			}
 		}
 	}
@@ -216,11 +338,21 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	sk = sk_dup(p, fd);
 	if (sk < 0)
 		return sk;
+	/* connected to a socket since closed: sock_diag names no peer, but the
+	 * socket still has one (a datagram receiver others connect to is
+	 * "established" too, without one) */
+	if (!d->peer && d->state == TCP_ESTABLISHED) {
+		struct sockaddr_un a;
+		socklen_t alen = sizeof(a);
+
+		if (!getpeername(sk, (struct sockaddr *)&a, &alen))
+			u->has_peer_closed = u->peer_closed = 1;
+	}
 	u->opts = xzalloc(sizeof(*u->opts));
 	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
 	/* an unconnected stream socket has no queue (and refuses to be peeked) */
 	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED))
-		ret = peek_queue(p, fd, sk, d->type, u);
+		ret = peek_queue(p, fd, sk, d, u);
 	close(sk);
 	return ret;
 }
@@ -288,14 +420,28 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 	}
 	for (int i = 0; i < ctx->nr_files; i++) {
 		struct cr_file *f = &ctx->files[i];
+		const struct sk_diag *pd;
 		UnixSk *u = f->usk;
 		bool found = false;
 		char who[160];
 
 		if (!u || !u->has_peer)
 			continue;
-		for (int k = 0; k < ctx->nr_files && !found; k++)
-			found = ctx->files[k].usk && ctx->files[k].usk->ino == u->peer;
+		for (int k = 0; k < ctx->nr_files && !found; k++) {
+			const UnixSk *o = ctx->files[k].usk;
+
+			found = o && o->ino == u->peer;
+			/* connected to a socket not connected to it: connected by
+			 * name at the restore, and only a bound datagram socket's
+			 * queue comes back then (from a stand-in sender) */
+			if (found && (!o->has_peer || o->peer != u->ino) && u->n_queue &&
+			    (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
+				pr_err("pid %d: fd %d: its unix %s socket holds data but was "
+				       "connected elsewhere since; the data cannot be put back",
+				       f->owner_pid, f->owner_fd, type_name(u->type));
+				return -EOPNOTSUPP;
+			}
+		}
 		if (found)
 			continue;
 		unix_describe(sockdiag_find(&ctx->sk, u->peer), who, sizeof(who));
@@ -306,6 +452,33 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 			pr_debug("pid %d: fd %d: connected to %s, which will be replaced",
 				 f->owner_pid, f->owner_fd, who);
 			continue;
+		}
+		/* a datagram socket connected to a bound one (syslog's /dev/log):
+		 * the peer keeps nothing of it, it connects to the name again.
+		 * Not if that one is connected itself (to this socket, say): it
+		 * would refuse a new one (EPERM) */
+		pd = sockdiag_find(&ctx->sk, u->peer);
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 && pd &&
+		    pd->peer) {
+			pr_err("pid %d: fd %d: its unix dgram socket is connected to %s, outside "
+			       "the dumped tree, which is connected to a socket itself; it would "
+			       "not take a new connection",
+			       f->owner_pid, f->owner_fd, who);
+			return -EOPNOTSUPP;
+		}
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
+		    (!u->n_queue || (u->has_name && u->name.len > 1))) {
+			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",
+				 f->owner_pid, f->owner_fd, who);
+			continue;
+		}
+		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
+		    u->n_queue) {
+			pr_err("pid %d: fd %d: its unix dgram socket, connected to %s outside the "
+			       "dumped tree, holds datagrams but has no name to receive them "
+			       "again",
+			       f->owner_pid, f->owner_fd, who);
+			return -EOPNOTSUPP;
 		}
 		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
 		       "tree; such a connection cannot be restored",
@@ -351,6 +524,21 @@ int unix_validate(const FileEntry *e)
 
 /* Bind to the saved name; a socket file left behind by the dumped process
  * (the same inode, or any socket file nobody listens on) is replaced. */
+/* a socket file no socket is bound to any more (a connect is refused) */
+static bool stale_socket_file(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	bool stale;
+
+	if (sk < 0)
+		return false;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	stale = connect(sk, (struct sockaddr *)&a, sizeof(a)) && errno == ECONNREFUSED;
+	close(sk);
+	return stale;
+}
+
 static int do_bind(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a;
@@ -360,10 +548,13 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
 		goto bound;
+	/* removed since: whatever is at the path now is someone else's,
+	 * unless a socket file nobody is bound to (a failed restore's) */
 	if (errno == EADDRINUSE && u->name.data[0]) {
 		struct stat st;
 
-		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode)) {
+		if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) &&
+		    (!u->removed || stale_socket_file(a.sun_path))) {
 			unlink(a.sun_path);
 			if (bind(sk, (struct sockaddr *)&a, len) == 0)
 				goto bound;
@@ -384,18 +575,45 @@ bound:
 	return 0;
 }
 
-/* Put data into the receive queue of the socket whose peer is "via". */
+/* Put data into the receive queue of the socket whose peer is "via".
+ * Nothing waits: via's send buffer is made large enough for the whole
+ * queue (its own size comes back with its options), and a queue the
+ * receiver does not take (a datagram receiver takes max_dgram_qlen
+ * records from a sender it is not connected to) fails, naming it. */
 static int send_queue(int via, const UnixSk *u, const char *what)
 {
+	uint64_t need = 65536;
+
+	for (size_t i = 0; i < u->n_queue; i++)
+		need += u->queue[i]->data.len + 1024; /* and the kernel's share of each */
+	setsockopt(via, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ (int)MIN(need, INT_MAX / 2) },
+		   sizeof(int));
 	for (size_t i = 0; i < u->n_queue; i++) {
 		const UnixMsg *m = u->queue[i];
-		ssize_t n = send(via, m->data.data, m->data.len, MSG_NOSIGNAL);
+		size_t done = 0;
 
-		if (n != (ssize_t)m->data.len) {
-			int ret = n < 0 ? -errno : -EIO;
-			pr_err("%s: cannot put %zu queued bytes back: %s", what, m->data.len,
-			       strerror(-ret));
-			return ret;
+		do {
+			ssize_t n = send(via, m->data.data + done, m->data.len - done,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n < 0) {
+				int ret = -errno;
+
+				if (ret == -EAGAIN)
+					pr_err("%s: its receive queue took %zu of its %zu queued "
+					       "records back and no more (full)",
+					       what, i, u->n_queue);
+				else
+					pr_err("%s: cannot put %zu queued bytes back: %s", what,
+					       m->data.len, strerror(-ret));
+				return ret;
+			}
+			done += n;
+		} while (done < m->data.len && u->type == SOCK_STREAM);
+		if (done != m->data.len) {
+			pr_err("%s: a queued record of %zu bytes went back as %zu", what,
+			       m->data.len, done);
+			return -EIO;
 		}
 	}
 	return 0;
@@ -418,17 +636,170 @@ static int finish_sk(int sk, const UnixSk *u, const char *what)
 	return ret;
 }
 
-int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+/* Make dirs of path under root, as far as its last slash. */
+static int mkdirs(const char *root, const char *path)
 {
-	int sv[2], ret;
+	char p[PATH_MAX];
 
+	for (const char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+		snprintf(p, sizeof(p), "%s%.*s", root, (int)(s - path), path);
+		if (mkdir(p, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+static void rmdirs(const char *root, const char *path)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s%s", root, path);
+	unlink(p);
+	for (char *s = strrchr(p + strlen(root), '/'); s && s > p + strlen(root);
+	     s = strrchr(p + strlen(root), '/')) {
+		*s = 0;
+		rmdir(p);
+	}
+	rmdir(root);
+}
+
+/* In the helper: a listener at name, under its own root (the name is
+ * only the string given to bind: the file goes to the helper's root),
+ * one connection to it, its two ends sent back; never returns. */
+static void __attribute__((noreturn))
+named_pair_helper(int type, const char *root, const char *name, int back)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, type, 0), c = socket(AF_UNIX, type, 0), s;
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { "", 1 };
+	struct msghdr mh = { NULL, 0, &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	memcpy(a.sun_path, name, strnlen(name, sizeof(a.sun_path)));
+	if (l < 0 || c < 0 || chroot(root) || chdir("/") ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    connect(c, (struct sockaddr *)&a, sizeof(a)))
+		_exit(1);
+	s = accept(l, NULL, NULL);
+	if (s < 0)
+		_exit(1);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	memcpy(CMSG_DATA(cm), (int[]){ s, c }, 2 * sizeof(int));
+	_exit(sendmsg(back, &mh, 0) == 1 ? 0 : 1);
+}
+
+/* A connection made by connect and accept through a listener at a path:
+ * the accepted end's name, the client's peer name, are that path.  Made
+ * the same way, by a helper whose root is a directory of its own, so
+ * that neither the path nor a listener restored there is touched.  The
+ * helper takes a pid: restored processes take theirs with clone3's
+ * set_tid, which a pid taken meanwhile does not disturb. */
+static int named_pair(int type, const ProtobufCBinaryData *name, int *named, int *other,
+		      const char *what)
+{
+	char root[] = "/tmp/kupdate-unix.XXXXXX",
+	     path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char c;
+	struct iovec iov = { &c, 1 };
+	struct msghdr mh = { NULL, 0, &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
+	struct cmsghdr *cm;
+	int sv[2], ret = -EIO, st;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%.*s", (int)name->len, (char *)name->data);
+	if (!mkdtemp(root))
+		return -errno;
+	ret = mkdirs(root, path);
+	if (ret || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		ret = ret ?: -errno;
+		rmdirs(root, path);
+		return ret;
+	}
+	pid = fork();
+	if (pid == 0)
+		named_pair_helper(type, root, path, sv[1]);
+	close(sv[1]);
+	if (pid > 0) {
+		struct pollfd pfd = { sv[0], POLLIN, 0 };
+
+		/* a few local system calls: 5 s is plenty */
+		if (poll(&pfd, 1, 5000) == 1 && recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) == 1 &&
+		    (cm = CMSG_FIRSTHDR(&mh)) && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+			memcpy(named, CMSG_DATA(cm), sizeof(int));
+			memcpy(other, CMSG_DATA(cm) + sizeof(int), sizeof(int));
+			ret = 0;
+		} else {
+			pr_err("%s: the helper making a connection named %s did not answer in 5 s",
+			       what, path);
+			kill(pid, SIGKILL);
+		}
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	} else {
+		ret = -errno;
+	}
+	close(sv[0]);
+	rmdirs(root, path);
+	return ret;
+}
+
+/* a stream or seqpacket end named as a listener at a path names it */
+static bool accepted_name(const UnixSk *u)
+{
+	return u->type != SOCK_DGRAM && u->has_name && u->name.len > 1 && u->name.data[0] == '/';
+}
+
+/* The two ends of a connection: sv[0] for a, sv[1] for b (the same
+ * type); through a listener named as an accepted end was, else a pair.  A
+ * helper that cannot do it costs the names, not the restore. */
+static int make_pair(const UnixSk *a, const UnixSk *b, int sv[2], const char *what)
+{
+	int ret = 0;
+
+	if (accepted_name(a) || (b && accepted_name(b))) {
+		bool an = accepted_name(a);
+
+		ret = named_pair(a->type, an ? &a->name : &b->name, &sv[an ? 0 : 1],
+				 &sv[an ? 1 : 0], what);
+		if (!ret)
+			return 0;
+		pr_warn("%s: cannot make a connection through a listener again (%s): it is "
+			"made without its names",
+			what, strerror(-ret));
+	}
 	if (socketpair(AF_UNIX, a->type | SOCK_CLOEXEC, 0, sv)) {
 		ret = -errno;
 		pr_perror("%s: cannot create a unix socket pair", what);
 		return ret;
 	}
+	return 0;
+}
+
+int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+{
+	int sv[2], ret = make_pair(a, b, sv, what);
+
+	if (ret)
+		return ret;
+	/* two datagram sockets connected to each other may have names of their
+	 * own (a stream one's is its listener's, if it was accepted) */
+	ret = a->type == SOCK_DGRAM && a->has_name && a->name.len ? do_bind(sv[0], a, what) : 0;
+	if (!ret && b->type == SOCK_DGRAM && b->has_name && b->name.len)
+		ret = do_bind(sv[1], b, what);
 	/* data first, then options (a small buffer would not take it) */
-	ret = send_queue(sv[1], a, what);
+	if (!ret)
+		ret = send_queue(sv[1], a, what);
 	if (!ret)
 		ret = send_queue(sv[0], b, what);
 	if (!ret)
@@ -445,10 +816,69 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 	return 0;
 }
 
+/* A connected socket whose peer was closed: made as one end of a pair,
+ * its queue sent through the other end, which is then closed: a stream or
+ * seqpacket socket is then shut both ways (reads end after the data,
+ * writes fail with EPIPE), a datagram one is left connected to a closed
+ * socket, as it was. */
+static int create_orphan(const UnixSk *u, const char *what)
+{
+	int sv[2], ret;
+
+	ret = make_pair(u, NULL, sv, what);
+	if (ret)
+		return ret;
+	ret = send_queue(sv[1], u, what);
+	/* closed with data of its own unread, the peer leaves ECONNRESET */
+	if (!ret && u->has_error && u->error == ECONNRESET &&
+	    send(sv[0], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot make its pending error again", what);
+	}
+	close(sv[1]);
+	if (!ret)
+		ret = finish_sk(sv[0], u, what);
+	if (ret) {
+		close(sv[0]);
+		return ret;
+	}
+	return sv[0];
+}
+
+/* The same for a bound datagram socket (its queue came back from a
+ * stand-in): connected to a socket closed at once. */
+static int connect_closed(int sk, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len = sizeof(a);
+	int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = 0;
+
+	/* an autobound name (bind with the family alone) to connect to */
+	if (tmp < 0 ||
+	    bind(tmp, (struct sockaddr *)&(sa_family_t){ AF_UNIX }, sizeof(sa_family_t)) ||
+	    getsockname(tmp, (struct sockaddr *)&a, &len) ||
+	    connect(sk, (struct sockaddr *)&a, len)) {
+		ret = -errno;
+		pr_perror("%s: cannot connect the unix socket to a closed peer", what);
+	}
+	if (tmp >= 0)
+		close(tmp);
+	return ret;
+}
+
+static bool peer_closed(const UnixSk *u)
+{
+	return u->peer_closed && !u->has_peer && !u->pending && !u->external;
+}
+
 int unix_create(const UnixSk *u, const char *what)
 {
-	int sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0), ret = 0;
+	int sk, ret = 0;
 
+	/* an accepted socket's name is its listener's: not one to bind */
+	if (peer_closed(u) && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2))
+		return create_orphan(u, what);
+	sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0);
 	if (sk < 0) {
 		ret = -errno;
 		pr_perror("%s: cannot create a unix socket", what);
@@ -460,9 +890,9 @@ int unix_create(const UnixSk *u, const char *what)
 		ret = -errno;
 		pr_perror("%s: cannot listen", what);
 	}
-	/* queued datagrams of a bound receiver come back from a stand-in sender */
-	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len &&
-	    !u->has_peer) {
+	/* queued datagrams of a bound receiver come back from a stand-in
+	 * sender, before it connects to its peer if it has one */
+	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len) {
 		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a;
 		socklen_t len = make_addr(&a, &u->name);
@@ -475,10 +905,12 @@ int unix_create(const UnixSk *u, const char *what)
 		}
 		if (tmp >= 0)
 			close(tmp);
-	} else if (!ret && u->n_queue && !u->has_peer) {
+	} else if (!ret && u->n_queue) {
 		pr_err("%s: queued data without a sender to send it again", what);
 		ret = -EOPNOTSUPP;
 	}
+	if (!ret && u->type == SOCK_DGRAM && peer_closed(u))
+		ret = connect_closed(sk, what);
 	if (!ret)
 		ret = sk_opts_restore(sk, u->opts, what);
 	if (ret) {
@@ -493,6 +925,7 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 	struct sockaddr_un a;
 	socklen_t len;
 	char name[120];
+	int fl, ret;
 
 	if (!u->has_peer_name || !u->peer_name.len) {
 		pr_err("%s: its peer has no name to connect to again", what);
@@ -500,15 +933,40 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 	}
 	len = make_addr(&a, &u->peer_name);
 	addr_str(&u->peer_name, name, sizeof(name));
-	if (connect(sk, (struct sockaddr *)&a, len)) {
-		int ret = -errno;
-		pr_perror("%s: cannot connect again to %s", what, name);
+	/* not waiting: a listener whose backlog is full (somaxconn lowered
+	 * since the dump) says EAGAIN */
+	fl = fcntl(sk, F_GETFL);
+	ret = fl < 0 || fcntl(sk, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
+	if (!ret && connect(sk, (struct sockaddr *)&a, len))
+		ret = -errno;
+	if (fl >= 0)
+		fcntl(sk, F_SETFL, fl);
+	if (ret == -EAGAIN) {
+		pr_err("%s: cannot connect again to %s: its backlog is full", what, name);
 		return ret;
 	}
-	if (u->n_queue) {
+	if (ret) {
+		pr_err("%s: cannot connect again to %s: %s", what, name, strerror(-ret));
+		return ret;
+	}
+	/* a bound datagram socket has its queue back already (unix_create) */
+	if (u->n_queue && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
 		pr_err("%s: data queued on a socket connected to %s cannot be put back", what,
 		       name);
 		return -EOPNOTSUPP;
 	}
 	return finish_sk(sk, u, what);
+}
+
+void unix_unlink_removed(const UnixSk *u, bool failed)
+{
+	struct sockaddr_un a;
+	struct stat st;
+
+	if (!u->removed || !u->has_name || u->name.len < 2 || !u->name.data[0])
+		return;
+	make_addr(&a, &u->name);
+	if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) &&
+	    (!failed || stale_socket_file(a.sun_path)) && unlink(a.sun_path))
+		pr_warn("cannot remove %s again: %s", a.sun_path, strerror(errno));
 }

@@ -1,6 +1,7 @@
 #ifndef CR_UNIX_H
 #define CR_UNIX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "images/files.pb-c.h"
@@ -24,5 +25,9 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 int unix_create(const UnixSk *u, const char *what);
 /* connect to the (restored) bound socket it was connected to */
 int unix_connect_late(int sk, const UnixSk *u, const char *what);
+/* a socket bound at a path since removed: its path removed again, once
+ * every connection to it is made; after a failed restore, only if nothing
+ * is bound there any more (it may not have been bound by the restore) */
+void unix_unlink_removed(const UnixSk *u, bool failed);
 
 #endif
