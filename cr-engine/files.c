@@ -647,6 +647,8 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			continue;
 		if (ctx->procs[i] == p)
 			ret = tty_finish_dump(ctx);
+		if (!ret && ctx->procs[i] == p)
+			ret = inotify_finish_dump(ctx);
 		break;
 	}
 	return ret;
@@ -1092,6 +1094,29 @@ static int open_ghost(const struct rfiles *f, const FileEntry *e, pid_t pid, int
 	return open_object(e, g->fd, pid, fd);
 }
 
+/* An fd of the ghost id made again, in this process, for what must reach
+ * its inode (an inotify watch): a description of it on its transport fd,
+ * or the ghost kupdate (or this process) made, made now if not yet. */
+int files_ghost_fd(const struct rfiles *f, uint32_t id, const char *path)
+{
+	struct rghost *g = files_ghost(f, id);
+
+	if (!g)
+		return -EINVAL;
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->files[i]->has_ghost_id && f->files[i]->ghost_id == id &&
+		    f->desc[i].tfd >= 0 && fcntl(f->desc[i].tfd, F_GETFD) >= 0)
+			return f->desc[i].tfd;
+	if (g->fd >= 0)
+		return g->fd;
+	if (g->map_fd >= 0 && fcntl(g->map_fd, F_GETFD) >= 0)
+		return g->map_fd;
+	g->fd = ghost_create(g, path);
+	if (g->fd >= 0)
+		g->fd = lift(f, g->fd);
+	return g->fd;
+}
+
 /* the files made again once every description of them is open */
 static void close_ghosts(struct rfiles *f)
 {
@@ -1265,7 +1290,7 @@ static int create_desc(const struct rfiles *f, const FileEntry *e, struct rproc 
 	case FILE_KIND__FILE_EPOLL:
 		return epoll_restore(e, what);
 	case FILE_KIND__FILE_INOTIFY:
-		return inotify_restore(e, what);
+		return inotify_restore(f, e, what);
 	case FILE_KIND__FILE_MEMFD:
 		return open_memfd(f, e, pid, fd);
 	case FILE_KIND__FILE_TTY:

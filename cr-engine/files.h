@@ -46,6 +46,8 @@ int files_load(int dirfd, struct rfiles *f);
 void files_free(struct rfiles *f);
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);
 PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
+/* an fd of ghost id made again, reachable in this process (files.c) */
+int files_ghost_fd(const struct rfiles *f, uint32_t id, const char *path);
 struct rghost *files_ghost(const struct rfiles *f, uint32_t id);
 /* ghost-ID.img loaded (once) into f->ghosts; *out (if not NULL): it */
 int files_load_ghost(int dirfd, struct rfiles *f, uint32_t id, struct rghost **out);

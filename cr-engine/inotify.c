@@ -4,8 +4,10 @@
  * superblock) and the mask, and a file handle of the inode.  The path is
  * found with open_by_handle_at(2) from a mount of that superblock, and
  * checked (same device and inode).  A watch whose inode has no path any
- * more (deleted) is refused.
- * Restore: the path must still lead to the same inode.  Watch descriptors
+ * more (a file deleted while the tree holds it open) watches the ghost
+ * saved for that fd (ghost.c); one that nothing else holds is refused.
+ * Restore: the path must still lead to the same inode; a deleted one is
+ * watched through a descriptor of its ghost, made again (files.c).  Watch descriptors
  * are handed out in increasing order, so each watch is added again and
  * again (and removed) until it gets its number; the IN_IGNORED events those
  * removals queue are read away before the instance is handed over.  Events
@@ -67,7 +69,7 @@ static int hexbytes(const char *s, unsigned char *out, unsigned n)
 }
 
 static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t ino,
-		      const char *hline, char **path)
+		      const char *hline, char **path, bool *deleted)
 {
 	struct {
 		struct file_handle fh;
@@ -113,10 +115,10 @@ static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t in
 	buf[n] = 0;
 	if (stat(buf, &st) || st.st_ino != ino || major(st.st_dev) != sdev >> 20 ||
 	    minor(st.st_dev) != (sdev & 0xfffff)) {
-		pr_err("pid %d: fd %d: inotify watch %u watches inode %lu, which has no path any "
-		       "more (it was %s); kupdate cannot restore a watch of a deleted file",
-		       pid, fd, wd, (unsigned long)ino, buf);
-		return -EOPNOTSUPP;
+		/* deleted: its ghost is looked for once every fd is dumped */
+		if (n > 10 && !strcmp(buf + n - 10, " (deleted)"))
+			buf[n - 10] = 0;
+		*deleted = true;
 	}
 	*path = strdup(buf);
 	return *path ? 0 : -ENOMEM;
@@ -136,6 +138,7 @@ int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 		unsigned wd, sdev, mask, ignored;
 		unsigned long ino;
 		InotifyWatch *w, **nw;
+		bool deleted = false;
 		int off = 0;
 
 		if (sscanf(l, "%x ino:%lx sdev:%x mask:%x ignored_mask:%x%n", &wd, &ino, &sdev,
@@ -159,9 +162,14 @@ int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 		w->mask = mask;
 		w->ino = ino;
 		w->path = NULL;
-		ret = watch_path(p->pid, fd, wd, sdev, ino, l + off, &w->path);
+		ret = watch_path(p->pid, fd, wd, sdev, ino, l + off, &w->path, &deleted);
 		if (ret)
 			return ret;
+		if (deleted) {
+			w->has_sdev = 1;
+			w->sdev = sdev;
+			w->has_ghost_id = 1; /* 0 until inotify_finish_dump finds it */
+		}
 	}
 	/* the kernel lists them newest first */
 	for (size_t i = 1; i < in->n_watches; i++)
@@ -171,6 +179,38 @@ int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 			in->watches[k] = in->watches[k - 1];
 			in->watches[k - 1] = t;
 		}
+	return 0;
+}
+
+int inotify_finish_dump(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_files; i++) {
+		const struct cr_file *f = &ctx->files[i];
+
+		for (size_t k = 0; f->ify && k < f->ify->n_watches; k++) {
+			InotifyWatch *w = f->ify->watches[k];
+			dev_t dev = makedev(w->sdev >> 20, w->sdev & 0xfffff);
+
+			if (!w->has_sdev)
+				continue;
+			w->ghost_id = 0;
+			for (int g = 0; g < ctx->nr_ghosts && !w->ghost_id; g++)
+				if (ctx->ghosts[g].dev == dev && ctx->ghosts[g].ino == w->ino)
+					/* an fd holds it: its descriptions reach it at restore */
+					for (int h = 0; h < ctx->nr_files && !w->ghost_id; h++)
+						if (ctx->files[h].ghost_id == ctx->ghosts[g].id)
+							w->ghost_id = ctx->ghosts[g].id;
+			if (!w->ghost_id) {
+				pr_err("pid %d: fd %d: inotify watch %u watches %s (inode %lu), "
+				       "which was deleted and which no fd of the tree holds; "
+				       "kupdate cannot restore the watch",
+				       f->owner_pid, f->owner_fd, w->wd, w->path,
+				       (unsigned long)w->ino);
+				return -EOPNOTSUPP;
+			}
+			w->has_sdev = 0; /* of this kernel only */
+		}
+	}
 	return 0;
 }
 
@@ -205,19 +245,32 @@ bad:
 	return -EINVAL;
 }
 
-static int add_watch(int ifd, const InotifyWatch *w, const char *what)
+static int add_watch(const struct rfiles *f, int ifd, const InotifyWatch *w, const char *what)
 {
-	_cleanup_close_ int pfd = open(w->path, O_PATH | O_CLOEXEC);
+	_cleanup_close_ int pfd = -1;
 	char lpath[64];
 	struct stat st;
 	int wd, ret;
 
-	if (pfd < 0 || fstat(pfd, &st) || st.st_ino != w->ino) {
-		pr_err("%s: inotify watch %u: %s %s", what, w->wd, w->path,
-		       pfd < 0 ? "is gone" : "was replaced since the dump");
-		return -ESTALE;
+	if (w->has_ghost_id) {
+		/* a deleted file: one of its descriptions made again */
+		int gfd = files_ghost_fd(f, w->ghost_id, w->path);
+
+		if (gfd < 0) {
+			pr_err("%s: inotify watch %u: the deleted %s was not made again", what,
+			       w->wd, w->path);
+			return gfd;
+		}
+		snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", gfd);
+	} else {
+		pfd = open(w->path, O_PATH | O_CLOEXEC);
+		if (pfd < 0 || fstat(pfd, &st) || st.st_ino != w->ino) {
+			pr_err("%s: inotify watch %u: %s %s", what, w->wd, w->path,
+			       pfd < 0 ? "is gone" : "was replaced since the dump");
+			return -ESTALE;
+		}
+		snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", pfd);
 	}
-	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", pfd);
 	for (;;) {
 		wd = inotify_add_watch(ifd, lpath, w->mask & IN_ALL_EVENTS);
 		if (wd < 0) {
@@ -237,7 +290,7 @@ static int add_watch(int ifd, const InotifyWatch *w, const char *what)
 	}
 }
 
-int inotify_restore(const FileEntry *e, const char *what)
+int inotify_restore(const struct rfiles *f, const FileEntry *e, const char *what)
 {
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), ret = 0;
 	char buf[4096];
@@ -248,7 +301,7 @@ int inotify_restore(const FileEntry *e, const char *what)
 		return ret;
 	}
 	for (size_t i = 0; i < e->ify->n_watches && !ret; i++)
-		ret = add_watch(fd, e->ify->watches[i], what);
+		ret = add_watch(f, fd, e->ify->watches[i], what);
 	/* the IN_IGNORED events of the stand-ins */
 	while (!ret && read(fd, buf, sizeof(buf)) > 0)
 		;

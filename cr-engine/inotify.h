@@ -3,14 +3,19 @@
 
 #include "images/files.pb-c.h"
 
+struct cr_dump_ctx;
 struct cr_proc;
 struct cr_file;
+struct rfiles;
 
 /* dump: each watch with the path of the inode it watches */
 int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f);
 void inotify_free_dump(InotifyFile *i);
+/* once every fd of the tree is dumped: a watch of a deleted file goes to
+ * the ghost saved for an fd that holds it, or the dump is refused */
+int inotify_finish_dump(struct cr_dump_ctx *ctx);
 int inotify_validate(const FileEntry *e);
 /* restore: the instance with its watches under their numbers */
-int inotify_restore(const FileEntry *e, const char *what);
+int inotify_restore(const struct rfiles *f, const FileEntry *e, const char *what);
 
 #endif
