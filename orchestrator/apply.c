@@ -374,6 +374,29 @@ static void *dump_worker(void *arg)
 		cr_log_mark_thread();
 		int ret = dump_unit(&d->u[i], d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
 
+		/* a state that passes in a moment (-EAGAIN: a vfork in progress,
+		 * a connection waiting to be accepted): the failed dump removed
+		 * its images; the unit runs a while, then is frozen again */
+		for (int tries = 1; ret == -EAGAIN && tries < UNIT_AGAIN_TRIES && !d->failed;
+		     tries++) {
+			struct aunit *u = &d->u[i];
+			const char *why = cr_log_thread_error();
+
+			if (u->frozen && unit_call_locked(sd_thaw, u))
+				break;
+			u->frozen = false;
+			printf("kupdate: %s: %s; trying again\n", u->name, why ? why : "busy");
+			fflush(stdout);
+			free(u->members);
+			u->members = NULL;
+			u->nr_members = 0;
+			free(u->rel);
+			u->rel = NULL;
+			usleep(UNIT_AGAIN_WAIT_US);
+			cr_log_mark_thread();
+			ret = dump_unit(u, d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
+		}
+
 		if (ret) {
 			pthread_mutex_lock(&d->mu);
 			if (!d->failed) {

@@ -290,11 +290,11 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 	struct cr_dump_opts o = { 0 };
 	struct cr_dump_stats st = { 0 };
 	struct check_freeze cf = { s, unit, false };
+	bool freeze = !ui->freezer || !strcmp(ui->freezer, "running");
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 	why[0] = 0;
-	cr_log_mark();
-	if (!ui->freezer || !strcmp(ui->freezer, "running")) {
+	if (freeze) {
 		rec = check_record(unit);
 		if (!rec) {
 			snprintf(why, len, "cannot keep a record of its freeze in %s/cycles",
@@ -303,35 +303,49 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 				close(devnull);
 			return -EIO;
 		}
-		ret = sd_freeze(s, unit);
-		if (ret) {
-			snprintf(why, len, "cannot freeze it for the check: %s",
-				 cr_log_first_error() ?: strerror(-ret));
-			rm_cycle_dir(rec);
-			if (devnull >= 0)
-				close(devnull);
-			return ret;
+	}
+	/* a state that passes in a moment (-EAGAIN: a vfork in progress, a
+	 * connection waiting to be accepted) is tried again, thawed between */
+	for (int tries = 0;; tries++) {
+		cr_log_mark();
+		if (freeze) {
+			ret = sd_freeze(s, unit);
+			if (ret) {
+				snprintf(why, len, "cannot freeze it for the check: %s",
+					 cr_log_first_error() ?: strerror(-ret));
+				rm_cycle_dir(rec);
+				if (devnull >= 0)
+					close(devnull);
+				return ret;
+			}
+			cf.frozen = true;
 		}
-		cf.frozen = true;
+		if (devnull >= 0)
+			cr_log_redirect(devnull, cr_log_fd());
+		free(members);
+		members = NULL;
+		memset(&st, 0, sizeof(st));
+		ret = unit_members(unit, ui, &members, &n);
+		if (!ret) {
+			o.members = members;
+			o.nr_members = n;
+			o.root = members[0];
+			o.check_only = true;
+			o.ghost_limit = ghost_limit;
+			o.external_unix = journal_replaceable;
+			o.seized = check_thaw;
+			o.cb_arg = &cf;
+			ret = cr_dump(&o, &st);
+		}
+		if (devnull >= 0)
+			cr_log_redirect(STDERR_FILENO, cr_log_fd());
+		if (ret != -EAGAIN || tries + 1 >= UNIT_AGAIN_TRIES ||
+		    (cf.frozen && check_thaw(&cf)))
+			break;
+		usleep(UNIT_AGAIN_WAIT_US);
 	}
 	if (devnull >= 0)
-		cr_log_redirect(devnull, cr_log_fd());
-	ret = unit_members(unit, ui, &members, &n);
-	if (!ret) {
-		o.members = members;
-		o.nr_members = n;
-		o.root = members[0];
-		o.check_only = true;
-		o.ghost_limit = ghost_limit;
-		o.external_unix = journal_replaceable;
-		o.seized = check_thaw;
-		o.cb_arg = &cf;
-		ret = cr_dump(&o, &st);
-	}
-	if (devnull >= 0) {
-		cr_log_redirect(STDERR_FILENO, cr_log_fd());
 		close(devnull);
-	}
 	if (ret)
 		snprintf(why, len, "%s", cr_log_first_error() ?: strerror(-ret));
 	if (cf.frozen && check_thaw(&cf) && !ret) {

@@ -21,6 +21,11 @@ int preserved_units(char ***out, int *nr);
 void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
+/* A dump that fails with -EAGAIN (a vfork in progress, a connection
+ * waiting to be accepted: a state that passes) is tried again after the
+ * unit ran for UNIT_AGAIN_WAIT_US, UNIT_AGAIN_TRIES times in all. */
+#define UNIT_AGAIN_TRIES   25
+#define UNIT_AGAIN_WAIT_US 40000
 /* a dry dump of the unit, frozen while it is seized; on failure why says
  * what stands in the way; st: its processes, and the deleted files a dump
  * would save.  The caller holds the state lock. */

@@ -129,7 +129,8 @@ check "kupdate list: the $nunits units can be checkpointed (redis without its sa
 	test "$(grep -c ' yes$' <<<"$list")" = $nunits
 # a unit whose processes come and go: each check freezes it while it is
 # seized, so ten runs say the same (without the freeze one that exits in
-# between fails it: "pid N exited while being dumped")
+# between fails it: "pid N exited while being dumped"; frozen in a vfork of
+# its shell, it is thawed a moment and tried again)
 if ! $demo; then
 	run 'systemctl start demo-churn.service && kupdate enable demo-churn.service' >/dev/null 2>&1
 	churn_yes=0
