@@ -391,7 +391,10 @@ int main(int argc, char **argv)
 		  "BOOTTIME timer at %+.3f s, not +3.200 s", (boot_at - t0) / 1e9);
 	crt_check(boot_tid == worker_tid, "BOOTTIME timer signal went to thread %d, not %d",
 		  boot_tid, worker_tid);
-	crt_check(thr_fired == 1 && thr_at >= t0 + 3098 * MS && thr_at < t0 + 3150 * MS,
+	/* glibc runs a SIGEV_THREAD notification in a thread it creates when
+	 * the signal comes: under the emulator that took 60 ms once (a timer
+	 * re-armed whole or not cut by the pause is off by the pause, 1 s) */
+	crt_check(thr_fired == 1 && thr_at >= t0 + 3098 * MS && thr_at < t0 + 3300 * MS,
 		  "SIGEV_THREAD timer: fired %d times, at %+.3f s, not +3.100 s", thr_fired,
 		  (thr_at - t0) / 1e9);
 	crt_pass();
