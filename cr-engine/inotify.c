@@ -182,6 +182,20 @@ int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 	return 0;
 }
 
+/* the ghost saved for inode dev:ino if an fd of the tree holds it (its
+ * descriptions reach it at restore), else 0 */
+static uint32_t held_ghost(const struct cr_dump_ctx *ctx, dev_t dev, uint64_t ino)
+{
+	for (int g = 0; g < ctx->nr_ghosts; g++) {
+		if (ctx->ghosts[g].dev != dev || ctx->ghosts[g].ino != ino)
+			continue;
+		for (int h = 0; h < ctx->nr_files; h++)
+			if (ctx->files[h].ghost_id == ctx->ghosts[g].id)
+				return ctx->ghosts[g].id;
+	}
+	return 0;
+}
+
 int inotify_finish_dump(struct cr_dump_ctx *ctx)
 {
 	for (int i = 0; i < ctx->nr_files; i++) {
@@ -193,13 +207,7 @@ int inotify_finish_dump(struct cr_dump_ctx *ctx)
 
 			if (!w->has_sdev)
 				continue;
-			w->ghost_id = 0;
-			for (int g = 0; g < ctx->nr_ghosts && !w->ghost_id; g++)
-				if (ctx->ghosts[g].dev == dev && ctx->ghosts[g].ino == w->ino)
-					/* an fd holds it: its descriptions reach it at restore */
-					for (int h = 0; h < ctx->nr_files && !w->ghost_id; h++)
-						if (ctx->files[h].ghost_id == ctx->ghosts[g].id)
-							w->ghost_id = ctx->ghosts[g].id;
+			w->ghost_id = held_ghost(ctx, dev, w->ino);
 			if (!w->ghost_id) {
 				pr_err("pid %d: fd %d: inotify watch %u watches %s (inode %lu), "
 				       "which was deleted and which no fd of the tree holds; "

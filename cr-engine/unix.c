@@ -422,7 +422,7 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		struct cr_file *f = &ctx->files[i];
 		const struct sk_diag *pd;
 		UnixSk *u = f->usk;
-		bool found = false;
+		bool found = false, dgram_named;
 		char who[160];
 
 		if (!u || !u->has_peer)
@@ -458,22 +458,20 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		 * Not if that one is connected itself (to this socket, say): it
 		 * would refuse a new one (EPERM) */
 		pd = sockdiag_find(&ctx->sk, u->peer);
-		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 && pd &&
-		    pd->peer) {
+		dgram_named = u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1;
+		if (dgram_named && pd && pd->peer) {
 			pr_err("pid %d: fd %d: its unix dgram socket is connected to %s, outside "
 			       "the dumped tree, which is connected to a socket itself; it would "
 			       "not take a new connection",
 			       f->owner_pid, f->owner_fd, who);
 			return -EOPNOTSUPP;
 		}
-		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
-		    (!u->n_queue || (u->has_name && u->name.len > 1))) {
+		if (dgram_named && (!u->n_queue || (u->has_name && u->name.len > 1))) {
 			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",
 				 f->owner_pid, f->owner_fd, who);
 			continue;
 		}
-		if (u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1 &&
-		    u->n_queue) {
+		if (dgram_named) { /* with datagrams queued and no name of its own */
 			pr_err("pid %d: fd %d: its unix dgram socket, connected to %s outside the "
 			       "dumped tree, holds datagrams but has no name to receive them "
 			       "again",
