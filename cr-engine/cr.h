@@ -61,7 +61,9 @@ struct cr_dump_opts {
 struct cr_dump_stats {
 	uint64_t pages;	     /* pages written */
 	uint64_t zero_pages; /* pages of zeros found and left out */
-	uint64_t frozen_ns;  /* from seizing the tree to its release */
+	/* pages a child shares copy-on-write with its parent: saved once */
+	uint64_t cow_pages;
+	uint64_t frozen_ns; /* from seizing the tree to its release */
 	uint64_t total_ns;
 	unsigned processes, threads;
 	/* deleted files saved (or, check-only, to save) with their data: open

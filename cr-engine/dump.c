@@ -426,6 +426,7 @@ static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
 		return;
 	st->pages = ctx->total_pages;
 	st->zero_pages = ctx->zero_pages;
+	st->cow_pages = ctx->cow_pages;
 	st->frozen_ns =
 		(ctx->t_released ? ctx->t_released : now_ns(CLOCK_MONOTONIC)) - ctx->t_seized;
 	st->total_ns = now_ns(CLOCK_MONOTONIC) - ctx->t_start;

@@ -100,7 +100,14 @@ struct cr_pagerun {
 	uint32_t crc;
 	uint32_t file;	/* its data is in page file N (memory.c: mem_pages_name) */
 	bool in_parent; /* unchanged since the --prev dump: no data here */
+	bool cow;	/* its parent process's, shared copy-on-write: no data */
 };
+
+/* a run whose data this dump does not write */
+static inline bool run_nodata(const struct cr_pagerun *r)
+{
+	return r->in_parent || r->cow;
+}
 
 struct cr_range {
 	uint64_t start, end;
@@ -202,6 +209,7 @@ struct cr_proc {
 	int nr_runs;
 	uint64_t nr_pages;   /* pages whose data this dump writes (not in_parent) */
 	uint64_t zero_pages; /* read, found to be zeros and left out (pages.c) */
+	uint64_t cow_pages;  /* its parent's, shared copy-on-write (no data) */
 	int nr_page_files;   /* written by that many threads, a file each */
 	/* predump.c: pages present and unchanged since the --prev dump, which
 	 * the parent images hold (sorted) */
@@ -291,6 +299,7 @@ struct cr_dump_ctx {
 	unsigned nr_threads;
 	uint64_t total_pages;
 	uint64_t zero_pages; /* left out of the page files: zeros */
+	uint64_t cow_pages;  /* shared with the parent process: saved once */
 	/* open file descriptions of the tree, see files.c */
 	struct cr_file *files;
 	int nr_files;
@@ -346,6 +355,8 @@ int prev_open(struct cr_dump_ctx *ctx);
 /* what changed in p since the parent dump (sets p->inpar), and the
  * tracking of the parent dump disarmed */
 int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* append [start, end) to a sorted list, merged with the last range */
+int push_range(struct cr_range **v, int *n, int *cap, uint64_t start, uint64_t end);
 /* start tracking writes in p (seized, its mappings read) */
 int track_arm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 /* fd of p is a userfaultfd: if it is the one a pre-dump leaves (not

@@ -5,11 +5,20 @@
  * swapped and not the zero page (for private file mappings: only the
  * copied-on-write ones), found with the PAGEMAP_SCAN ioctl where the kernel
  * has it and /proc/PID/pagemap otherwise.  Page data is copied with
- * process_vm_readv (/proc/PID/mem for mappings without PROT_READ) into
- * pages-PID.img, raw and page aligned, with a crc32c per run.
+ * process_vm_readv (/proc/PID/mem for mappings without PROT_READ, and for
+ * processes that may share pages with others: pages_may_share) into
+ * pages-PID.img, raw and page aligned, with a crc32c per run.  Pages a
+ * child shares copy-on-write with its parent (the same frame at the same
+ * address) are the parent's: the child's pagemap says so (cow_parent) and
+ * holds no data for them.
  *
  * Restore: mem_plan() turns the images into the restorer's list of
- * mappings and page runs (restorer/restorer.c maps them). */
+ * mappings and page runs (restorer/restorer.c maps them).  A mapping whose
+ * pages a process shares with its parent or a child is premapped: made and
+ * filled before the process forks its children (mem_premap, in the
+ * process), at an address of its own; a child that inherits it clears what
+ * is not its parent's and writes its own pages; each restorer then moves
+ * it into place (RST_VMA_PREMAP). */
 #include <elf.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -404,6 +413,7 @@ static int add_run(struct cr_proc *p, const struct cr_vma *v, uint64_t vaddr, ui
 		n[p->nr_runs].nr_pages = nr;
 		n[p->nr_runs].crc = 0;
 		n[p->nr_runs].in_parent = false;
+		n[p->nr_runs].cow = false;
 		p->nr_runs++;
 	}
 	p->nr_pages += nr;
@@ -479,14 +489,15 @@ static int scan_vma_read(struct cr_dump_ctx *ctx, struct cr_proc *p, int pm_fd, 
 	return 0;
 }
 
-/* Split the runs along p->inpar: the pages there are marked in_parent and
- * their data is left to the parent images. */
-static int apply_inpar(struct cr_proc *p)
+/* Split the runs along the sorted ranges rg: the pages there are marked
+ * in_parent (their data is left to the parent images) or, cow, shared with
+ * the parent process; the others keep what they were. */
+static int mark_runs(struct cr_proc *p, const struct cr_range *rg, int nrg, bool cow)
 {
 	struct cr_pagerun *out = NULL;
 	int n = 0, cap = 0, k = 0;
 
-	if (!p->nr_inpar)
+	if (!nrg)
 		return 0;
 	p->nr_pages = 0;
 	for (int i = 0; i < p->nr_runs; i++) {
@@ -494,16 +505,16 @@ static int apply_inpar(struct cr_proc *p)
 
 		while (a < end) {
 			uint64_t b;
-			bool inp;
+			bool in;
 
-			while (k < p->nr_inpar && p->inpar[k].end <= a)
+			while (k < nrg && rg[k].end <= a)
 				k++;
-			if (k < p->nr_inpar && p->inpar[k].start <= a) {
-				inp = true;
-				b = MIN(end, p->inpar[k].end);
+			if (k < nrg && rg[k].start <= a) {
+				in = true;
+				b = MIN(end, rg[k].end);
 			} else {
-				inp = false;
-				b = k < p->nr_inpar ? MIN(end, p->inpar[k].start) : end;
+				in = false;
+				b = k < nrg ? MIN(end, rg[k].start) : end;
 			}
 			if (n == cap) {
 				struct cr_pagerun *nr;
@@ -516,11 +527,17 @@ static int apply_inpar(struct cr_proc *p)
 				}
 				out = nr;
 			}
+			out[n] = p->runs[i];
 			out[n].vaddr = a;
 			out[n].nr_pages = (b - a) / PAGE_SIZE;
 			out[n].crc = 0;
-			out[n].in_parent = inp;
-			if (!inp)
+			if (in && cow) {
+				out[n].cow = true;
+				out[n].in_parent = false;
+			} else if (in) {
+				out[n].in_parent = true;
+			}
+			if (!run_nodata(&out[n]))
 				p->nr_pages += out[n].nr_pages;
 			n++;
 			a = b;
@@ -529,6 +546,87 @@ static int apply_inpar(struct cr_proc *p)
 	free(p->runs);
 	p->runs = out;
 	p->nr_runs = n;
+	return 0;
+}
+
+/* Can pages of v (p's) be its parent's pv, kept shared at restore?  Both
+ * private anonymous, v within pv, neither a stack that grows (it cannot be
+ * moved into place) nor droppable. */
+static bool cow_candidate(const struct cr_vma *v, const struct cr_vma *pv)
+{
+	unsigned no = VMF_GROWSDOWN | VMF_DROPPABLE;
+
+	return v->kind == VMA_KIND__VMA_ANON_PRIVATE && pv &&
+	       pv->kind == VMA_KIND__VMA_ANON_PRIVATE && !(v->s.vmflags & no) &&
+	       !(pv->s.vmflags & no) && v->s.start >= pv->s.start && v->s.end <= pv->s.end &&
+	       v->s.rss_kb > 0;
+}
+
+/* The pages p still shares copy-on-write with its parent: present in both
+ * at the same address with the same frame (pagemap; pfns need
+ * CAP_SYS_ADMIN, without which none is found).  A frame seen in both at
+ * once holds the same data for both: the parent's dump saves it, and the
+ * restore lets p inherit it (premaps), so a prefork server's workers do not
+ * come back with a copy each. */
+static int find_cow(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_range **out, int *nr)
+{
+	enum { CHUNK = 4096 };
+	_cleanup_free_ uint64_t *mine = NULL, *theirs = NULL;
+	_cleanup_close_ int fd = -1, pfd = -1;
+	struct cr_proc *pp = p->parent;
+	char path[64];
+	int cap = 0;
+
+	*out = NULL;
+	*nr = 0;
+	if (!pp || pp->state == TASK_STATE__TASK_ZOMBIE || !ctx->zero_pfn ||
+	    getenv("KUPDATE_NO_COW"))
+		return 0;
+	mine = malloc(CHUNK * 8);
+	theirs = malloc(CHUNK * 8);
+	if (!mine || !theirs)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", pp->pid);
+	pfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || pfd < 0) {
+		int ret = -errno;
+
+		pr_perror("pid %d: cannot open the pagemaps of it and its parent %d", p->pid,
+			  pp->pid);
+		return ret;
+	}
+	for (int i = 0; i < p->nr_vmas; i++) {
+		const struct cr_vma *v = &p->vmas[i];
+
+		if (!cow_candidate(v, mem_vma_at(pp, v->s.start)))
+			continue;
+		for (uint64_t a = v->s.start; a < v->s.end;) {
+			uint64_t n = MIN((uint64_t)CHUNK, (v->s.end - a) / PAGE_SIZE);
+			int ret = pread_all(fd, mine, n * 8, (a / PAGE_SIZE) * 8);
+
+			if (!ret)
+				ret = pread_all(pfd, theirs, n * 8, (a / PAGE_SIZE) * 8);
+			if (ret) {
+				pr_err("pid %d: cannot read the pagemaps at %lx: %s", p->pid,
+				       (unsigned long)a, strerror(-ret));
+				return ret;
+			}
+			for (uint64_t k = 0; k < n; k++) {
+				uint64_t f = mine[k] & PM_PFN_MASK;
+
+				if (!(mine[k] & PM_PRESENT) || !(theirs[k] & PM_PRESENT) || !f ||
+				    f == ctx->zero_pfn || f != (theirs[k] & PM_PFN_MASK))
+					continue;
+				ret = push_range(out, nr, &cap, a + k * PAGE_SIZE,
+						 a + (k + 1) * PAGE_SIZE);
+				if (ret)
+					return ret;
+			}
+			a += n * PAGE_SIZE;
+		}
+	}
 	return 0;
 }
 
@@ -589,15 +687,27 @@ int mem_scan_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return ret;
 		}
 	}
-	return apply_inpar(p);
+	return mark_runs(p, p->inpar, p->nr_inpar, false);
 }
 
 int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	int ret = mem_scan_pages(ctx, p);
+	_cleanup_free_ struct cr_range *cow = NULL;
+	int ret = mem_scan_pages(ctx, p), nr_cow = 0;
 
+	if (!ret)
+		ret = find_cow(ctx, p, &cow, &nr_cow);
+	if (!ret)
+		ret = mark_runs(p, cow, nr_cow, true);
 	if (ret)
 		return ret;
+	for (int i = 0; i < p->nr_runs; i++)
+		if (p->runs[i].cow)
+			p->cow_pages += p->runs[i].nr_pages;
+	if (p->cow_pages)
+		pr_debug("pid %d: %lu pages shared copy-on-write with its parent %d", p->pid,
+			 (unsigned long)p->cow_pages, p->parent->pid);
+	ctx->cow_pages += p->cow_pages;
 	ret = mem_write_pages(ctx, p);
 	ctx->total_pages += p->nr_pages;
 	ctx->zero_pages += p->zero_pages;
@@ -636,7 +746,7 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		const struct cr_vma *v = mem_vma_at(p, r->vaddr);
 
 		o.open = false;
-		if (r->in_parent) {
+		if (run_nodata(r)) {
 			ret = pages_push_run(&o.runs, &o.nr, &o.cap, r);
 			if (ret)
 				goto out;
@@ -645,7 +755,8 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		while (left) {
 			uint64_t chunk = MIN(left, (uint64_t)BUF), len = 0, step;
 			struct iovec l = { buf, chunk }, rv = { (void *)a, chunk };
-			ssize_t k = process_vm_readv(p->pid, &l, 1, &rv, 1, 0);
+			ssize_t k = pages_may_share(p) ? pread(p->mem_fd, buf, chunk, a)
+						       : process_vm_readv(p->pid, &l, 1, &rv, 1, 0);
 
 			if (k > 0)
 				len = (uint64_t)k & ~(PAGE_SIZE - 1);
@@ -882,6 +993,9 @@ int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		if (p->runs[i].in_parent) {
 			e.has_in_parent = 1;
 			e.in_parent = 1;
+		} else if (p->runs[i].cow) {
+			e.has_cow_parent = 1;
+			e.cow_parent = 1;
 		} else {
 			e.has_crc32c = 1;
 			e.crc32c = p->runs[i].crc;
@@ -911,6 +1025,7 @@ void mem_free(struct rmm *mm)
 	for (size_t i = 0; i < mm->nr_runs; i++)
 		pagemap_entry__free_unpacked(mm->runs[i], NULL);
 	free(mm->runs);
+	free(mm->premap);
 	memset(mm, 0, sizeof(*mm));
 }
 
@@ -998,7 +1113,15 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 			       pid, i, (unsigned long)r->vaddr, (unsigned long)r->nr_pages);
 			return -EINVAL;
 		}
-		if (!r->in_parent)
+		if (r->cow_parent &&
+		    (r->in_parent || mm->vmas[v]->kind != VMA_KIND__VMA_ANON_PRIVATE ||
+		     mm->vmas[v]->growsdown || mm->vmas[v]->droppable)) {
+			pr_err("image pagemap-%d.img is damaged: run %zu at %lx is said to be the "
+			       "parent's pages, in a mapping that cannot have them",
+			       pid, i, (unsigned long)r->vaddr);
+			return -EINVAL;
+		}
+		if (!mem_run_nodata(r))
 			total += r->nr_pages;
 	}
 	if (total != mm->head->nr_pages) {
@@ -1061,6 +1184,13 @@ int mem_load(int dirfd, pid_t pid, struct rmm *mm)
 		mm->runs[mm->nr_runs++] = (PagemapEntry *)m;
 	if (ret < 0)
 		goto out;
+	mm->premap = calloc(mm->nr_vmas ? mm->nr_vmas : 1, sizeof(*mm->premap));
+	if (!mm->premap) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < mm->nr_vmas; i++)
+		mm->premap[i].pvma = -1;
 	ret = validate_mm(pid, mm);
 out:
 	img_reader_close(&r);
@@ -1282,7 +1412,7 @@ static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struc
 			ret = -EINVAL;
 			goto out;
 		}
-		if (!e->in_parent)
+		if (!mem_run_nodata(e))
 			total += e->nr_pages;
 		l->nr++;
 	}
@@ -1344,6 +1474,12 @@ static int resolve_parent(int child_fd, pid_t pid, struct layer *layers, int dep
 		}
 		e_end = e->vaddr + e->nr_pages * PAGE_SIZE;
 		piece_end = MIN(end, e_end);
+		if (e->cow_parent) {
+			pr_err("pid %d: page %lx is said to be in the parent images (layer %d), "
+			       "which hold it as its parent process's",
+			       pid, (unsigned long)a, depth + 1);
+			return -EINVAL;
+		}
 		if (e->in_parent) {
 			ret = resolve_parent(l->dirfd, pid, layers, depth + 1, a,
 					     (piece_end - a) / PAGE_SIZE, b, cap);
@@ -1370,6 +1506,62 @@ static int resolve_parent(int child_fd, pid_t pid, struct layer *layers, int dep
 	return 0;
 }
 
+/* Where the data of a process's pages is: its own layer's page files, and
+ * the layers below (in_parent runs) */
+struct run_src {
+	int dirfd;
+	pid_t pid;
+	const struct rmm *mm;
+	const uint64_t *off; /* each run's data offset in its page file */
+	const int *pages_fd;
+	struct layer *layers;
+	size_t cap; /* of b->runs */
+};
+
+/* The runs of s->mm from *run on that start before end, added to b with
+ * where their data is; the parent's pages (cow_parent) are left out: the
+ * process inherits them. */
+static int plan_runs(struct run_src *s, size_t *run, uint64_t end, struct rst_builder *b)
+{
+	for (; *run < s->mm->nr_runs && s->mm->runs[*run]->vaddr < end; (*run)++) {
+		const PagemapEntry *pe = s->mm->runs[*run];
+		struct rst_run *r;
+		int ret;
+
+		if (pe->cow_parent)
+			continue;
+		if (pe->in_parent) {
+			ret = resolve_parent(s->dirfd, s->pid, s->layers, 0, pe->vaddr,
+					     pe->nr_pages, b, &s->cap);
+			if (ret)
+				return ret;
+			continue;
+		}
+		ret = grow_runs(b, &s->cap);
+		if (ret)
+			return ret;
+		r = &b->runs[b->nr_runs++];
+		r->vaddr = pe->vaddr;
+		r->nr_pages = pe->nr_pages;
+		r->file_off = s->off[*run];
+		r->crc = pe->crc32c;
+		r->fd = s->pages_fd[mem_run_file(pe)];
+	}
+	return 0;
+}
+
+static struct layer *layers_new(void)
+{
+	struct layer *l = calloc(MAX_LAYERS, sizeof(*l));
+
+	for (int i = 0; l && i < MAX_LAYERS; i++) {
+		l[i].dirfd = -1;
+		for (int f = 0; f < PAGES_MAX_FILES; f++)
+			l[i].pages_fd[f] = -1;
+	}
+	return l;
+}
+
 int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	     const struct rfiles *files, struct rst_builder *b, bool verify)
 {
@@ -1380,18 +1572,15 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	int pages_fd[PAGES_MAX_FILES], ret;
 	char name[64];
 
-	__attribute__((cleanup(layers_free))) struct layer *layers = NULL;
-	size_t cap_runs = mm->nr_runs ? mm->nr_runs : 1;
+	__attribute__((cleanup(layers_free))) struct layer *layers = layers_new();
+	struct run_src src = {
+		dirfd, pid, mm, off, pages_fd, layers, mm->nr_runs ? mm->nr_runs : 1
+	};
 
-	if (!shm_cache || !off)
+	if (!shm_cache || !off || !layers)
 		return -ENOMEM;
 	for (size_t i = 0; i < shm->n; i++)
 		shm_cache[i] = -1;
-	layers = calloc(MAX_LAYERS, sizeof(*layers));
-	if (!layers)
-		return -ENOMEM;
-	for (int i = 0; i < MAX_LAYERS; i++)
-		layers[i].dirfd = -1;
 	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
 	ret = mem_open_page_files(dirfd, pid, name, mm->head, mm->runs, mm->nr_runs, off, pages_fd,
 				  b);
@@ -1458,27 +1647,17 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 				return ret;
 		}
 		v->first_run = b->nr_runs;
-		for (; run < mm->nr_runs && mm->runs[run]->vaddr < e->end; run++) {
-			const PagemapEntry *pe = mm->runs[run];
-			struct rst_run *r;
-
-			if (pe->in_parent) {
-				ret = resolve_parent(dirfd, pid, layers, 0, pe->vaddr, pe->nr_pages,
-						     b, &cap_runs);
-				if (ret)
-					return ret;
-				continue;
-			}
-			ret = grow_runs(b, &cap_runs);
-			if (ret)
-				return ret;
-			r = &b->runs[b->nr_runs++];
-			r->vaddr = pe->vaddr;
-			r->nr_pages = pe->nr_pages;
-			r->file_off = off[run];
-			r->crc = pe->crc32c;
-			r->fd = pages_fd[mem_run_file(pe)];
+		if (mm->premap[i].at) {
+			/* made and filled already (mem_premap) */
+			v->flags |= RST_VMA_PREMAP;
+			v->premap = mm->premap[i].at;
+			while (run < mm->nr_runs && mm->runs[run]->vaddr < e->end)
+				run++;
+			continue;
 		}
+		ret = plan_runs(&src, &run, e->end, b);
+		if (ret)
+			return ret;
 		v->nr_runs = b->nr_runs - v->first_run;
 	}
 
@@ -1494,4 +1673,221 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	b->args.env_start = mm->core->env_start;
 	b->args.env_end = mm->core->env_end;
 	return 0;
+}
+
+/* ------------------------------------------- restore: copy-on-write sharing */
+
+/* the mapping of mm that holds [start, end), or -1 */
+static int vma_holding(const struct rmm *mm, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < mm->nr_vmas; i++)
+		if (mm->vmas[i]->start <= start && end <= mm->vmas[i]->end)
+			return (int)i;
+	return -1;
+}
+
+int mem_link_cow(pid_t pid, struct rmm *mm, pid_t ppid, struct rmm *parent)
+{
+	size_t v = 0;
+
+	for (size_t i = 0; i < mm->nr_runs; i++) {
+		const PagemapEntry *r = mm->runs[i];
+		const VmaEntry *e;
+		int pv;
+
+		if (!r->cow_parent)
+			continue;
+		while (mm->vmas[v]->end <= r->vaddr) /* validate_mm: within one */
+			v++;
+		if (mm->premap[v].want)
+			continue;
+		e = mm->vmas[v];
+		pv = parent ? vma_holding(parent, e->start, e->end) : -1;
+		if (pv < 0 || parent->vmas[pv]->kind != VMA_KIND__VMA_ANON_PRIVATE ||
+		    parent->vmas[pv]->growsdown || parent->vmas[pv]->droppable) {
+			pr_err("image pagemap-%d.img is damaged: its pages at %lx are said to be "
+			       "its parent's, and its parent%s has no mapping that can hold them",
+			       pid, (unsigned long)r->vaddr, parent ? "" : " (not in the images)");
+			return -EINVAL;
+		}
+		mm->premap[v].want = true;
+		mm->premap[v].pvma = pv;
+		parent->premap[pv].want = true;
+		pr_debug("pid %d: %lx-%lx inherits its parent %d's pages", pid,
+			 (unsigned long)e->start, (unsigned long)e->end, ppid);
+	}
+	return 0;
+}
+
+uint64_t mem_premap_park_len(const struct rmm *mm)
+{
+	uint64_t len = 0;
+
+	for (size_t i = 0; i < mm->nr_vmas; i++) {
+		uint64_t l = mm->vmas[i]->end - mm->vmas[i]->start;
+
+		if (mm->premap[i].at)
+			len += l + (l >= RST_HUGE ? RST_HUGE : 0);
+	}
+	return len;
+}
+
+/* A new private anonymous area for e, at an address with e's offset in a
+ * huge page. */
+static long premap_new(const VmaEntry *e)
+{
+	uint64_t len = e->end - e->start, slack = len >= RST_HUGE ? RST_HUGE : 0, a, lead;
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (e->noreserve ? MAP_NORESERVE : 0);
+	void *p = mmap(NULL, len + slack, PROT_READ | PROT_WRITE, flags, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	a = (uintptr_t)p;
+	lead = slack ? (e->start - a) & (RST_HUGE - 1) : 0;
+	if (lead)
+		munmap(p, lead);
+	if (slack - lead)
+		munmap((char *)p + lead + len, slack - lead);
+	return (long)(a + lead);
+}
+
+/* Fill [run) of a premapped mapping of e that is at `at` now. */
+static int premap_fill(pid_t pid, const VmaEntry *e, uint64_t at, const struct rst_run *r,
+		       bool verify)
+{
+	unsigned char *dst = (unsigned char *)(uintptr_t)(at + (r->vaddr - e->start));
+	uint64_t len = r->nr_pages * PAGE_SIZE;
+	int ret = pread_all(r->fd, dst, len, r->file_off);
+
+	if (ret) {
+		pr_err("pid %d: cannot read its pages at %lx (+%lu) from the images: %s", pid,
+		       (unsigned long)r->vaddr, (unsigned long)r->nr_pages, strerror(-ret));
+		return ret;
+	}
+	if (verify && !(r->flags & RST_RUN_NOCRC) && crc32c(0, dst, len) != r->crc) {
+		pr_err("pid %d: its pages at %lx (+%lu) do not match their checksum in the "
+		       "images",
+		       pid, (unsigned long)r->vaddr, (unsigned long)r->nr_pages);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int premap_zero(pid_t pid, const VmaEntry *e, uint64_t from, uint64_t to, uint64_t at)
+{
+	if (to > from &&
+	    madvise((void *)(uintptr_t)(at + (from - e->start)), to - from, MADV_DONTNEED)) {
+		int ret = -errno;
+
+		pr_perror("pid %d: cannot clear its pages at %lx-%lx", pid, (unsigned long)from,
+			  (unsigned long)to);
+		return ret;
+	}
+	return 0;
+}
+
+/* Of the parent's pages inherited for e (at `at` now), clear those that
+ * are not the parent's: the pages this process had not, or had of its own
+ * (premap_fill writes those after). */
+static int premap_zero_own(pid_t pid, const struct rmm *mm, const VmaEntry *e, uint64_t at)
+{
+	uint64_t a = e->start;
+	int ret;
+
+	/* validate_mm: a run lies within one mapping */
+	for (size_t i = 0; i < mm->nr_runs && mm->runs[i]->vaddr < e->end; i++) {
+		const PagemapEntry *r = mm->runs[i];
+
+		if (!r->cow_parent || r->vaddr < e->start)
+			continue;
+		ret = premap_zero(pid, e, a, r->vaddr, at);
+		if (ret)
+			return ret;
+		a = r->vaddr + r->nr_pages * PAGE_SIZE;
+	}
+	return premap_zero(pid, e, a, e->end, at);
+}
+
+static void layers_close_pages(struct layer *l, const PagemapHead *head, const int *fds)
+{
+	for (uint32_t f = 0; f < (head->has_nr_files ? head->nr_files : 1); f++)
+		if (fds[f] >= 0)
+			close(fds[f]);
+	for (int i = 0; l && i < MAX_LAYERS; i++)
+		for (int f = 0; f < PAGES_MAX_FILES; f++)
+			if (l[i].pages_fd[f] >= 0)
+				close(l[i].pages_fd[f]);
+}
+
+int mem_premap(int dirfd, pid_t pid, struct rmm *mm, const struct rmm *parent, bool verify)
+{
+	_cleanup_free_ uint64_t *off = NULL;
+	__attribute__((cleanup(layers_free))) struct layer *layers = NULL;
+	struct rst_builder b;
+	int pages_fd[PAGES_MAX_FILES], ret = 0;
+	size_t i, run = 0;
+	struct run_src src;
+	char name[64];
+
+	for (i = 0; i < mm->nr_vmas && !mm->premap[i].want; i++)
+		;
+	if (i == mm->nr_vmas)
+		return 0;
+	memset(&b, 0, sizeof(b));
+	for (int f = 0; f < PAGES_MAX_FILES; f++)
+		pages_fd[f] = -1;
+	off = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*off));
+	layers = layers_new();
+	b.runs = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*b.runs));
+	if (!off || !layers || !b.runs) {
+		free(b.runs);
+		return -ENOMEM;
+	}
+	src = (struct run_src){
+		dirfd, pid, mm, off, pages_fd, layers, mm->nr_runs ? mm->nr_runs : 1
+	};
+	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
+	ret = mem_open_page_files(dirfd, pid, name, mm->head, mm->runs, mm->nr_runs, off, pages_fd,
+				  &b);
+	for (i = 0; !ret && i < mm->nr_vmas; i++) {
+		const VmaEntry *e = mm->vmas[i];
+		struct rpremap *pm = &mm->premap[i];
+		long at;
+
+		if (!pm->want)
+			continue;
+		while (run < mm->nr_runs && mm->runs[run]->vaddr < e->start)
+			run++;
+		if (pm->pvma >= 0) {
+			/* the parent's, inherited: what is not its goes */
+			const struct rpremap *pp = parent ? &parent->premap[pm->pvma] : NULL;
+
+			if (!pp || !pp->at) {
+				pr_err("pid %d: its parent did not make its mapping at %lx first",
+				       pid, (unsigned long)e->start);
+				ret = -EINVAL;
+				break;
+			}
+			at = (long)(pp->at + (e->start - parent->vmas[pm->pvma]->start));
+			ret = premap_zero_own(pid, mm, e, (uint64_t)at);
+		} else {
+			at = premap_new(e);
+			if (at < 0) {
+				ret = (int)at;
+				pr_err("pid %d: cannot make its mapping %lx-%lx: %s", pid,
+				       (unsigned long)e->start, (unsigned long)e->end,
+				       strerror(-ret));
+			}
+		}
+		b.nr_runs = 0;
+		if (!ret)
+			ret = plan_runs(&src, &run, e->end, &b);
+		for (size_t k = 0; !ret && k < b.nr_runs; k++)
+			ret = premap_fill(pid, e, (uint64_t)at, &b.runs[k], verify);
+		if (!ret)
+			pm->at = (uint64_t)at;
+	}
+	layers_close_pages(layers, mm->head, pages_fd);
+	free(b.runs);
+	return ret;
 }

@@ -28,11 +28,12 @@
 /* ---------------------------------------------------------------- dump */
 
 /* Copy [vaddr, +len) of the process into buf with process_vm_readv, or
- * through /proc/PID/mem for unreadable mappings (and where the first fails);
+ * through /proc/PID/mem for unreadable mappings, a process that may share
+ * pages (pages_may_share), and where the first fails;
  * quiet: returns 0 or a negative errno. */
 static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len, bool readable)
 {
-	if (readable) {
+	if (readable && !pages_may_share(p)) {
 		struct iovec l = { buf, len }, r = { (void *)vaddr, len };
 		ssize_t n = process_vm_readv(p->pid, &l, 1, &r, 1, 0);
 
@@ -43,6 +44,11 @@ static int copy_pages(struct cr_proc *p, void *buf, uint64_t vaddr, uint64_t len
 	if (pread_all(p->mem_fd, buf, len, vaddr))
 		return errno ? -errno : -EIO;
 	return 0;
+}
+
+bool pages_may_share(const struct cr_proc *p)
+{
+	return p->parent || p->nr_children;
 }
 
 const struct cr_vma *mem_vma_at(const struct cr_proc *p, uint64_t addr)
@@ -151,7 +157,7 @@ int pages_emit(struct pages_out *o, uint64_t vaddr, const unsigned char *buf, ui
  * file of its own: the pages are cut in as many parts of about the same
  * size (a run that straddles two parts becomes two runs, each with its own
  * file and sum), part 0 goes to pages-PID.img, part N to pages-PID.N.img.
- * A thread reads its part with process_vm_readv in PW_BUF steps, sums each
+ * A thread reads its part (copy_pages) in PW_BUF steps, sums each
  * step while it is in the cache and appends it to its file.  One file per
  * thread because every write to a tmpfs file takes that file's inode lock:
  * two threads writing one file took turns (bench/README.md).  Pages of
@@ -179,7 +185,7 @@ static int pw_write(struct pw_part *w, unsigned char *buf)
 		int ret;
 
 		w->o.open = false;
-		if (r->in_parent) {
+		if (run_nodata(r)) {
 			ret = pages_push_run(&w->o.runs, &w->o.nr, &w->o.cap, r);
 			if (ret)
 				return ret;
@@ -240,7 +246,7 @@ static int pw_threads(uint64_t nr_pages)
 }
 
 /* Cut p->runs into nt parts of about the same number of pages (runs with
- * data; in_parent runs go with the part they lie in), set each run's file
+ * data; those without go with the part they lie in), set each run's file
  * and fill parts[].first_run/end_run/nr_pages (nt 1: one part, no cut). */
 static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 {
@@ -255,7 +261,7 @@ static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 	for (int i = 0; i < p->nr_runs; i++) {
 		struct cr_pagerun r = p->runs[i];
 
-		while (!r.in_parent && part < nt - 1 && in_part + r.nr_pages >= per) {
+		while (!run_nodata(&r) && part < nt - 1 && in_part + r.nr_pages >= per) {
 			uint64_t take = per - in_part;
 
 			if (take) {
@@ -274,7 +280,7 @@ static int pw_split(struct cr_proc *p, int nt, struct pw_part *parts)
 			continue;
 		r.file = (uint32_t)part;
 		out[n++] = r;
-		if (!r.in_parent)
+		if (!run_nodata(&r))
 			in_part += r.nr_pages;
 	}
 	parts[part].nr_pages = in_part;
@@ -466,6 +472,10 @@ void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf
 			snprintf(buf, size, "a parent layer's pages-%d.img", pid);
 			return;
 		}
+		if (e->cow_parent) {
+			snprintf(buf, size, "its parent process's pages");
+			return;
+		}
 		mem_pages_name(buf, size, pid, mem_run_file(e));
 		return;
 	}
@@ -490,7 +500,7 @@ int mem_open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHea
 		uint32_t f = mem_run_file(runs[i]);
 
 		off[i] = 0;
-		if (runs[i]->in_parent)
+		if (mem_run_nodata(runs[i]))
 			continue;
 		if (f >= nf) {
 			pr_err("image %s is damaged: run %zu at %lx is in page file %u of %u", name,

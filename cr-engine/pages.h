@@ -34,6 +34,13 @@ struct pages_out {
 	uint64_t zero_pages; /* left out */
 };
 struct cr_vma;
+/* May p share pages copy-on-write with another process of the tree?  Then
+ * its pages are read through /proc/PID/mem: process_vm_readv pins them,
+ * and pinning a shared anonymous page makes the kernel give the process a
+ * copy of its own (a COW break: on this host, 3.3 s a GiB instead of 0.17,
+ * the tree's memory growing by as much while it is stopped, and the
+ * sharing gone after a pre-dump); /proc/PID/mem only looks (0.19 s). */
+bool pages_may_share(const struct cr_proc *p);
 /* the mapping of p holding addr, or NULL */
 const struct cr_vma *mem_vma_at(const struct cr_proc *p, uint64_t addr);
 /* pages of zeros in v may be left out: private anonymous memory, whose
@@ -58,9 +65,16 @@ static inline uint32_t mem_run_file(const PagemapEntry *e)
 	return e->has_file ? e->file : 0;
 }
 
+/* a run whose data is not in this layer's page files: in a parent layer,
+ * or its parent process's pages (cow_parent) */
+static inline bool mem_run_nodata(const PagemapEntry *e)
+{
+	return e->in_parent || e->cow_parent;
+}
+
 /* Open the page files of one layer's pagemap (runs[0..nr)), place them for
  * the restorer in fds[file], and give each run with data its offset in its
- * file (off[i]; 0 for the in_parent ones).  name: the pagemap, for errors. */
+ * file (off[i]; 0 for those without: mem_run_nodata).  name: the pagemap, for errors. */
 int mem_open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHead *head,
 			PagemapEntry *const *runs, size_t nr, uint64_t *off, int *fds,
 			struct rst_builder *b);

@@ -296,7 +296,7 @@ static int close_inherited(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return ret;
 }
 
-static int push_range(struct cr_range **v, int *n, int *cap, uint64_t start, uint64_t end)
+int push_range(struct cr_range **v, int *n, int *cap, uint64_t start, uint64_t end)
 {
 	if (*n && (*v)[*n - 1].end == start) {
 		(*v)[*n - 1].end = end;
@@ -414,7 +414,8 @@ static int intersect(const struct cr_range *a, int na, PagemapEntry **runs, size
 			uint64_t s = MAX(a[i].start, runs[k]->vaddr),
 				 e = MIN(a[i].end, runs[k]->vaddr + runs[k]->nr_pages * PAGE_SIZE);
 
-			if (s < e) {
+			/* its parent process's pages: that dump holds no data */
+			if (s < e && !runs[k]->cow_parent) {
 				ret = push_range(out, nr, &cap, s, e);
 				if (ret)
 					return ret;

@@ -348,7 +348,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	ret = vdso_plan(rp->pid, &rp->mm, &b, &vp);
 	if (ret)
 		return ret;
-	park_len = vp.park_len;
+	park_len = vp.park_len + mem_premap_park_len(&rp->mm);
 
 	/* layout: code | args (vmas, runs, threads, auxv, strings) | park | stacks */
 	b.nr_threads = core->nr_threads;

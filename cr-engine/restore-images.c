@@ -350,6 +350,17 @@ int load_images(struct rctx *c)
 		if (ret)
 			return ret;
 	}
+	/* pages a child shares with its parent: both premap them */
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *rp = &c->procs[i], *pp = rp->parent;
+
+		if (rp->zombie)
+			continue;
+		ret = mem_link_cow(rp->pid, &rp->mm, pp ? pp->pid : 0,
+				   pp && !pp->zombie ? &pp->mm : NULL);
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 

@@ -463,8 +463,11 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 		pr_perror("pid %d: cannot create its process group", rp->pid);
 		task_fail(sh);
 	}
-	/* what this process and its descendants share, before they fork */
-	if (files_create_owned(&c->files, rp))
+	/* what this process and its descendants share, before they fork: its
+	 * objects, and the pages its children share copy-on-write with it */
+	if (files_create_owned(&c->files, rp) ||
+	    mem_premap(c->dirfd, rp->pid, &rp->mm, rp->parent ? &rp->parent->mm : NULL,
+		       !c->opts->no_page_verify))
 		task_fail(sh);
 	for (int i = 0; i < rp->nr_children; i++)
 		if (spawn(c, rp->children[i], false))

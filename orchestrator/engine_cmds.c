@@ -158,11 +158,11 @@ int cmd_dump(int argc, char **argv)
 		       st.processes, st.threads, note[0] ? "; saves " : "", note);
 		return 0;
 	}
-	pr_info("%s %u processes, %u threads, %llu pages (%llu of zeros left out); frozen %.3f s, "
-		"total %.3f s",
+	pr_info("%s %u processes, %u threads, %llu pages (%llu of zeros left out, %llu shared "
+		"with a parent); frozen %.3f s, total %.3f s",
 		o.pre_dump ? "pre-dumped" : "dumped", st.processes, st.threads,
-		(unsigned long long)st.pages, (unsigned long long)st.zero_pages, st.frozen_ns / 1e9,
-		st.total_ns / 1e9);
+		(unsigned long long)st.pages, (unsigned long long)st.zero_pages,
+		(unsigned long long)st.cow_pages, st.frozen_ns / 1e9, st.total_ns / 1e9);
 	return 0;
 }
 

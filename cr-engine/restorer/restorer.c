@@ -507,7 +507,12 @@ static void map_vmas(struct rst_args *a)
 			    !(v->mmap_flags & (R_MAP_SHARED | R_MAP_GROWSDOWN));
 		long r;
 
-		if (v->flags & (RST_VMA_SYSV_ATTACH | RST_VMA_SYSV_PART)) {
+		if (v->flags & RST_VMA_PREMAP) {
+			/* filled already, its pages shared with its children */
+			r = rsys5(NR_mremap, v->premap, len, len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED,
+				  v->start);
+			prot = R_PROT_READ | R_PROT_WRITE;
+		} else if (v->flags & (RST_VMA_SYSV_ATTACH | RST_VMA_SYSV_PART)) {
 			/* a real attach, so that shmdt works: it maps the whole
 			 * segment, the parts after this one too */
 			int ro = !!(v->flags & RST_VMA_SYSV_RDONLY);
@@ -621,6 +626,23 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 			fail(a, RST_STEP_PARK, r, m->from, i);
 		m->from = park_at;
 		park_at += m->len;
+	}
+	/* ... with the mappings made before the children were forked (their
+	 * page offset in 2 MiB kept, so that huge pages stay whole) ... */
+	for (uint32_t i = 0; i < a->nr_vmas; i++) {
+		struct rst_vma *v = (struct rst_vma *)AT(a, a->vmas_off) + i;
+		uint64_t len = v->end - v->start;
+
+		if (!(v->flags & RST_VMA_PREMAP))
+			continue;
+		if (len >= RST_HUGE)
+			park_at += (v->start - park_at) & (RST_HUGE - 1);
+		r = rsys5(NR_mremap, v->premap, len, len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED,
+			  park_at);
+		if (r != (long)park_at)
+			fail(a, RST_STEP_PARK, r, v->premap, i);
+		v->premap = park_at;
+		park_at += len;
 	}
 	/* 2. ... everything of the old address space but the blob goes ... */
 	r = rsys2(NR_munmap, 0, a->blob_start);

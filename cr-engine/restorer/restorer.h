@@ -16,10 +16,12 @@
 #include <stdint.h>
 
 #define RST_MAGIC   0x4b55504452535452ULL
-#define RST_VERSION 3
+#define RST_VERSION 4
 
 #define RST_STACK_SIZE (64 * 1024)
-#define RST_MAX_MOVES  4
+/* a huge page: premapped mappings keep their offset in one (restorer.c) */
+#define RST_HUGE      (2UL << 20)
+#define RST_MAX_MOVES 4
 
 /* offset in the blob of a syscall instruction (see rst_entry) */
 #define RST_SYSCALL_OFFSET 8
@@ -50,6 +52,10 @@ enum {
 	RST_VMA_SYSV_ATTACH = 1 << 1, /* shmat(shmid) here, all of the segment */
 	RST_VMA_SYSV_PART = 1 << 2,   /* the rest of the attach before: mapped by it */
 	RST_VMA_SYSV_RDONLY = 1 << 3, /* attached SHM_RDONLY */
+	/* made and filled before the process forked its children, which
+	 * share its pages copy-on-write (memory.c: premaps), at premap:
+	 * moved into place, not mapped */
+	RST_VMA_PREMAP = 1 << 4,
 };
 
 struct rst_vma {
@@ -64,6 +70,7 @@ struct rst_vma {
 	uint32_t src_off, src_len; /* contents copied from the arguments */
 	int32_t shmid;		   /* RST_VMA_SYSV_*: the System V segment */
 	uint32_t pad;
+	uint64_t premap; /* RST_VMA_PREMAP: where it is now */
 };
 
 struct rst_run {

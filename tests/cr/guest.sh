@@ -17,8 +17,9 @@ vm=$top/qemu-kexec/vm
 name=crguest-$$
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
 # the tests: soft-dirty pre-dumps, memory, threads, vDSO and clocks, TCP,
-# unix, pipes, timers, signals, seccomp, System V segments, fd kinds
-only='predump-softdirty|loop|tree|mem|zeropages|threads|vdso|clocks|tcploop|tcpstream-lo|unixsk|pipes|timerfd|signals|ptimers|seccomp|sysvshm-new|memfd|epoll'
+# unix, pipes, timers, signals, seccomp, System V segments, fd kinds, pages
+# shared copy-on-write
+only='predump-softdirty|loop|tree|mem|zeropages|threads|vdso|clocks|tcploop|tcpstream-lo|unixsk|pipes|timerfd|signals|ptimers|seccomp|sysvshm-new|memfd|epoll|cow |cow-noshare|cow-pre-softdirty'
 
 stage=$(mktemp -d /tmp/kupdate-crguest.XXXXXX)
 n=0 failed=0
