@@ -97,6 +97,11 @@ void cr_dump_end(struct cr_dump_session *s, bool kill);
 void cr_request_stop(int sig);
 int cr_stop_requested(void);
 
+/* Can a pre-dump on this kernel track the pages written after it with
+ * asynchronous userfaultfd write-protection (6.7+), where it has no
+ * soft-dirty bits?  0, or a negative errno. */
+int cr_uffd_wp_async(void);
+
 struct cr_restore_opts {
 	const char *imgdir;
 	bool detach;	      /* return once the tree runs; the caller is its parent */

@@ -95,6 +95,11 @@ static int have_uffd_wp_async(void)
 	return 0;
 }
 
+int cr_uffd_wp_async(void)
+{
+	return have_uffd_wp_async();
+}
+
 int track_method(int *track)
 {
 	const char *env = getenv("KUPDATE_DIRTY_TRACK");

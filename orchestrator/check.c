@@ -13,7 +13,6 @@
 #include <linux/capability.h>
 #include <linux/kcmp.h>
 #include <linux/magic.h>
-#include <linux/userfaultfd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -441,15 +440,15 @@ static int p_soft_dirty(char *d, size_t len)
 
 static int p_uffd_wp(char *d, size_t len)
 {
-	_cleanup_close_ int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP };
+	int ret = cr_uffd_wp_async();
 
-	if (fd < 0)
-		return MISSING("userfaultfd: %s%s", strerror(errno),
-			       errno == ENOSYS ? " (no CONFIG_USERFAULTFD)" : "");
-	if (ioctl(fd, UFFDIO_API, &api))
-		return MISSING("userfaultfd without write-protect faults: %s", strerror(errno));
-	return OK("userfaultfd with write-protect faults");
+	if (ret == -ENOSYS)
+		return MISSING("no userfaultfd (no CONFIG_USERFAULTFD)");
+	if (ret)
+		return MISSING("userfaultfd without asynchronous write-protection (kernel 6.7+): "
+			       "%s",
+			       strerror(-ret));
+	return OK("userfaultfd with asynchronous write-protection tracks writes");
 }
 
 static int p_timens(char *d, size_t len)
@@ -777,16 +776,19 @@ static const struct check checks[] = {
 	  0,
 	  0,
 	  false,
-	  "nothing today: a pre-dump (copying memory while services run; not implemented "
-	  "yet) would track changed pages with it" },
+	  "a pre-dump (apply --pre-dump) tracks written pages with userfaultfd "
+	  "write-protection instead (userfaultfd_wp); with neither, apply --pre-dump fails and "
+	  "every unit's whole memory is copied while it is frozen" },
 	{ "userfaultfd_wp",
 	  NEED_OPTIONAL,
 	  p_uffd_wp,
 	  { "CONFIG_USERFAULTFD" },
-	  0,
-	  0,
+	  6,
+	  7,
 	  false,
-	  "nothing today: the planned pre-dump's alternative to soft-dirty" },
+	  "a pre-dump (apply --pre-dump) tracks written pages with soft-dirty bits instead "
+	  "(soft_dirty); with neither, apply --pre-dump fails and every unit's whole memory "
+	  "is copied while it is frozen" },
 };
 
 /* -------------------------------------------------------- the target */
