@@ -307,7 +307,8 @@ check "A->B: and it starts again the ordinary way" \
 if $demo; then
 	echo "#"
 	echo "# what survived the kernel update $(grep -o '6\.1\.[0-9]*[^ ]*' <<<"$status" | head -1) -> $rel:"
-	grep -E 'restored|cold' <<<"$status" | sed 's/^/#   /'
+	# with kupdate status's own column names
+	grep -E '^UNIT +RESULT|restored|cold' <<<"$status" | sed 's/^/#   /'
 	echo "#   counter client (TCP, host): $(grep -E '^(PASS|FAIL)' "$work/client")"
 	echo "#   record stream (TCP, host):  $(grep -E '^(PASS|FAIL)' "$work/stream")"
 	echo "#   redis client (TCP, host):   $(grep -E '^(PASS|FAIL)' "$work/redis")"
