@@ -906,8 +906,8 @@ int cmd_apply(int argc, char **argv)
 {
 	struct apply_opts ao = { 0 };
 	const char **names = NULL;
-	char **preserved = NULL;
-	int nr_names = 0, nr_pres = 0, n = 0, ret, lockfd = -1, rc = 1;
+	char **preserved = NULL, **followed = NULL;
+	int nr_names = 0, nr_pres = 0, nr_followed = 0, n = 0, ret, lockfd = -1, rc = 1;
 	struct aunit *u = NULL;
 	struct sd sd = { 0 };
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
@@ -946,7 +946,20 @@ int cmd_apply(int argc, char **argv)
 	}
 	if (sd_open(&sd))
 		goto out;
-	u = calloc(nr_names, sizeof(*u));
+	/* an umbrella unit: the units that are part of it */
+	if (units_follow_parts(&sd, names, nr_names, &followed, &nr_followed))
+		goto out;
+	{
+		const char **nn = xrealloc_array(names, nr_followed ? nr_followed : 1, sizeof(*nn));
+
+		if (!nn)
+			goto out;
+		names = nn;
+	}
+	for (int i = 0; i < nr_followed; i++)
+		names[i] = followed[i];
+	nr_names = nr_followed;
+	u = calloc(nr_names > 0 ? (size_t)nr_names : 1, sizeof(*u));
 	if (!u)
 		goto out;
 
@@ -1221,5 +1234,6 @@ out:
 	free(ao.store);
 	store_mount_free(ao.store_mount);
 	strv_free(preserved, nr_pres);
+	strv_free(followed, nr_followed);
 	return rc;
 }

@@ -30,6 +30,7 @@
 	X(sd_bus_flush_close_unref)       \
 	X(sd_bus_get_property)            \
 	X(sd_bus_get_property_string)     \
+	X(sd_bus_get_property_strv)       \
 	X(sd_bus_get_property_trivial)    \
 	X(sd_bus_message_append)          \
 	X(sd_bus_message_append_strv)     \
@@ -81,6 +82,7 @@ static int sdl_ready(void)
 #define sd_bus_flush_close_unref       (*sdl.sd_bus_flush_close_unref)
 #define sd_bus_get_property	       (*sdl.sd_bus_get_property)
 #define sd_bus_get_property_string     (*sdl.sd_bus_get_property_string)
+#define sd_bus_get_property_strv       (*sdl.sd_bus_get_property_strv)
 #define sd_bus_get_property_trivial    (*sdl.sd_bus_get_property_trivial)
 #define sd_bus_message_append	       (*sdl.sd_bus_message_append)
 #define sd_bus_message_append_strv     (*sdl.sd_bus_message_append_strv)
@@ -239,6 +241,24 @@ int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui)
 		pr_err("unit %s: cannot read its state: %s", unit, strerror(-r));
 		unit_info_free(ui);
 	}
+	return r < 0 ? r : 0;
+}
+
+int sd_unit_parts(struct sd *s, const char *unit, char ***out)
+{
+	_cleanup_free_ char *path = NULL;
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+	int r;
+
+	*out = NULL;
+	r = unit_path(s, unit, &path);
+	if (r >= 0)
+		r = sd_bus_get_property_strv(s->bus, DEST, path, "org.freedesktop.systemd1.Unit",
+					     "ConsistsOf", &err, out);
+	if (r < 0)
+		pr_err("unit %s: cannot read the units that are part of it: %s", unit,
+		       err.message ? err.message : strerror(-r));
+	sd_bus_error_free(&err);
 	return r < 0 ? r : 0;
 }
 

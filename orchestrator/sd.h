@@ -27,6 +27,9 @@ int sd_systemd_version(char **ver);
 void sd_close(struct sd *s);
 int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui);
 void unit_info_free(struct unit_info *ui);
+/* the units that are PartOf= unit (its ConsistsOf=): a NULL-terminated
+ * malloc'd array of malloc'd names */
+int sd_unit_parts(struct sd *s, const char *unit, char ***out);
 int sd_freeze(struct sd *s, const char *unit);
 int sd_thaw(struct sd *s, const char *unit);
 int sd_kill(struct sd *s, const char *unit, int sig);

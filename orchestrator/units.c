@@ -142,6 +142,85 @@ static int collect_procs(const char *dir, pid_t **v, int *n)
 	return 0;
 }
 
+static int strv_add(char ***v, int *n, const char *s)
+{
+	char **nv;
+
+	for (int i = 0; i < *n; i++)
+		if (!strcmp((*v)[i], s))
+			return 0;
+	nv = xrealloc_array(*v, *n + 1, sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[*n] = xstrdup(s);
+	if (!nv[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* Does the unit run processes of its own? */
+static bool runs_processes(const struct unit_info *ui)
+{
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_free_ pid_t *v = NULL;
+	int n = 0;
+
+	if (ui->main_pid > 0)
+		return true;
+	if (!ui->cgroup || !*ui->cgroup)
+		return false;
+	dir = xasprintf("%s%s", cgroup_root(), ui->cgroup);
+	return dir && !collect_procs(dir, &v, &n) && n > 0;
+}
+
+int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout)
+{
+	char **v = NULL;
+	int nv = 0, ret = 0;
+
+	for (int i = 0; !ret && i < n; i++) {
+		char **parts = NULL, line[1024] = "";
+		struct unit_info ui;
+		int added = 0;
+
+		if (!unit_name_valid(in[i]) || sd_unit_info(s, in[i], &ui)) {
+			/* the caller names the error */
+			ret = strv_add(&v, &nv, in[i]);
+			continue;
+		}
+		if (!runs_processes(&ui) && !sd_unit_parts(s, in[i], &parts))
+			for (char **p = parts; p && *p && !ret; p++) {
+				size_t l = strlen(line);
+
+				if (!unit_name_valid(*p))
+					continue;
+				ret = strv_add(&v, &nv, *p);
+				added++;
+				snprintf(line + l, sizeof(line) - l, "%s%s", l ? ", " : "", *p);
+			}
+		if (added)
+			fprintf(stderr,
+				"kupdate: %s runs no process itself: the units that are part of it "
+				"(PartOf=%s) are taken in its place: %s\n",
+				in[i], in[i], line);
+		else if (!ret)
+			ret = strv_add(&v, &nv, in[i]);
+		for (char **p = parts; p && *p; p++)
+			free(*p);
+		free(parts);
+		unit_info_free(&ui);
+	}
+	if (ret) {
+		strv_free(v, nv);
+		return ret;
+	}
+	*out = v;
+	*nout = nv;
+	return 0;
+}
+
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr)
 {
 	_cleanup_free_ char *dir = NULL;
@@ -510,6 +589,21 @@ int cmd_list(int argc, char **argv)
 		if (lockfd >= 0)
 			close(lockfd);
 		return 1;
+	}
+	{
+		char **parts;
+		int np;
+
+		if (units_follow_parts(&s, (const char *const *)units, n, &parts, &np)) {
+			sd_close(&s);
+			strv_free(units, n);
+			if (lockfd >= 0)
+				close(lockfd);
+			return 1;
+		}
+		strv_free(units, n);
+		units = parts;
+		n = np;
 	}
 	if (json)
 		jarr = json_object_new_array();

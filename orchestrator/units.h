@@ -18,6 +18,12 @@ const char *cgroup_root(void);
 char *own_cgroup(void);
 bool unit_name_valid(const char *unit);
 int preserved_units(char ***out, int *nr);
+/* The units to work on for units in[0..n): each as it is, but a unit that
+ * runs no process itself and has units that are PartOf= it (an umbrella,
+ * as Debian ships several: NAME.service and its NAME@INSTANCE.service)
+ * gives those instead, said on stderr.  *out: a malloc'd array of
+ * malloc'd names, without duplicates. */
+int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout);
 void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);

@@ -143,6 +143,19 @@ if ! $demo; then
 	run 'kupdate disable demo-churn.service; systemctl stop demo-churn.service' >/dev/null 2>&1
 	check "kupdate list: a unit whose processes come and go can be checkpointed at every run ($churn_yes of 10), left running, no record left (${after//$'\n'/ })" \
 		test "$churn_yes" = 10 -a "$after" = "$(printf 'running\n0')"
+	# an umbrella that runs nothing itself: its instances (PartOf=) are taken
+	run 'systemctl start demo-umbrella.service demo-umbrella@one.service demo-umbrella@two.service &&
+		kupdate enable demo-umbrella.service' >/dev/null 2>&1
+	list=$(run 'kupdate list 2>&1')
+	echo "$list" | grep -i umbrella | sed 's/^/# /'
+	dry=$(run 'kupdate apply --dry-run --unit demo-umbrella.service /payload/boot/bzImage-B 2>&1')
+	echo "$dry" | grep -i umbrella | sed 's/^/# apply --dry-run: /'
+	run 'kupdate disable demo-umbrella.service; systemctl stop demo-umbrella.service' >/dev/null 2>&1
+	check "kupdate list: an umbrella unit gives its two instances, checkpointable, and says so" \
+		test "$(grep -c '^demo-umbrella@\(one\|two\).service .* yes$' <<<"$list")" = 2 -a \
+		"$(grep -c 'demo-umbrella.service runs no process itself.*PartOf=demo-umbrella.service.*demo-umbrella@one.service' <<<"$list")" = 1
+	check "kupdate apply --dry-run: an umbrella unit's instances are what it would dump" \
+		grep -q 'demo-umbrella@two.service: 1 processes, can be checkpointed' <<<"$dry"
 fi
 
 # ---- 1. refusal ---------------------------------------------------------------
