@@ -99,12 +99,14 @@ static int unit_call_locked(int (*fn)(struct sd *, const char *), struct aunit *
 
 static void usage_apply(FILE *f)
 {
-	fputs("usage: kupdate apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
+	fputs("usage: kupdate apply [VMLINUZ] [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
 	      "                     [--pre-dump] [--store DIR] [--jobs N] [--no-rto-revert]\n"
 	      "                     [--ghost-limit SIZE]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
-	      "them there with their pids, memory and connections.\n"
+	      "them there with their pids, memory and connections.  Without VMLINUZ: the\n"
+	      "newest kernel installed in /boot (vmlinuz-RELEASE, by version), with its\n"
+	      "initrd.img-RELEASE, if it is newer than the running one.\n"
 	      "  --initrd FILE     the new kernel's initramfs\n"
 	      "  --append ARGS     the new kernel's command line (default: the running one's)\n"
 	      "  --reuse-cmdline   the running kernel's command line (the default)\n"
@@ -852,11 +854,12 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		pr_err("apply: needs the new kernel's image (see kupdate apply --help)");
+	if (optind < argc - 1) {
+		pr_err("apply: one kernel image at most (see kupdate apply --help)");
 		return 2;
 	}
-	ao->kernel = argv[optind];
+	/* none: the newest installed (cmd_apply) */
+	ao->kernel = optind < argc ? argv[optind] : NULL;
 	return 0;
 }
 
@@ -911,7 +914,8 @@ int cmd_apply(int argc, char **argv)
 	struct aunit *u = NULL;
 	struct sd sd = { 0 };
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
-			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL, *store_dir = NULL;
+			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL, *store_dir = NULL,
+			    *next = NULL, *next_initrd = NULL, *next_release = NULL;
 	bool loaded = false, handover = false;
 	struct dumpers dumpers = { 0 };
 	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
@@ -924,6 +928,21 @@ int cmd_apply(int argc, char **argv)
 		free(ao.store);
 		store_mount_free(ao.store_mount);
 		return ret < 0 ? 0 : ret;
+	}
+	if (!ao.kernel) {
+		/* the kernel apt installed last */
+		if (next_kernel(&next, &next_initrd, &next_release, true)) {
+			free(names);
+			free(ao.store);
+			store_mount_free(ao.store_mount);
+			return 1;
+		}
+		ao.kernel = next;
+		if (!ao.initrd)
+			ao.initrd = next_initrd;
+		printf("kupdate: updating into the newest kernel installed, %s (%s%s%s)\n",
+		       next_release, next, ao.initrd ? ", initrd " : ", no initrd",
+		       ao.initrd ? ao.initrd : "");
 	}
 	/* up to the point of no return an interruption resumes every unit */
 	stop_signals_catch();

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cr.h"
+#include "kexec.h"
 #include "kimage.h"
 #include "kupdate.h"
 #include "log.h"
@@ -828,7 +829,9 @@ static void usage_check(FILE *f)
 	      "own; nothing is changed) and say what breaks without it.  With a kernel\n"
 	      "image (bzImage or vmlinux with CONFIG_IKCONFIG) or a config file (plain or\n"
 	      "gzipped, e.g. /boot/config-RELEASE), also what that kernel's configuration\n"
-	      "enables.\n"
+	      "enables (an image without it: the config-RELEASE beside it).  Without\n"
+	      "one: the kernel apply would update into, the newest installed in /boot,\n"
+	      "if it is newer than the running one.\n"
 	      "  --json   one JSON object (schema in kupdate(8))\n"
 	      "Exit status: 0 when a cycle can run (every required interface is there, and\n"
 	      "the target enables every required option it can be read for), 1 when not,\n"
@@ -849,6 +852,7 @@ int cmd_check(int argc, char **argv)
 	struct kimage_info ki;
 	bool json = false, have_target = false, ok = true;
 	const char *target = NULL;
+	_cleanup_free_ char *next = NULL, *next_initrd = NULL, *next_release = NULL;
 	struct utsname un;
 	int c, missing_req = 0, target_bad = 0;
 	FILE *o = stdout;
@@ -871,8 +875,15 @@ int cmd_check(int argc, char **argv)
 		       "--help)");
 		return 2;
 	}
-	if (optind < argc)
+	if (optind < argc) {
 		target = argv[optind];
+	} else if (!next_kernel(&next, &next_initrd, &next_release, false)) {
+		/* what apply would update into */
+		target = next;
+		if (!json)
+			printf("kupdate: checking the newest kernel installed, %s (%s)\n",
+			       next_release, next);
+	}
 	if (target) {
 		if (kimage_read(target, &ki))
 			return 1;

@@ -1,5 +1,6 @@
 /* Loading the new kernel (kexec_file_load), its command line, the pid
  * reservation it carries (pid_reserve=, kernel/README.md), and the jump. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/reboot.h>
@@ -7,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/reboot.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "kexec.h"
@@ -158,4 +161,56 @@ int kexec_now(struct sd *s, bool fast)
 	}
 	/* systemd stops the rest of the system cleanly, then jumps */
 	return sd_start(s, "kexec.target", "replace-irreversibly");
+}
+
+int next_kernel(char **kernel, char **initrd, char **release, bool say)
+{
+	const char *dir = getenv("KUPDATE_BOOT_DIR") ? getenv("KUPDATE_BOOT_DIR") : "/boot";
+	_cleanup_free_ char *best = NULL;
+	struct utsname un;
+	struct dirent *de;
+	DIR *d;
+
+	*kernel = *initrd = *release = NULL;
+	d = opendir(dir);
+	if (!d) {
+		int ret = -errno;
+
+		pr_perror("cannot read %s to find the newest kernel installed", dir);
+		return ret;
+	}
+	while ((de = readdir(d))) {
+		const char *r = de->d_name + 8;
+		_cleanup_free_ char *p = NULL;
+		struct stat st;
+
+		/* not vmlinuz.old and the like, nor an image of ours */
+		if (strncmp(de->d_name, "vmlinuz-", 8) || !*r || strstr(r, ".dpkg-") ||
+		    strstr(r, ".bak"))
+			continue;
+		p = xasprintf("%s/%s", dir, de->d_name);
+		if (!p || stat(p, &st) || !S_ISREG(st.st_mode))
+			continue;
+		if (!best || strverscmp(r, best) > 0) {
+			free(best);
+			best = xstrdup(r);
+		}
+	}
+	closedir(d);
+	uname(&un);
+	if (!best || strverscmp(best, un.release) <= 0) {
+		if (say)
+			pr_err("no kernel newer than the running one (%s) is installed in %s%s%s: "
+			       "name the kernel to update into (kupdate apply VMLINUZ)",
+			       un.release, dir, best ? "; the newest is " : "", best ? best : "");
+		return -ENOENT;
+	}
+	*kernel = xasprintf("%s/vmlinuz-%s", dir, best);
+	*initrd = xasprintf("%s/initrd.img-%s", dir, best);
+	if (*initrd && access(*initrd, R_OK)) {
+		free(*initrd);
+		*initrd = NULL;
+	}
+	*release = take_ptr(&best);
+	return *kernel ? 0 : -ENOMEM;
 }

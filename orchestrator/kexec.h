@@ -13,4 +13,11 @@ char *pid_ranges(pid_t *ids, size_t n);
 char *kexec_cmdline(const char *append, const char *cycle, const char *reserve);
 int kexec_now(struct sd *s, bool fast);
 
+/* The kernel the machine would boot next, as apt installs them: the
+ * newest vmlinuz-RELEASE in /boot ($KUPDATE_BOOT_DIR) by version order,
+ * with its initrd.img-RELEASE if there is one (*initrd NULL if not).
+ * -ENOENT if none is newer than the running kernel (said if say);
+ * malloc'd strings. */
+int next_kernel(char **kernel, char **initrd, char **release, bool say);
+
 #endif

@@ -449,6 +449,28 @@ static int slurp(const char *path, unsigned char **out, size_t *outlen)
 	return 0;
 }
 
+/* An image built without CONFIG_IKCONFIG, as distributions' are: its
+ * config-RELEASE beside it (/boot/config-6.1.0-47-amd64 for
+ * /boot/vmlinuz-6.1.0-47-amd64), if there is one. */
+static void config_beside(const char *path, struct kimage_info *ki)
+{
+	_cleanup_free_ char *copy = xstrdup(path), *cfg = NULL;
+	_cleanup_free_ unsigned char *f = NULL;
+	const char *slash = copy ? strrchr(copy, '/') : NULL;
+	size_t len = 0;
+
+	if (!copy)
+		return;
+	if (slash)
+		copy[slash - copy] = 0;
+	cfg = xasprintf("%s/config-%s", slash ? (slash == copy ? "/" : copy) : ".", ki->release);
+	if (!cfg || access(cfg, R_OK) || slurp(cfg, &f, &len) || !looks_like_config(f, len))
+		return;
+	ki->config = (char *)take_ptr(&f);
+	ki->config_source = "file beside the image";
+	ki->why[0] = 0;
+}
+
 int kimage_read(const char *path, struct kimage_info *ki)
 {
 	_cleanup_free_ unsigned char *f = NULL;
@@ -515,6 +537,8 @@ int kimage_read(const char *path, struct kimage_info *ki)
 		       path);
 		return -EINVAL;
 	}
+	if (!ret && !ki->config && ki->release[0])
+		config_beside(path, ki);
 	if (ki->config)
 		version_from_config(ki);
 	return ret;

@@ -14,7 +14,8 @@ struct kimage_info {
 	char release[128];	   /* "6.12.57-kupdate", "" if unknown */
 	int major, minor;	   /* from the release or the config header, 0 if unknown */
 	char *config;		   /* the .config text, NULL if it cannot be read */
-	const char *config_source; /* "IKCONFIG" (in the image) or "file" */
+	const char *config_source; /* "IKCONFIG" (in the image), "file", or "file beside
+				    * the image" (its config-RELEASE) */
 	char why[256];		   /* why config is NULL */
 	int pid_reserve;	   /* the image has kupdate's patch: 1, 0, -1 cannot tell */
 };

@@ -10,6 +10,9 @@ nok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
 skip() { n=$((n + 1)); echo "ok $n - $* # SKIP"; }
 t=$(mktemp -d /tmp/kupdate-check-test.XXXXXX)
 trap 'rm -rf "$t"' EXIT
+# the checks of this host only: no kernel installed to update into
+mkdir "$t/noboot"
+export KUPDATE_BOOT_DIR=$t/noboot
 
 "$k" check --json >"$t/out.json" 2>"$t/err"
 rc=$?
@@ -156,6 +159,55 @@ if [ -n "$bz" ]; then
 else
 	skip "no guest bzImage in the kernel cache"
 fi
+
+# without a kernel named: the newest installed in /boot, as apt puts them
+mkbz() { # FILE RELEASE: a bzImage header naming RELEASE, with a payload no one reads
+	head -c 4096 /dev/zero >"$1"
+	put() { printf "$2" | dd of="$1" bs=1 seek=$(($3)) conv=notrunc status=none; }
+	put "$1" '\x03' 0x1f1             # setup sectors: the payload starts at 2048
+	put "$1" 'HdrS\x0f\x02' 0x202     # boot protocol 2.15
+	put "$1" '\x00\x02' 0x20e         # its version string at 0x400
+	put "$1" "$2 (kupdate test) #1\\0" 0x400
+	put "$1" '\x00\x00\x00\x00\x10\x00\x00\x00' 0x248 # 16 bytes of payload, all zeros
+}
+newest=99.12.57+deb12-amd64
+mkdir "$t/boot" "$t/oldboot"
+mkbz "$t/boot/vmlinuz-6.1.0-47-amd64" 6.1.0-47-amd64
+mkbz "$t/boot/vmlinuz-$newest" "$newest"
+mkbz "$t/boot/vmlinuz-99.99.0-1-amd64.dpkg-tmp" 99.99.0-1-amd64
+echo 'initrd' >"$t/boot/initrd.img-$newest"
+mkbz "$t/oldboot/vmlinuz-1.0.0-1-amd64" 1.0.0-1-amd64
+if [ -r /proc/config.gz ]; then zcat /proc/config.gz; else cat "/boot/config-$(uname -r)"; fi \
+	>"$t/boot/config-$newest" 2>/dev/null
+KUPDATE_BOOT_DIR=$t/boot "$k" check --json >"$t/next.json" 2>"$t/next.err"
+[ "$(jq -r .target.path "$t/next.json")" = "$t/boot/vmlinuz-$newest" ] &&
+	[ "$(jq -r .target.release "$t/next.json")" = "$newest" ] &&
+	ok "check without a kernel: the newest installed ($newest, not a .dpkg-tmp one)" ||
+	nok "check without a kernel: target $(jq -c '.target | del(.checks)' "$t/next.json") $(cat "$t/next.err")"
+if [ -s "$t/boot/config-$newest" ]; then
+	[ "$(jq -r .target.config_source "$t/next.json")" = "file beside the image" ] &&
+		ok "an image without IKCONFIG: its config-RELEASE beside it is read" ||
+		nok "an image without IKCONFIG: config_source $(jq -r .target.config_source "$t/next.json")"
+else
+	skip "no config of this kernel to put beside the image"
+fi
+KUPDATE_BOOT_DIR=$t/boot "$k" check >"$t/next.txt" 2>&1
+grep -q "checking the newest kernel installed, $newest ($t/boot/vmlinuz-$newest)" "$t/next.txt" &&
+	ok "check without a kernel says which one it checks" || nok "check without a kernel: $(head -3 "$t/next.txt")"
+KUPDATE_BOOT_DIR=$t/oldboot "$k" check --json >"$t/old.json" 2>&1
+[ "$(jq -r .target "$t/old.json")" = null ] && ok "check without a newer kernel installed: this kernel only" ||
+	nok "check with only an older kernel installed: target $(jq -c .target "$t/old.json")"
+# apply goes no further than its units here (none of them exists)
+KUPDATE_BOOT_DIR=$t/boot "$k" apply --unit kupdate-no-such-unit.service >"$t/apply.out" 2>&1
+rc4=$?
+[ $rc4 = 1 ] && grep -q "updating into the newest kernel installed, $newest ($t/boot/vmlinuz-$newest, initrd $t/boot/initrd.img-$newest)" "$t/apply.out" &&
+	ok "apply without a kernel: the newest installed, with its initrd" ||
+	nok "apply without a kernel (exit $rc4): $(head -3 "$t/apply.out")"
+KUPDATE_BOOT_DIR=$t/oldboot "$k" apply --unit kupdate-no-such-unit.service >"$t/apply2.out" 2>&1
+rc4=$?
+[ $rc4 = 1 ] && grep -q "no kernel newer than the running one ($(uname -r)) is installed in $t/oldboot; the newest is 1.0.0-1-amd64: name the kernel" "$t/apply2.out" &&
+	ok "apply without a kernel, none newer installed: exit 1, saying so" ||
+	nok "apply without a kernel, none newer (exit $rc4): $(head -3 "$t/apply2.out")"
 
 # refusals
 echo "not a kernel" >"$t/junk"
