@@ -77,7 +77,7 @@ struct apply_opts {
 	const char *kernel, *initrd, *append;
 	char *store;		 /* --store, made absolute */
 	StoreMount *store_mount; /* its file system, mounted early by the new boot */
-	bool dry_run, fast, no_kexec, no_reserve, pre_dump, no_rto_revert;
+	bool dry_run, fast, no_kexec, no_reserve, pre_dump, no_rto_revert, after_apt;
 	int jobs;	      /* --jobs: units dumped at once (0: one a CPU) */
 	uint64_t ghost_limit; /* --ghost-limit, 0: the engine's default */
 };
@@ -102,7 +102,7 @@ static void usage_apply(FILE *f)
 	fputs("usage: kupdate apply [VMLINUZ] [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "                     [--unit UNIT]... [--dry-run] [--fast] [--no-pid-reserve]\n"
 	      "                     [--pre-dump] [--store DIR] [--jobs N] [--no-rto-revert]\n"
-	      "                     [--ghost-limit SIZE]\n"
+	      "                     [--ghost-limit SIZE] [--after-apt]\n"
 	      "Checkpoint the preserved units (kupdate list), kexec into VMLINUZ and restore\n"
 	      "them there with their pids, memory and connections.  Without VMLINUZ: the\n"
 	      "newest kernel installed in /boot (vmlinuz-RELEASE, by version), with its\n"
@@ -132,6 +132,8 @@ static void usage_apply(FILE *f)
 	      "                    (a library an upgrade replaced) saved, per file (K, M,\n"
 	      "                    G; default 1M open only, 256M mapped or run); kupdate\n"
 	      "                    list shows them\n"
+	      "  --after-apt       first wait (30 min at most) until apt and dpkg are done\n"
+	      "                    (their lock is free): auto-apply, kupdate(8)\n"
 	      "On any failure before the kexec the units keep running as they were.\n",
 	      f);
 }
@@ -740,6 +742,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 {
 	static const struct option opts[] = {
 		{ "initrd", required_argument, NULL, 'i' },
+		{ "after-apt", no_argument, NULL, 'W' },
 		{ "append", required_argument, NULL, 'a' },
 		{ "reuse-cmdline", no_argument, NULL, 'r' },
 		{ "unit", required_argument, NULL, 'u' },
@@ -791,6 +794,9 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'R':
 			ao->no_rto_revert = true;
+			break;
+		case 'W':
+			ao->after_apt = true;
 			break;
 		case 'g':
 			if (parse_size(optarg, &ao->ghost_limit)) {
@@ -928,6 +934,13 @@ int cmd_apply(int argc, char **argv)
 		free(ao.store);
 		store_mount_free(ao.store_mount);
 		return ret < 0 ? 0 : ret;
+	}
+	/* auto-apply (hook.c): apt's hook scheduled us while apt ran */
+	if (ao.after_apt && wait_after_apt(1800)) {
+		free(names);
+		free(ao.store);
+		store_mount_free(ao.store_mount);
+		return 1;
 	}
 	if (!ao.kernel) {
 		/* the kernel apt installed last */

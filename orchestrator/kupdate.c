@@ -24,10 +24,11 @@ void usage(FILE *out)
 	      "services are restored there with their pids, memory and connections.\n"
 	      "\n"
 	      "Kernel updates:\n"
-	      "  apply VMLINUZ [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
+	      "  apply [VMLINUZ] [--initrd FILE] [--append ARGS | --reuse-cmdline]\n"
 	      "        [--unit UNIT]... [--dry-run] [--fast]\n"
-	      "      Checkpoint the preserved units and kexec into VMLINUZ; they are restored\n"
-	      "      at its boot.  On any failure before the kexec they keep running.\n"
+	      "      Checkpoint the preserved units and kexec into VMLINUZ (default: the\n"
+	      "      newest kernel installed); they are restored at its boot.  On any\n"
+	      "      failure before the kexec they keep running.\n"
 	      "  status [--json] [--cycle ID]\n"
 	      "      The last cycle: kernels, and per unit restored or cold-started (why),\n"
 	      "      pids, frozen, dump, restore and down times.\n"
@@ -39,6 +40,10 @@ void usage(FILE *out)
 	      "  check [--json] [VMLINUZ|CONFIG]\n"
 	      "      Whether a cycle can run: the kernel interfaces kupdate needs, probed\n"
 	      "      on the running kernel, and what a new kernel's configuration enables.\n"
+	      "  kernel-installed VERSION [IMAGE]\n"
+	      "      What apt's kernel hook runs: can that kernel replace the running one\n"
+	      "      without restarting the preserved units?  (auto-apply = yes in\n"
+	      "      /etc/kupdate/kupdate.conf: applied once apt has finished.)\n"
 	      "  recover\n"
 	      "      Resume what a killed kupdate left: the units an apply had frozen, the\n"
 	      "      connections a dump had locked (apply, status, list, enable, disable\n"
@@ -167,6 +172,7 @@ int main(int argc, char **argv)
 			{ "list", cmd_list },	    { "check", cmd_check },
 			{ "netlock", cmd_netlock }, { "restore-unit", cmd_restore_unit },
 			{ "finish", cmd_finish },   { "mount-store", cmd_mount_store },
+			{ "kernel-installed", cmd_kernel_installed },
 		};
 
 		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

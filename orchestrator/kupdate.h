@@ -29,6 +29,19 @@ int cmd_mount_store(int argc, char **argv);
 int cmd_restore_unit(int argc, char **argv);
 int cmd_finish(int argc, char **argv);
 
+/* hook.c: following apt */
+struct kupdate_conf {
+	bool auto_apply; /* auto-apply = yes: apply a kernel apt installed */
+};
+/* /etc/kupdate/kupdate.conf ($KUPDATE_CONF) */
+const char *conf_path(void);
+/* read it (absent: the defaults); unknown settings are warned of */
+int conf_read(struct kupdate_conf *c);
+int cmd_kernel_installed(int argc, char **argv);
+/* until apt and dpkg are done (their frontend lock is free), at most
+ * timeout_s; 0, or -ETIMEDOUT said */
+int wait_after_apt(int timeout_s);
+
 /* check.c */
 int cmd_check(int argc, char **argv);
 

@@ -32,6 +32,7 @@ SBINDIR    := $(PREFIX)/sbin
 UNITDIR    := $(PREFIX)/lib/systemd/system
 GENDIR     := $(PREFIX)/lib/systemd/system-generators
 MANDIR     := $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
 .PHONY: install
 install: $(KUPDATE)
 	install -D -m 0755 $(KUPDATE) $(DESTDIR)$(SBINDIR)/kupdate
@@ -40,3 +41,7 @@ install: $(KUPDATE)
 		sed 's|@SBINDIR@|$(SBINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	ln -sfn $(SBINDIR)/kupdate $(DESTDIR)$(GENDIR)/kupdate-generator
+	install -d $(DESTDIR)$(SYSCONFDIR)/kernel/postinst.d
+	sed 's|@SBINDIR@|$(SBINDIR)|g' units/kernel/zz-kupdate \
+		> $(DESTDIR)$(SYSCONFDIR)/kernel/postinst.d/zz-kupdate
+	chmod 0755 $(DESTDIR)$(SYSCONFDIR)/kernel/postinst.d/zz-kupdate

@@ -156,6 +156,19 @@ if ! $demo; then
 		"$(grep -c 'demo-umbrella.service runs no process itself.*PartOf=demo-umbrella.service.*demo-umbrella@one.service' <<<"$list")" = 1
 	check "kupdate apply --dry-run: an umbrella unit's instances are what it would dump" \
 		grep -q 'demo-umbrella@two.service: 1 processes, can be checkpointed' <<<"$dry"
+	# apt's kernel hook, as a kernel package's postinst runs it: kernel B can
+	# replace A without restarting the units, and with auto-apply = yes systemd
+	# is asked to run kupdate apply --after-apt (a stand-in records the call)
+	hook=$(run 'printf "%s\n" "#!/bin/sh" "echo \"\$*\" >/tmp/sdrun.args" >/tmp/fake-sdrun &&
+		chmod +x /tmp/fake-sdrun && echo "auto-apply = yes" >/tmp/kupdate.conf &&
+		KUPDATE_CONF=/tmp/kupdate.conf KUPDATE_SYSTEMD_RUN=/tmp/fake-sdrun \
+		/etc/kernel/postinst.d/zz-kupdate 99.0-kupdate-b /payload/boot/bzImage-B; echo "hook exit $?";
+		cat /tmp/sdrun.args' 2>&1)
+	echo "$hook" | sed 's/^/# hook: /'
+	check "apt's kernel hook: kernel B can replace A keeping the $nunits units; auto-apply schedules kupdate apply --after-apt" \
+		test "$(grep -c -e "$nunits units are preserved" -e 'it can replace the running kernel without restarting them' \
+			-e 'auto-apply is on (/tmp/kupdate.conf): kupdate apply runs once apt has finished' -e '^hook exit 0$' \
+			-e '^--unit=kupdate-auto-apply .* --on-active=10s .*/kupdate apply --after-apt$' <<<"$hook")" = 5
 fi
 
 # ---- 1. refusal ---------------------------------------------------------------

@@ -209,6 +209,46 @@ rc4=$?
 	ok "apply without a kernel, none newer installed: exit 1, saying so" ||
 	nok "apply without a kernel, none newer (exit $rc4): $(head -3 "$t/apply2.out")"
 
+# apt's hook: kupdate kernel-installed VERSION IMAGE (the cycle test runs the
+# scheduling on a guest whose checks pass; never here)
+mkdir "$t/wants" "$t/nowants"
+ln -s /dev/null "$t/wants/demo-a.service"
+ln -s /dev/null "$t/wants/demo-b.service"
+printf '# kupdate.conf\nauto-apply = yes\nbogus = 1\n' >"$t/conf"
+KUPDATE_WANTS_DIR=$t/nowants "$k" kernel-installed 99.1.0-1-amd64 "$t/boot/vmlinuz-$newest" >"$t/hook0" 2>&1
+rc5=$?
+[ $rc5 = 0 ] && grep -q 'linux 99.1.0-1-amd64 installed; no unit is preserved across kernel updates (kupdate enable UNIT)' "$t/hook0" &&
+	ok "kernel-installed with no preserved unit: says so, exit 0" || nok "kernel-installed, no unit (exit $rc5): $(cat "$t/hook0")"
+KUPDATE_WANTS_DIR=$t/wants KUPDATE_BOOT_DIR=$t/boot KUPDATE_CONF=$t/conf KUPDATE_SYSTEMD_RUN=/bin/false \
+	"$k" kernel-installed 6.1.0-47-amd64 "$t/boot/vmlinuz-6.1.0-47-amd64" >"$t/hook1" 2>&1
+rc5=$?
+grep -q '2 units are preserved across kernel updates (demo-a.service, demo-b.service)' "$t/hook1" &&
+	grep -q "not the newest kernel installed: kupdate apply would update into $newest" "$t/hook1" &&
+	grep -q "conf:3: unknown setting 'bogus'" "$t/hook1" && [ $rc5 = 0 ] &&
+	ok "kernel-installed: names the preserved units, an older kernel, a bad setting; exit 0" ||
+	nok "kernel-installed (exit $rc5): $(cat "$t/hook1")"
+if [ "$rc" = 0 ]; then
+	skip "this host can run a cycle: the hook's refusal is not seen here"
+else
+	miss=$(jq -r '.missing | join(", ")' "$t/out.json")
+	grep -q "it cannot replace the running kernel without restarting them: $miss missing" "$t/hook1" &&
+		grep -q "auto-apply is on ($t/conf), but nothing was scheduled" "$t/hook1" &&
+		ok "kernel-installed where no cycle can run: names what is missing ($miss), schedules nothing" ||
+		nok "kernel-installed where no cycle can run: $(cat "$t/hook1")"
+fi
+# apply --after-apt waits while dpkg's lock is held (fcntl, as apt takes it)
+: >"$t/dpkg-lock"
+perl -e '$| = 1; use Fcntl; open(my $f, ">>", $ARGV[0]) or die; my $l = pack("s s x4 q q i x4", F_WRLCK, 0, 0, 0, 0); fcntl($f, F_SETLKW, $l) or die; print "locked\n"; sleep 3' \
+	"$t/dpkg-lock" >"$t/locker" &
+locker=$!
+for i in $(seq 50); do grep -q locked "$t/locker" && break; sleep 0.1; done
+KUPDATE_DPKG_LOCK=$t/dpkg-lock "$k" apply --after-apt --unit kupdate-no-such-unit.service /nonexistent >"$t/after" 2>&1
+rc5=$?
+wait $locker
+grep -q "waiting for apt or dpkg (pid $locker, holding $t/dpkg-lock) to finish, at most 1800 s" "$t/after" && [ $rc5 = 1 ] &&
+	[ "$(grep -c . "$t/after")" -ge 2 ] &&
+	ok "apply --after-apt waits for dpkg's lock, then goes on" || nok "apply --after-apt (exit $rc5): $(cat "$t/after")"
+
 # refusals
 echo "not a kernel" >"$t/junk"
 "$k" check "$t/junk" >/dev/null 2>"$t/err2"

@@ -47,7 +47,7 @@ EOS
 chmod +x "$t/bin/kupdate"
 export PATH=$t/bin:$PATH KUPDATE_STATE_DIR=$t/state
 
-expect "kupdate " "apply check disable dump enable help list recover restore show status"
+expect "kupdate " "apply check disable dump enable help kernel-installed list recover restore show status"
 expect "kupdate st" "status"
 expect "kupdate -v --log-file /tmp/x.log li" "list"
 expect "kupdate --v" "--verbose --version"

@@ -27,7 +27,7 @@ for f in ./usr/sbin/kupdate ./lib/systemd/system/kupdate.target \
 	./usr/share/man/man7/kupdate.target.7.gz ./usr/share/man/man5/kupdate-images.5.gz \
 	./usr/share/bash-completion/completions/kupdate \
 	./usr/share/initramfs-tools/scripts/init-top/kupdate ./usr/share/kupdate/proto/cycle.proto \
-	./usr/share/doc/kupdate/copyright; do
+	./usr/share/doc/kupdate/copyright ./etc/kernel/postinst.d/zz-kupdate; do
 	grep -q " $f\( \|$\)" "$t/contents" && ok "contains $f" || nok "does not contain $f"
 done
 grep -q ' ./lib/systemd/system-generators/kupdate-generator -> /usr/sbin/kupdate$' "$t/contents" &&
@@ -44,6 +44,9 @@ grep -q 'systemctl.*start' "$t/ctl/postinst" 2>/dev/null &&
 	nok "postinst starts a unit at install" || ok "postinst starts nothing"
 grep -q 'update-initramfs' "$t/ctl/triggers" 2>/dev/null &&
 	ok "triggers update-initramfs" || nok "no update-initramfs trigger"
+grep -qx '/etc/kernel/postinst.d/zz-kupdate' "$t/ctl/conffiles" 2>/dev/null &&
+	ok "apt's kernel hook is a conffile (kept on remove, gone on purge)" ||
+	nok "the kernel hook is not a conffile: $(cat "$t/ctl/conffiles" 2>/dev/null)"
 dpkg-deb -x "$deb" "$t/root"
 v=$("$t/root/usr/sbin/kupdate" --version)
 [ "$v" = "kupdate $(dpkg-deb -f "$deb" Version)" ] && ok "packaged binary: $v" || nok "packaged binary says '$v'"
@@ -51,6 +54,11 @@ v=$("$t/root/usr/sbin/kupdate" --version)
 rc=$?
 { [ $rc = 0 ] || [ $rc = 1 ]; } && jq -e .checks "$t/check.json" >/dev/null &&
 	ok "packaged kupdate check --json runs (exit $rc)" || nok "packaged check: rc $rc"
+grep -q '^/usr/sbin/kupdate kernel-installed "\$@" || true$' "$t/root/etc/kernel/postinst.d/zz-kupdate" &&
+	[ -x "$t/root/etc/kernel/postinst.d/zz-kupdate" ] &&
+	KUPDATE_WANTS_DIR=$t/nowants sh "$t/root/etc/kernel/postinst.d/zz-kupdate" 99.0.0-1-amd64 /nonexistent >/dev/null 2>&1 &&
+	ok "the kernel hook runs /usr/sbin/kupdate kernel-installed and exits 0 (kupdate there or removed)" ||
+	nok "the kernel hook: $(cat "$t/root/etc/kernel/postinst.d/zz-kupdate")"
 zcat "$t/root/usr/share/man/man8/kupdate.8.gz" | grep -q '^\.TH KUPDATE 8 "[A-Z][a-z]* [0-9]*" "kupdate [0-9.]*"' &&
 	ok "man page carries the version and date" || nok "man page header"
 echo "1..$n"
