@@ -226,7 +226,10 @@ struct cr_proc {
 	bool cwd_deleted;      /* cwd was removed: cwd is where it was */
 	uint32_t cwd_mode, cwd_uid, cwd_gid;
 	uint64_t cwd_ino;
-	bool share_fs;	  /* shares its fs struct with its parent (CLONE_FS) */
+	bool share_fs; /* shares its fs struct with its parent (CLONE_FS) */
+	/* shares its parent's fd table (CLONE_FILES): the nearest ancestor
+	 * that does not, whose fds are dumped for both; NULL: its own table */
+	struct cr_proc *fdt_owner;
 	bool new_session; /* a root whose session's leader is dead */
 	uint64_t exe_ino;
 	int personality;

@@ -281,6 +281,19 @@ static void wait_stage(struct shared *sh, uint32_t stage)
 	}
 }
 
+/* In a process of a shared fd table: wait until prev has prepared (its
+ * fds are in place, above the table's, and it opens no more). */
+static void wait_prepared(struct shared *sh, int prev)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+	while (!atomic_load(&sh->procs[prev].prepared)) {
+		if (atomic_load(&sh->failed) || (kill(sh->tool, 0) && errno == ESRCH))
+			_exit(1);
+		futex(&sh->procs[prev].prepared, FUTEX_WAIT, 0, &ts);
+	}
+}
+
 static void __attribute__((noreturn)) task_fail(struct shared *sh)
 {
 	atomic_store(&sh->failed, 1);
@@ -327,6 +340,10 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	 * both processes restore the same ones in prepare() */
 	if (rp->pe->clone_fs)
 		ca.flags |= CLONE_FS;
+	/* shares our fd table (CLONE_FILES): we, or the ancestor whose table
+	 * we share, restore it (rp->fdt); rp only waits its turn to prepare */
+	if (rp->pe->clone_files)
+		ca.flags |= CLONE_FILES;
 	/* with CLONE_PARENT the child takes our exit signal; clone3 wants 0 */
 	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
 	ca.set_tid = (uintptr_t)&tid;
@@ -501,8 +518,12 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 				;
 	if (rp->zombie)
 		become_zombie(rp);
+	if (rp->fdt_prev)
+		wait_prepared(sh, rp->fdt_prev - c->procs);
 	if (prepare(c, rp, idx, &entry, &args, &stack))
 		task_fail(sh);
+	atomic_store(&sh->procs[idx].prepared, 1);
+	futex(&sh->procs[idx].prepared, FUTEX_WAKE, INT32_MAX, NULL);
 	arrive(sh);
 
 	wait_stage(sh, ST_GO);
@@ -866,8 +887,25 @@ static int finish(struct rctx *c)
 			pr_perror("pid %d: cannot read the restorer's registers", rp->pid);
 			return ret;
 		}
+		/* a shared fd table: what served the restore of its processes
+		 * is closed once all of them are done with it */
+		if (rp->fdt_shared) {
+			args[0] = fdt_base(rp);
+			args[1] = ~0U;
+			args[2] = 0;
+			ret = remote_syscall(main_tc->tid, rp->syscall_ip, &r, SYS_close_range,
+					     args, &res);
+			if (ret)
+				return ret;
+			if (res) {
+				pr_err("pid %d: cannot close the fds that served its restore: %s",
+				       rp->pid, strerror((int)-res));
+				return (int)res;
+			}
+		}
 		args[0] = rp->blob_start;
 		args[1] = rp->blob_len;
+		args[2] = 0;
 		ret = remote_syscall(main_tc->tid, rp->syscall_ip, &r, SYS_munmap, args, &res);
 		if (ret)
 			return ret;
