@@ -359,6 +359,9 @@ void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* files.c */
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* once every process is dumped: no fd table of the tree is shared with a
+ * process outside it (CLONE_FILES) */
+int files_check_outside(struct cr_dump_ctx *ctx);
 int write_files(struct cr_dump_ctx *ctx);
 void free_files(struct cr_dump_ctx *ctx);
 

@@ -571,13 +571,6 @@ static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (p->parent && p->parent->state != TASK_STATE__TASK_ZOMBIE &&
 	    syscall(SYS_kcmp, p->pid, p->parent->pid, KCMP_FILES, 0, 0) == 0)
 		p->fdt_owner = fdt_of(p->parent);
-	if (!p->parent && p->ppid > 0 &&
-	    syscall(SYS_kcmp, p->pid, p->ppid, KCMP_FILES, 0, 0) == 0) {
-		pr_err("pid %d shares its fd table (CLONE_FILES) with its parent %d, which is "
-		       "outside the dumped tree; kupdate cannot restore that",
-		       p->pid, p->ppid);
-		return -EOPNOTSUPP;
-	}
 	for (int i = 0; i < ctx->nr_procs && ctx->procs[i] != p; i++) {
 		struct cr_proc *q = ctx->procs[i];
 
@@ -606,6 +599,68 @@ static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		}
 	}
 	return 0;
+}
+
+/* kcmp(KCMP_FILES) orders fd tables (by their obfuscated addresses) */
+static int cmp_fdt(const void *a, const void *b)
+{
+	long r = syscall(SYS_kcmp, *(const pid_t *)a, *(const pid_t *)b, KCMP_FILES, 0, 0);
+
+	return r == 1 ? -1 : r == 2 ? 1 : 0;
+}
+
+int files_check_outside(struct cr_dump_ctx *ctx)
+{
+	_cleanup_free_ pid_t *own = calloc(ctx->nr_procs ? ctx->nr_procs : 1, sizeof(pid_t));
+	DIR *d;
+	struct dirent *de;
+	int n = 0, ret = 0;
+
+	if (!own)
+		return -ENOMEM;
+	for (int i = 0; i < ctx->nr_procs; i++)
+		if (ctx->procs[i]->state != TASK_STATE__TASK_ZOMBIE && !ctx->procs[i]->fdt_owner)
+			own[n++] = ctx->procs[i]->pid;
+	if (!n)
+		return 0;
+	qsort(own, n, sizeof(*own), cmp_fdt);
+	d = opendir("/proc");
+	if (!d) {
+		ret = -errno;
+		pr_perror("cannot list the processes (/proc)");
+		return ret;
+	}
+	while (!ret && (de = readdir(d))) {
+		pid_t x = atoi(de->d_name);
+		bool ours = x == getpid();
+		int lo = 0, hi = n;
+
+		for (int i = 0; i < ctx->nr_procs && !ours && x > 0; i++)
+			ours = ctx->procs[i]->pid == x;
+		if (x <= 0 || ours)
+			continue;
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			long r = syscall(SYS_kcmp, x, own[mid], KCMP_FILES, 0, 0);
+
+			if (r < 0)
+				break; /* gone, or a kernel thread */
+			if (r == 0) {
+				pr_err("pid %d shares its fd table (CLONE_FILES) with pid %d, "
+				       "which is "
+				       "outside the dumped tree; kupdate cannot restore that",
+				       own[mid], x);
+				ret = -EOPNOTSUPP;
+				break;
+			}
+			if (r == 1)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+	}
+	closedir(d);
+	return ret;
 }
 
 /* A POSIX lock belongs to the fd table, and shows in its fdinfo with the

@@ -8,6 +8,7 @@
  * the fds are there with their flags, offsets, lock and data; an fd
  * opened or closed in one sharing process is seen by the others; the
  * processes that do not share see none of it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
@@ -68,6 +69,21 @@ static int check_saved(void)
 	if (!is_open(FD_PIPE_R) || !is_open(FD_PIPE_W))
 		return 4;
 	return 0;
+}
+
+/* the open fds, as text: nothing that served the restore may be left */
+static void fd_list(char *buf, size_t len)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	size_t n = 0;
+
+	buf[0] = 0;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' && atoi(de->d_name) != dirfd(d) && n + 16 < len)
+			n += snprintf(buf + n, len - n, " %s", de->d_name);
+	if (d)
+		closedir(d);
 }
 
 static int reap(pid_t pid)
@@ -140,7 +156,7 @@ static int second_child(const int sync[2])
 
 int main(void)
 {
-	char *fdinfo, path[64];
+	char *fdinfo, path[64], before[512], after[512];
 	pid_t shared, shared2, own;
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
 	int p[2], sync[2], r, lp = 0;
@@ -209,8 +225,11 @@ int main(void)
 	close(sync[0]);
 	close(sync[1]);
 
+	fd_list(before, sizeof(before));
 	crt_ready();
 	crt_wait_term();
+	fd_list(after, sizeof(after));
+	crt_check(!strcmp(before, after), "our fds were%s, they are%s", before, after);
 
 	crt_check(same_table(getpid(), shared) && same_table(getpid(), shared2),
 		  "the sharing children have another fd table than ours");

@@ -28,7 +28,7 @@
 #include "crt.h"
 
 static volatile uint64_t count;
-static pid_t child, child2;
+static pid_t child, child2, outside_fdt;
 static int outside_quit = -1, outside_gone = -1;
 static pid_t outside;
 
@@ -107,6 +107,55 @@ int main(int argc, char **argv)
 			crt_fail("unshare: %s", strerror(errno));
 		close(sync[0]);
 		close(sync[1]);
+	} else if (!strcmp(what, "clonefiles-orphan") || !strcmp(what, "clonefiles-root")) {
+		/* our fd table shared with a process outside the tree: a
+		 * grandchild cloned with CLONE_FILES by a child cloned so,
+		 * which exited: the runner (a subreaper) adopted it.  With
+		 * clonefiles-root it is a second root of the dump, which
+		 * shares our table, not its parent's. */
+		int sync[2];
+
+		if (pipe(sync))
+			crt_fail("pipe: %s", strerror(errno));
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			pid_t b = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+
+			if (b == 0) {
+				crt_wait_term();
+				_exit(0);
+			}
+			_exit(b < 0 || write(sync[1], &b, sizeof(b)) != sizeof(b));
+		}
+		if (read(sync[0], &outside_fdt, sizeof(outside_fdt)) != sizeof(outside_fdt) ||
+		    outside_fdt <= 0)
+			crt_fail("the child did not clone its child");
+		waitpid(child, NULL, 0);
+		child = 0;
+		/* until the runner adopted it */
+		for (int i = 0; i < 5000; i++) {
+			char path[64], *st;
+			int pp = 0;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", outside_fdt);
+			st = crt_read_file(path, NULL);
+			if (st && strrchr(st, ')'))
+				sscanf(strrchr(st, ')') + 4, "%d", &pp);
+			free(st);
+			if (pp && pp != getpid())
+				break;
+			usleep(1000);
+		}
+		close(sync[0]);
+		close(sync[1]);
+		if (!strcmp(what, "clonefiles-root")) {
+			FILE *f = fopen(crt_path("roots"), "w");
+
+			if (!f || fprintf(f, "%d\n", outside_fdt) < 0 || fclose(f))
+				crt_fail("cannot write the roots file");
+		}
 	} else if (!strcmp(what, "clonefiles-lock")) {
 		/* a child sharing our fd table took a POSIX lock through it */
 		int sync[2], fd = open(crt_path("locked"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -289,6 +338,8 @@ int main(int argc, char **argv)
 		kill(child2, SIGTERM);
 		waitpid(child2, NULL, 0);
 	}
+	if (outside_fdt > 0) /* the runner reaps it */
+		kill(outside_fdt, SIGTERM);
 	if (outside_quit >= 0) {
 		char c;
 
