@@ -2,9 +2,10 @@
  * the restore.  The parent opens files (one with FD_CLOEXEC and O_APPEND,
  * one with a POSIX lock, a pipe with data in it) and clones two children
  * with CLONE_FILES; the second clones a grandchild with CLONE_FILES and
- * forks another normally; a third child is forked normally.  Before the
- * dump the first child opens a file in the shared table.  After the
- * restore, from the inside: kcmp(KCMP_FILES) says which tables are one;
+ * forks two others normally, which alone hold a pipe; a third child is
+ * forked normally.  Before the dump the first child starts a thread and
+ * opens a file in the shared table.  After the restore, from the inside:
+ * kcmp(KCMP_FILES) says which tables are one (the thread's too);
  * the fds are there with their flags, offsets, lock and data; an fd
  * opened or closed in one sharing process is seen by the others; the
  * processes that do not share see none of it. */
@@ -24,15 +25,28 @@
 
 #include "crt.h"
 
-#define FD_PLAIN  10 /* offset 37, no FD_CLOEXEC, a POSIX lock of the parent */
-#define FD_CLOEX  11 /* offset 11, FD_CLOEXEC, O_APPEND */
-#define FD_PIPE_R 12 /* a pipe holding "hello" */
-#define FD_PIPE_W 13
-#define FD_CHILD  14  /* opened by the first child before the dump, offset 5 */
-#define FD_OWN	  15  /* opened by the unshared child in its own table */
-#define FD_AFTER1 100 /* opened after the restore by the first child */
-#define FD_AFTER2 101 /* ... by the parent */
-#define FD_AFTER3 102 /* ... by the second child, closed by the grandchild */
+#define FD_PLAIN   10 /* offset 37, no FD_CLOEXEC, a POSIX lock of the parent */
+#define FD_CLOEX   11 /* offset 11, FD_CLOEXEC, O_APPEND */
+#define FD_PIPE_R  12 /* a pipe holding "hello" */
+#define FD_PIPE_W  13
+#define FD_CHILD   14 /* opened by the first child before the dump, offset 5 */
+#define FD_OWN	   15 /* opened by the unshared child in its own table */
+#define FD_GPIPE_R 20 /* a pipe only the second child's unshared children hold */
+#define FD_GPIPE_W 21
+#define FD_AFTER1  100 /* opened after the restore by the first child */
+#define FD_AFTER2  101 /* ... by the parent */
+#define FD_AFTER3  102 /* ... by the second child, closed by the grandchild */
+
+static pid_t thread_tid;
+
+/* a thread of the first child: its table is the child's, so ours */
+static int thread_main(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return 0;
+}
 
 static int same_table(pid_t a, pid_t b)
 {
@@ -99,8 +113,8 @@ static int reap(pid_t pid)
  * that does not */
 static int second_child(const int sync[2])
 {
-	pid_t gshared, gown;
-	int r;
+	pid_t gshared, gown, gown2;
+	int r, gp[2];
 
 	gshared = clone_files();
 	if (gshared < 0)
@@ -114,10 +128,18 @@ static int second_child(const int sync[2])
 			_exit(31);
 		_exit(close(FD_AFTER3) ? 32 : check_saved());
 	}
+	/* a pipe for the two unshared grandchildren only: closed in our
+	 * table once they have it, so that we (our restorer) make it for
+	 * them and the table's restorer knows nothing of it */
+	if (pipe(gp) || dup2(gp[0], FD_GPIPE_R) < 0 || dup2(gp[1], FD_GPIPE_W) < 0 ||
+	    close(gp[0]) || close(gp[1]) || write(FD_GPIPE_W, "gg", 2) != 2)
+		return 27;
 	gown = fork();
 	if (gown < 0)
 		return 21;
 	if (gown == 0) {
+		char buf[4];
+
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(sync[0]);
 		close(sync[1]);
@@ -127,8 +149,27 @@ static int second_child(const int sync[2])
 		if (is_open(FD_AFTER1) || is_open(FD_AFTER2) || is_open(FD_AFTER3) ||
 		    is_open(FD_CHILD))
 			_exit(41);
+		/* its brother wrote "h" */
+		if (read(FD_GPIPE_R, buf, sizeof(buf)) != 3 || memcmp(buf, "ggh", 3))
+			_exit(42);
 		_exit(check_saved());
 	}
+	gown2 = fork();
+	if (gown2 < 0)
+		return 28;
+	if (gown2 == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(sync[0]);
+		close(sync[1]);
+		crt_wait_term();
+		/* the same pipe as its brother's */
+		if (!is_open(FD_GPIPE_R) || write(FD_GPIPE_W, "h", 1) != 1 ||
+		    syscall(SYS_kcmp, getpid(), gown, KCMP_FILE, FD_GPIPE_R, FD_GPIPE_R) != 0)
+			_exit(45);
+		_exit(check_saved());
+	}
+	close(FD_GPIPE_R);
+	close(FD_GPIPE_W);
 	if (write(sync[1], "b", 1) != 1)
 		return 26;
 	crt_wait_term();
@@ -147,10 +188,16 @@ static int second_child(const int sync[2])
 	/* the grandchild closed it */
 	if (is_open(FD_AFTER3))
 		return 25;
+	kill(gown2, SIGTERM);
+	r = reap(gown2);
+	if (r)
+		return 150 + r;
 	kill(gown, SIGTERM);
 	r = reap(gown);
 	if (r)
 		return 100 + r;
+	if (is_open(FD_GPIPE_R) || is_open(FD_GPIPE_W))
+		return 29;
 	return check_saved();
 }
 
@@ -206,12 +253,20 @@ int main(void)
 		crt_fail("clone: %s", strerror(errno));
 	if (shared == 0) {
 		/* an open before the dump, in the table it shares with us */
+		static char stack[64 * 1024];
+
+		thread_tid = clone(thread_main, stack + sizeof(stack),
+				   CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
+					   CLONE_THREAD | CLONE_SYSVSEM,
+				   NULL);
+		if (thread_tid < 0)
+			_exit(8);
 		if (open_at("child", O_RDWR, FD_CHILD) < 0 || lseek(FD_CHILD, 5, SEEK_SET) != 5 ||
 		    write(sync[1], "a", 1) != 1)
 			_exit(9);
 		crt_wait_term();
-		if (!same_table(getpid(), getppid()) || !is_open(FD_CHILD) ||
-		    lseek(FD_CHILD, 0, SEEK_CUR) != 5)
+		if (!same_table(getpid(), getppid()) || !same_table(thread_tid, getppid()) ||
+		    !is_open(FD_CHILD) || lseek(FD_CHILD, 0, SEEK_CUR) != 5)
 			_exit(10);
 		/* seen by the parent, the second child and the grandchild */
 		if (open_at("after1", O_RDWR, FD_AFTER1) < 0)
