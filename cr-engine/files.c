@@ -647,8 +647,8 @@ int files_check_outside(struct cr_dump_ctx *ctx)
 				break; /* gone, or a kernel thread */
 			if (r == 0) {
 				pr_err("pid %d shares its fd table (CLONE_FILES) with pid %d, "
-				       "which is "
-				       "outside the dumped tree; kupdate cannot restore that",
+				       "which is outside the dumped tree; kupdate cannot "
+				       "restore that",
 				       own[mid], x);
 				ret = -EOPNOTSUPP;
 				break;

@@ -207,8 +207,8 @@ int pstree_validate(PstreeEntry **e, size_t n)
 			return -EINVAL;
 		}
 		if (e[i]->clone_files && (!e[i]->ppid || e[i]->state == TASK_STATE__TASK_ZOMBIE)) {
-			pr_err("image pstree.img is damaged: pid %d shares the fd table of no "
-			       "parent",
+			pr_err("image pstree.img is damaged: pid %d shares the fd table of "
+			       "no parent",
 			       e[i]->pid);
 			return -EINVAL;
 		}
