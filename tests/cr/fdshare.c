@@ -8,7 +8,8 @@
  * kcmp(KCMP_FILES) says which tables are one (the thread's too);
  * the fds are there with their flags, offsets, lock and data; an fd
  * opened or closed in one sharing process is seen by the others; the
- * processes that do not share see none of it. */
+ * processes that do not share see none of it.  Every process maps shared
+ * anonymous memory and a deleted file, which the restore makes once. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -38,6 +40,10 @@
 #define FD_AFTER3  102 /* ... by the second child, closed by the grandchild */
 
 static pid_t thread_tid;
+/* shared anonymous memory and a deleted file, mapped by every process:
+ * the objects kupdate makes for the restore and each restoring process
+ * places among its own fds, which in a shared table the others need too */
+static volatile int *anon, *deleted;
 
 /* a thread of the first child: its table is the child's, so ours */
 static int thread_main(void *arg)
@@ -220,6 +226,18 @@ int main(void)
 	    close(p[1]) || write(FD_PIPE_W, "hello", 5) != 5)
 		crt_fail("setup: %s", strerror(errno));
 
+	{
+		int fd = open(crt_path("deleted"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (fd < 0 || ftruncate(fd, 4096) || anon == MAP_FAILED)
+			crt_fail("setup: %s", strerror(errno));
+		deleted = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (deleted == MAP_FAILED || close(fd) || unlink(crt_path("deleted")))
+			crt_fail("setup: %s", strerror(errno));
+		anon[0] = 42;
+		deleted[0] = 43;
+	}
 	if (pipe(sync))
 		crt_fail("pipe: %s", strerror(errno));
 	/* the second child first: its grandchild with a table of its own
@@ -271,6 +289,10 @@ int main(void)
 		/* seen by the parent, the second child and the grandchild */
 		if (open_at("after1", O_RDWR, FD_AFTER1) < 0)
 			_exit(11);
+		if (anon[0] != 42 || deleted[0] != 43)
+			_exit(13);
+		anon[1] = 7;
+		deleted[1] = 8;
 		_exit(close(FD_CHILD) ? 12 : check_saved());
 	}
 	crt_own_child(shared);
@@ -307,6 +329,8 @@ int main(void)
 	r = reap(shared);
 	crt_check(!r, "the first sharing child failed (%d)", r);
 	crt_check(is_open(FD_AFTER1), "the fd the child opened after the restore is not ours");
+	crt_check(anon[1] == 7 && deleted[1] == 8,
+		  "the child's writes to the shared memory and deleted file are not seen here");
 	crt_check(!is_open(FD_CHILD), "the fd the child closed is still open here");
 	crt_check(open_at("after2", O_RDWR, FD_AFTER2) == FD_AFTER2, "open: %s", strerror(errno));
 	kill(shared2, SIGTERM);
