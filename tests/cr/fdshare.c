@@ -3,7 +3,8 @@
  * one with a POSIX lock, a pipe with data in it) and clones two children
  * with CLONE_FILES; the second clones a grandchild with CLONE_FILES and
  * forks two others normally, which alone hold a pipe; a third child is
- * forked normally.  Before the dump the first child starts a thread and
+ * forked normally; a sharer whose sharing parent exited is adopted by the
+ * parent (a subreaper).  Before the dump the first child starts a thread and
  * opens a file in the shared table.  After the restore, from the inside:
  * kcmp(KCMP_FILES) says which tables are one (the thread's too);
  * the fds are there with their flags, offsets, lock and data; an fd
@@ -213,6 +214,7 @@ int main(void)
 	pid_t shared, shared2, own;
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
 	int p[2], sync[2], r, lp = 0;
+	pid_t mid, adopted;
 	char buf[8];
 
 	crt_init();
@@ -298,6 +300,27 @@ int main(void)
 	crt_own_child(shared);
 	if (read(sync[0], buf, 1) != 1)
 		crt_fail("the first child did not open its file");
+	/* a sharer whose parent, a sharer too, exited: adopted by us (a
+	 * subreaper), it shares its parent's table again */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		crt_fail("prctl: %s", strerror(errno));
+	mid = clone_files();
+	if (mid < 0)
+		crt_fail("clone: %s", strerror(errno));
+	if (mid == 0) {
+		pid_t o = clone_files();
+
+		if (o == 0) {
+			crt_wait_term();
+			_exit(!same_table(getpid(), getppid()) || !is_open(FD_AFTER2)
+				      ? 60
+				      : check_saved());
+		}
+		_exit(o < 0 || write(sync[1], &o, sizeof(o)) != sizeof(o));
+	}
+	if (read(sync[0], &adopted, sizeof(adopted)) != sizeof(adopted) || reap(mid))
+		crt_fail("the adopted sharer was not made");
+	crt_own_child(adopted);
 	/* closed for the sharing processes too */
 	close(sync[0]);
 	close(sync[1]);
@@ -311,6 +334,7 @@ int main(void)
 	crt_check(same_table(getpid(), shared) && same_table(getpid(), shared2),
 		  "the sharing children have another fd table than ours");
 	crt_check(!same_table(getpid(), own), "the unshared child has our fd table");
+	crt_check(same_table(getpid(), adopted), "the adopted sharer has another fd table");
 	r = check_saved();
 	crt_check(!r, "our saved fds are not as they were (check %d)", r);
 	crt_check(is_open(FD_CHILD) && lseek(FD_CHILD, 0, SEEK_CUR) == 5,
@@ -337,6 +361,9 @@ int main(void)
 	r = reap(shared2);
 	crt_check(!r, "the second sharing child (or a grandchild) failed (%d)", r);
 	crt_check(!is_open(FD_AFTER3), "the fd the grandchild closed is still open here");
+	kill(adopted, SIGTERM);
+	r = reap(adopted);
+	crt_check(!r, "the adopted sharing child failed (%d)", r);
 	kill(own, SIGTERM);
 	r = reap(own);
 	crt_check(!r, "the unshared child failed (%d)", r);
