@@ -979,6 +979,33 @@ static void kill_all(struct rctx *c)
 	}
 }
 
+/* The processes of a shared fd table keep the fds that serve their
+ * restore (helper fds: kupdate's, the shared memory objects, the mapped
+ * files, the page images) in it until every one of them is done: room for
+ * all of them, above the transport fds. */
+static void raise_nofile_for_shared(const struct rctx *c)
+{
+	size_t most = 0;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < c->nr; i++) {
+		const struct rproc *o = &c->procs[i];
+		size_t n = 0;
+
+		if (!o->fdt_shared)
+			continue;
+		for (size_t k = i; k < c->nr; k++)
+			if (&c->procs[k] == o || c->procs[k].fdt == o)
+				n += c->procs[k].mm.nr_vmas + c->shm.n + c->files.nr_ghosts + 16;
+		most = MAX(most, n);
+	}
+	if (most && !getrlimit(RLIMIT_NOFILE, &rl) &&
+	    rl.rlim_cur < (rlim_t)c->files.tend + most + 64 && rl.rlim_max > rl.rlim_cur) {
+		rl.rlim_cur = MIN(rl.rlim_max, (rlim_t)c->files.tend + most + 1024);
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int write_pidfile(const char *path, pid_t pid)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -1037,6 +1064,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
 		goto out;
+	raise_nofile_for_shared(&c);
 	step_done(&c, "shared memory restored, files planned");
 
 	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));
