@@ -10,7 +10,10 @@
  * the fds are there with their flags, offsets, lock and data; an fd
  * opened or closed in one sharing process is seen by the others; the
  * processes that do not share see none of it.  Every process maps shared
- * anonymous memory and a deleted file, which the restore makes once. */
+ * anonymous memory and a deleted file, which the restore makes once.
+ * With "tty": a sharing child is a session leader with a pseudo-terminal
+ * of the shared table as its controlling terminal, and a child of its own
+ * in the foreground; both are so after the restore. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,7 +212,81 @@ static int second_child(const int sync[2])
 	return check_saved();
 }
 
-int main(void)
+static unsigned long ctty_of(pid_t pid)
+{
+	char path[64], *buf, *e;
+	unsigned long tty = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	buf = crt_read_file(path, NULL);
+	e = buf ? strrchr(buf, ')') : NULL;
+	if (!e || sscanf(e + 2, "%*c %*d %*d %*d %lu", &tty) != 1)
+		tty = 0;
+	free(buf);
+	return tty;
+}
+
+/* fdshare tty: a sharing child leads a session of its own, whose
+ * controlling terminal is a pseudo-terminal of the shared table, with a
+ * child of its own in the foreground */
+static void __attribute__((noreturn)) tty_main(void)
+{
+	int sync[2], ma = posix_openpt(O_RDWR | O_NOCTTY), r;
+	pid_t leader;
+	char c;
+
+	if (ma < 0 || grantpt(ma) || unlockpt(ma) || pipe(sync))
+		crt_fail("setup: %s", strerror(errno));
+	leader = clone_files();
+	if (leader < 0)
+		crt_fail("clone: %s", strerror(errno));
+	if (leader == 0) {
+		struct stat st;
+		pid_t fg;
+		int sl;
+
+		if (setsid() < 0)
+			_exit(70);
+		sl = open(ptsname(ma), O_RDWR); /* our controlling terminal */
+		if (sl < 0 || fstat(sl, &st) || ctty_of(getpid()) != st.st_rdev)
+			_exit(71);
+		fg = fork();
+		if (fg == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			setpgid(0, 0);
+			crt_wait_term();
+			_exit(ctty_of(getpid()) == st.st_rdev ? 0 : 1);
+		}
+		setpgid(fg, fg);
+		signal(SIGTTOU, SIG_IGN);
+		if (fg < 0 || tcsetpgrp(sl, fg) || write(sync[1], "t", 1) != 1)
+			_exit(72);
+		crt_wait_term();
+		if (!same_table(getpid(), getppid()) || getsid(0) != getpid())
+			_exit(73);
+		if (ctty_of(getpid()) != st.st_rdev || tcgetpgrp(sl) != fg)
+			_exit(74);
+		kill(fg, SIGTERM);
+		r = reap(fg);
+		_exit(r ? 80 + r : 0);
+	}
+	crt_own_child(leader);
+	if (read(sync[0], &c, 1) != 1)
+		crt_fail("the session leader did not start");
+	close(sync[0]);
+	close(sync[1]);
+
+	crt_ready();
+	crt_wait_term();
+
+	crt_check(same_table(getpid(), leader), "the session leader has another fd table");
+	kill(leader, SIGTERM);
+	r = reap(leader);
+	crt_check(!r, "the session leader lost its terminal or its foreground group (%d)", r);
+	crt_pass();
+}
+
+int main(int argc, char **argv)
 {
 	char *fdinfo, path[64], before[512], after[512];
 	pid_t shared, shared2, own;
@@ -218,6 +296,8 @@ int main(void)
 	char buf[8];
 
 	crt_init();
+	if (argc > 1 && !strcmp(argv[1], "tty"))
+		tty_main();
 	if (open_at("plain", O_RDWR, FD_PLAIN) < 0 || write(FD_PLAIN, "0123456789", 10) != 10 ||
 	    lseek(FD_PLAIN, 37, SEEK_SET) != 37 || fcntl(FD_PLAIN, F_SETLK, &fl))
 		crt_fail("setup: %s", strerror(errno));
