@@ -156,6 +156,30 @@ int main(int argc, char **argv)
 			if (!f || fprintf(f, "%d\n", outside_fdt) < 0 || fclose(f))
 				crt_fail("cannot write the roots file");
 		}
+	} else if (!strcmp(what, "clonefiles-lockmap")) {
+		/* our POSIX lock on a file a child sharing our fd table maps:
+		 * the restore closes the fd it maps the file with after the
+		 * lock is taken (which drops it) */
+		int sync[2], fd = open(crt_path("lockmap"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+
+		if (fd < 0 || ftruncate(fd, 4096) || fcntl(fd, F_SETLK, &fl) || pipe(sync))
+			crt_fail("setup: %s", strerror(errno));
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			if (mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED ||
+			    write(sync[1], "m", 1) != 1)
+				_exit(1);
+			crt_wait_term();
+			_exit(0);
+		}
+		crt_own_child(child);
+		if (read(sync[0], &(char){ 0 }, 1) != 1)
+			crt_fail("the child did not map the file");
+		close(sync[0]);
+		close(sync[1]);
 	} else if (!strcmp(what, "clonefiles-lock")) {
 		/* a child sharing our fd table took a POSIX lock through it */
 		int sync[2], fd = open(crt_path("locked"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
