@@ -620,6 +620,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	if (!ret)
 		ret = sysvshm_check_outside(ctx);
 	if (!ret)
+		ret = files_check_outside(ctx);
+	if (!ret)
 		ret = check_tree(ctx);
 	if (!ret)
 		ret = check_stop();

@@ -234,7 +234,10 @@ struct cr_proc {
 	bool cwd_deleted;      /* cwd was removed: cwd is where it was */
 	uint32_t cwd_mode, cwd_uid, cwd_gid;
 	uint64_t cwd_ino;
-	bool share_fs;	  /* shares its fs struct with its parent (CLONE_FS) */
+	bool share_fs; /* shares its fs struct with its parent (CLONE_FS) */
+	/* shares its parent's fd table (CLONE_FILES): the nearest ancestor
+	 * that does not, whose fds are dumped for both; NULL: its own table */
+	struct cr_proc *fdt_owner;
 	bool new_session; /* a root whose session's leader is dead */
 	uint64_t exe_ino;
 	int personality;
@@ -367,6 +370,9 @@ void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* files.c */
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* once every process is dumped: no fd table of the tree is shared with a
+ * process outside it (CLONE_FILES) */
+int files_check_outside(struct cr_dump_ctx *ctx);
 int write_files(struct cr_dump_ctx *ctx);
 void free_files(struct cr_dump_ctx *ctx);
 

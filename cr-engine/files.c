@@ -544,10 +544,19 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 	return 0;
 }
 
+static struct cr_proc *fdt_of(struct cr_proc *q)
+{
+	return q->fdt_owner ? q->fdt_owner : q;
+}
+
 /* fd tables (CLONE_FILES) and fs structs (CLONE_FS) shared with processes
  * dumped before p (its parent among them).  An fs struct shared with the
  * parent is restored with CLONE_FS (restore.c), which also covers the
- * parent's other children that share it. */
+ * parent's other children that share it.  So is an fd table: the nearest
+ * ancestor that does not share its parent's (p->fdt_owner) dumps it, and
+ * every process of the chain below is created with CLONE_FILES.  A table
+ * shared any other way (with a sibling, a grandparent, a process outside
+ * the tree) cannot be built again by clone(2) from the restored tree. */
 static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	p->share_fs = p->parent && p->parent->state != TASK_STATE__TASK_ZOMBIE &&
@@ -558,15 +567,28 @@ static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->root);
 		return -EOPNOTSUPP;
 	}
+	p->fdt_owner = NULL;
+	if (p->parent && p->parent->state != TASK_STATE__TASK_ZOMBIE &&
+	    syscall(SYS_kcmp, p->pid, p->parent->pid, KCMP_FILES, 0, 0) == 0)
+		p->fdt_owner = fdt_of(p->parent);
 	for (int i = 0; i < ctx->nr_procs && ctx->procs[i] != p; i++) {
 		struct cr_proc *q = ctx->procs[i];
 
 		if (q->state == TASK_STATE__TASK_ZOMBIE)
 			continue;
-		if (syscall(SYS_kcmp, p->pid, q->pid, KCMP_FILES, 0, 0) == 0) {
-			pr_err("pid %d shares its fd table with pid %d (CLONE_FILES), which this "
-			       "kupdate cannot restore",
-			       p->pid, q->pid);
+		if ((!p->fdt_owner || fdt_of(q) != p->fdt_owner) &&
+		    syscall(SYS_kcmp, p->pid, q->pid, KCMP_FILES, 0, 0) == 0) {
+			if (p->parent)
+				pr_err("pid %d shares its fd table (CLONE_FILES) with pid %d but "
+				       "not with its parent %d; kupdate restores a table shared "
+				       "only down the process tree, from parent to child",
+				       p->pid, q->pid, p->parent->pid);
+			else
+				pr_err("pid %d shares its fd table (CLONE_FILES) with pid %d but "
+				       "has no parent in the dumped tree; kupdate restores a "
+				       "table shared only down the process tree, from parent to "
+				       "child",
+				       p->pid, q->pid);
 			return -EOPNOTSUPP;
 		}
 		if (!p->share_fs && syscall(SYS_kcmp, p->pid, q->pid, KCMP_FS, 0, 0) == 0) {
@@ -579,24 +601,123 @@ static int dump_sharing(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+/* kcmp(KCMP_FILES) orders fd tables (by their obfuscated addresses) */
+static int cmp_fdt(const void *a, const void *b)
+{
+	long r = syscall(SYS_kcmp, *(const pid_t *)a, *(const pid_t *)b, KCMP_FILES, 0, 0);
+
+	return r == 1 ? -1 : r == 2 ? 1 : 0;
+}
+
+int files_check_outside(struct cr_dump_ctx *ctx)
+{
+	_cleanup_free_ pid_t *own = calloc(ctx->nr_procs ? ctx->nr_procs : 1, sizeof(pid_t));
+	DIR *d;
+	struct dirent *de;
+	int n = 0, ret = 0;
+
+	if (!own)
+		return -ENOMEM;
+	for (int i = 0; i < ctx->nr_procs; i++)
+		if (ctx->procs[i]->state != TASK_STATE__TASK_ZOMBIE && !ctx->procs[i]->fdt_owner)
+			own[n++] = ctx->procs[i]->pid;
+	if (!n)
+		return 0;
+	qsort(own, n, sizeof(*own), cmp_fdt);
+	d = opendir("/proc");
+	if (!d) {
+		ret = -errno;
+		pr_perror("cannot list the processes (/proc)");
+		return ret;
+	}
+	while (!ret && (de = readdir(d))) {
+		pid_t x = atoi(de->d_name);
+		bool ours = x == getpid();
+		int lo = 0, hi = n;
+
+		for (int i = 0; i < ctx->nr_procs && !ours && x > 0; i++)
+			ours = ctx->procs[i]->pid == x;
+		if (x <= 0 || ours)
+			continue;
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			long r = syscall(SYS_kcmp, x, own[mid], KCMP_FILES, 0, 0);
+
+			if (r < 0)
+				break; /* gone, or a kernel thread */
+			if (r == 0) {
+				pr_err("pid %d shares its fd table (CLONE_FILES) with pid %d, "
+				       "which is outside the dumped tree; kupdate cannot "
+				       "restore that",
+				       own[mid], x);
+				ret = -EOPNOTSUPP;
+				break;
+			}
+			if (r == 1)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
+/* A POSIX lock belongs to the fd table, and shows in its fdinfo with the
+ * pid of the process that took it; the restore takes a shared table's
+ * locks in the process that restores the table, p->fdt_owner, which would
+ * change that pid. */
+static int check_sharer_posix_locks(struct cr_proc *p)
+{
+	const struct cr_proc *o = p->fdt_owner;
+
+	for (int k = 0; k < o->nr_fds; k++) {
+		_cleanup_free_ char *buf = NULL;
+		uint64_t pos;
+		uint32_t flags;
+
+		if (!o->fds[k].nr_locks)
+			continue;
+		if (parse_fdinfo(p->pid, o->fds[k].fd, &buf, &pos, &flags))
+			continue;
+		for (const char *l = fdinfo_find(buf, "lock:"); l; l = fdinfo_find(l, "lock:")) {
+			char kind[16];
+			int owner;
+
+			if (sscanf(l, " %*d: %15s %*s %*s %d", kind, &owner) == 2 &&
+			    !strcmp(kind, "POSIX") && owner == p->pid) {
+				pr_err("pid %d: fd %d: a POSIX lock taken by pid %d through the fd "
+				       "table it shares with pid %d (CLONE_FILES) would come back "
+				       "as pid %d's; kupdate cannot restore that",
+				       p->pid, o->fds[k].fd, p->pid, o->pid, o->pid);
+				return -EOPNOTSUPP;
+			}
+		}
+	}
+	return 0;
+}
+
 /* A POSIX lock is dropped when its process closes any fd of the file: the
  * restore closes the fds it used to map the process's files, to set its
- * executable and to create its shared memory (see restore.c, memory.c). */
-static int check_posix_locks(struct cr_dump_ctx *ctx, struct cr_proc *p)
+ * executable and to create its shared memory (see restore.c, memory.c).
+ * p holds the locks through fd table of holder (itself, or the process
+ * that restores the table p shares). */
+static int check_posix_locks(struct cr_dump_ctx *ctx, const struct cr_proc *holder,
+			     struct cr_proc *p)
 {
-	for (int k = 0; k < p->nr_fds; k++) {
+	for (int k = 0; k < holder->nr_fds; k++) {
 		const struct cr_file *f = NULL;
 
-		if (!p->fds[k].nr_locks)
+		if (!holder->fds[k].nr_locks)
 			continue;
 		for (int i = 0; i < ctx->nr_files && !f; i++)
-			if (ctx->files[i].id == p->fds[k].file_id)
+			if (ctx->files[i].id == holder->fds[k].file_id)
 				f = &ctx->files[i];
 		if (!f)
 			return -EINVAL;
 		if (f->kind == FILE_KIND__FILE_MEMFD || (p->exe_ino && p->exe_ino == f->ino)) {
 			pr_err("pid %d: fd %d: POSIX locks on %s, %s, cannot be restored", p->pid,
-			       p->fds[k].fd, f->path,
+			       holder->fds[k].fd, f->path,
 			       f->kind == FILE_KIND__FILE_MEMFD ? "a memfd" : "its executable");
 			return -EOPNOTSUPP;
 		}
@@ -605,7 +726,7 @@ static int check_posix_locks(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			    p->vmas[v].s.dev_minor == minor(f->dev)) {
 				pr_err("pid %d: fd %d: POSIX locks on %s, which the process also "
 				       "maps, cannot be restored",
-				       p->pid, p->fds[k].fd, f->path);
+				       p->pid, holder->fds[k].fd, f->path);
 				return -EOPNOTSUPP;
 			}
 	}
@@ -621,6 +742,15 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 	if (ret)
 		return ret;
+	/* its fds are those of the table's owner, dumped already */
+	if (p->fdt_owner) {
+		ret = check_posix_locks(ctx, p->fdt_owner, p);
+		if (!ret)
+			ret = check_sharer_posix_locks(p);
+		if (ret)
+			return ret;
+		goto spanning;
+	}
 
 	snprintf(dpath, sizeof(dpath), "/proc/%d/fd", p->pid);
 	d = opendir(dpath);
@@ -640,7 +770,8 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (!ret)
 		ret = epoll_resolve(ctx, p);
 	if (!ret)
-		ret = check_posix_locks(ctx, p);
+		ret = check_posix_locks(ctx, p, p);
+spanning:
 	/* what spans processes, once the last one is done */
 	for (int i = ctx->nr_procs - 1; i >= 0 && !ret; i--) {
 		if (ctx->procs[i]->state == TASK_STATE__TASK_ZOMBIE)
@@ -1556,6 +1687,18 @@ int files_restore(struct rfiles *f, struct rproc *rp)
 		}
 	}
 	return finish_fds(f, rp);
+}
+
+int files_restore_sharer(struct rfiles *f, struct rproc *rp)
+{
+	/* its children, all forked, have them; the table's restorer does not
+	 * need them (it would hold them itself otherwise) */
+	for (size_t i = 0; i < f->nr_files; i++)
+		if (f->desc[i].owner == rp && f->desc[i].tfd >= 0)
+			close(f->desc[i].tfd);
+	if (rp->pe->has_ctty && rp->pe->has_ctty_fg && rp->pe->ctty_fg > 0)
+		return tty_set_fg(rp->pe->ctty_fg, rp->pid);
+	return 0;
 }
 
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img)

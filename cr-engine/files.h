@@ -82,5 +82,9 @@ void files_unlink_removed(const struct rfiles *f, bool failed);
 /* In a restoring process: its fd table.  The caller has moved its own
  * fds out of the way. */
 int files_restore(struct rfiles *f, struct rproc *rp);
+/* In a restoring process that shares the fd table of rp->fdt, which
+ * restores it: what is its own (the foreground group of its terminal);
+ * the transport fds of what it made for its children closed. */
+int files_restore_sharer(struct rfiles *f, struct rproc *rp);
 
 #endif

@@ -156,6 +156,10 @@ int write_pstree(struct cr_dump_ctx *ctx)
 			e.has_clone_fs = 1;
 			e.clone_fs = 1;
 		}
+		if (p->fdt_owner) {
+			e.has_clone_files = 1;
+			e.clone_files = 1;
+		}
 		{
 			int fg = 0, ctty = tty_ctty(ctx, p, &fg);
 
@@ -199,6 +203,12 @@ int pstree_validate(PstreeEntry **e, size_t n)
 		}
 		if (e[i]->clone_fs && (!e[i]->ppid || e[i]->state == TASK_STATE__TASK_ZOMBIE)) {
 			pr_err("image pstree.img is damaged: pid %d shares the fs of no parent",
+			       e[i]->pid);
+			return -EINVAL;
+		}
+		if (e[i]->clone_files && (!e[i]->ppid || e[i]->state == TASK_STATE__TASK_ZOMBIE)) {
+			pr_err("image pstree.img is damaged: pid %d shares the fd table of "
+			       "no parent",
 			       e[i]->pid);
 			return -EINVAL;
 		}

@@ -56,6 +56,32 @@ int builder_place_fd(struct rst_builder *b, int fd)
 	return nfd;
 }
 
+/* The same, leaving fd open: in an fd table shared with a process that
+ * prepares after us, fd is that process's too. */
+static int builder_copy_fd(struct rst_builder *b, int fd)
+{
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, b->next_fd);
+
+	if (nfd < 0) {
+		int ret = -errno;
+
+		pr_perror("cannot copy a descriptor above %d", b->next_fd);
+		return ret;
+	}
+	b->next_fd = nfd + 1;
+	return nfd;
+}
+
+int fdt_base(const struct rproc *rp)
+{
+	const struct rproc *t = rp->fdt ? rp->fdt : rp;
+	int base = 3;
+
+	for (size_t i = 0; i < t->nr_fds; i++)
+		base = MAX(base, t->fds[i]->fd + 1);
+	return base;
+}
+
 #define MARGIN (4UL << 20)
 
 /* Map the blob region where the saved layout has a hole that is also free
@@ -211,14 +237,16 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	const struct rcore *core = &rp->core;
 	uint64_t code_len = PAGE_ALIGN(restorer_blob_end - restorer_blob);
 	uint64_t park_len, args_len, stacks_len, total, task_size = 0x7ffffffff000ULL;
-	int base = 3, dirfd, errfd, logfd = -1, ret;
+	int base = fdt_base(rp), dirfd, errfd, logfd = -1, ret;
 	unsigned char *region;
 	struct rst_args *a;
 	size_t off;
+	/* an fd table shared with the process that restores it (rp->fdt),
+	 * which prepares after us: we leave what is below base and every fd
+	 * we inherited as they are, and restore no fd */
+	int (*place_fd)(struct rst_builder *, int) = rp->fdt ? builder_copy_fd : builder_place_fd;
 
 	memset(&b, 0, sizeof(b));
-	for (size_t i = 0; i < rp->nr_fds; i++)
-		base = MAX(base, rp->fds[i]->fd + 1);
 	/* our own fds go above the saved ones */
 	errfd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, base);
 	if (cr_log_fd() >= 0)
@@ -230,14 +258,16 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	}
 	cr_log_redirect(errfd, logfd);
 	b.next_fd = MAX(MAX(errfd, dirfd), logfd) + 1;
-	b.args.close_from = base;
+	/* in a shared table, kupdate closes them once every process of it is
+	 * done (restore.c: finish) */
+	b.args.close_from = rp->fdt || rp->fdt_shared ? -1 : base;
 	/* the shared memory objects kupdate created, too */
 	for (size_t i = 0; i < c->shm.n; i++) {
 		int fd;
 
 		if (c->shm.fds[i] < 0) /* a System V segment, attached by id */
 			continue;
-		fd = builder_place_fd(&b, c->shm.fds[i]);
+		fd = place_fd(&b, c->shm.fds[i]);
 
 		if (fd < 0)
 			return fd;
@@ -245,7 +275,7 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 	}
 	/* its removed working directory, made again */
 	if (rp->cwd_fd >= 0) {
-		rp->cwd_fd = builder_place_fd(&b, rp->cwd_fd);
+		rp->cwd_fd = place_fd(&b, rp->cwd_fd);
 		if (rp->cwd_fd < 0)
 			return rp->cwd_fd;
 	}
@@ -255,18 +285,18 @@ int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t
 
 		if (g->map_fd < 0)
 			continue;
-		g->map_fd = builder_place_fd(&b, g->map_fd);
+		g->map_fd = place_fd(&b, g->map_fd);
 		if (g->map_fd < 0)
 			return g->map_fd;
 	}
 	/* nothing below base survives but what we restore */
-	if (syscall(SYS_close_range, 0, base - 1, 0)) {
+	if (!rp->fdt && syscall(SYS_close_range, 0, base - 1, 0)) {
 		for (int fd = 0; fd < base; fd++)
 			close(fd);
 	}
 	ret = files_prepare_owned(&c->files, rp);
 	if (!ret)
-		ret = files_restore(&c->files, rp);
+		ret = rp->fdt ? files_restore_sharer(&c->files, rp) : files_restore(&c->files, rp);
 	if (ret)
 		return ret;
 	pr_debug("pid %d: files restored", rp->pid);

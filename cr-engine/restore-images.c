@@ -341,6 +341,16 @@ int load_images(struct rctx *c)
 			ret = mem_load(c->dirfd, rp->pid, &rp->mm);
 		if (!ret)
 			ret = load_fds(c, rp);
+		if (!ret && rp->pe->clone_files && rp->nr_fds) {
+			pr_err("image fds-%d.img is damaged: pid %d shares its parent's fd table "
+			       "but has fds of its own",
+			       rp->pid, rp->pid);
+			ret = -EINVAL;
+		}
+		if (!ret && rp->pe->clone_files) {
+			rp->fdt = rp->parent->fdt ? rp->parent->fdt : rp->parent;
+			rp->fdt->fdt_shared = true;
+		}
 		if (!ret)
 			ret = signals_load(c->dirfd, rp->pid, &rp->sig);
 		if (!ret)
@@ -360,6 +370,20 @@ int load_images(struct rctx *c)
 				   pp && !pp->zombie ? &pp->mm : NULL);
 		if (ret)
 			return ret;
+	}
+	/* the prepare()s of a shared fd table's processes: one at a time,
+	 * the one that restores it last (restore-blob.c) */
+	for (size_t i = 0; i < c->nr; i++) {
+		struct rproc *o = &c->procs[i], *prev = NULL;
+
+		if (!o->fdt_shared)
+			continue;
+		for (size_t k = i + 1; k < c->nr; k++)
+			if (c->procs[k].fdt == o) {
+				c->procs[k].fdt_prev = prev;
+				prev = &c->procs[k];
+			}
+		o->fdt_prev = prev;
 	}
 	return 0;
 }

@@ -281,6 +281,19 @@ static void wait_stage(struct shared *sh, uint32_t stage)
 	}
 }
 
+/* In a process of a shared fd table: wait until prev has prepared (its
+ * fds are in place, above the table's, and it opens no more). */
+static void wait_prepared(struct shared *sh, int prev)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+	while (!atomic_load(&sh->procs[prev].prepared)) {
+		if (atomic_load(&sh->failed) || (kill(sh->tool, 0) && errno == ESRCH))
+			_exit(1);
+		futex(&sh->procs[prev].prepared, FUTEX_WAIT, 0, &ts);
+	}
+}
+
 static void __attribute__((noreturn)) task_fail(struct shared *sh)
 {
 	atomic_store(&sh->failed, 1);
@@ -327,6 +340,10 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	 * both processes restore the same ones in prepare() */
 	if (rp->pe->clone_fs)
 		ca.flags |= CLONE_FS;
+	/* shares our fd table (CLONE_FILES): we, or the ancestor whose table
+	 * we share, restore it (rp->fdt); rp only waits its turn to prepare */
+	if (rp->pe->clone_files)
+		ca.flags |= CLONE_FILES;
 	/* with CLONE_PARENT the child takes our exit signal; clone3 wants 0 */
 	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
 	ca.set_tid = (uintptr_t)&tid;
@@ -504,8 +521,12 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 				;
 	if (rp->zombie)
 		become_zombie(rp);
+	if (rp->fdt_prev)
+		wait_prepared(sh, rp->fdt_prev - c->procs);
 	if (prepare(c, rp, idx, &entry, &args, &stack))
 		task_fail(sh);
+	atomic_store(&sh->procs[idx].prepared, 1);
+	futex(&sh->procs[idx].prepared, FUTEX_WAKE, INT32_MAX, NULL);
 	arrive(sh);
 
 	wait_stage(sh, ST_GO);
@@ -869,8 +890,25 @@ static int finish(struct rctx *c)
 			pr_perror("pid %d: cannot read the restorer's registers", rp->pid);
 			return ret;
 		}
+		/* a shared fd table: what served the restore of its processes
+		 * is closed once all of them are done with it */
+		if (rp->fdt_shared) {
+			args[0] = fdt_base(rp);
+			args[1] = ~0U;
+			args[2] = 0;
+			ret = remote_syscall(main_tc->tid, rp->syscall_ip, &r, SYS_close_range,
+					     args, &res);
+			if (ret)
+				return ret;
+			if (res) {
+				pr_err("pid %d: cannot close the fds that served its restore: %s",
+				       rp->pid, strerror((int)-res));
+				return (int)res;
+			}
+		}
 		args[0] = rp->blob_start;
 		args[1] = rp->blob_len;
+		args[2] = 0;
 		ret = remote_syscall(main_tc->tid, rp->syscall_ip, &r, SYS_munmap, args, &res);
 		if (ret)
 			return ret;
@@ -944,6 +982,33 @@ static void kill_all(struct rctx *c)
 	}
 }
 
+/* The processes of a shared fd table keep the fds that serve their
+ * restore (helper fds: kupdate's, the shared memory objects, the mapped
+ * files, the page images) in it until every one of them is done: room for
+ * all of them, above the transport fds. */
+static void raise_nofile_for_shared(const struct rctx *c)
+{
+	size_t most = 0;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < c->nr; i++) {
+		const struct rproc *o = &c->procs[i];
+		size_t n = 0;
+
+		if (!o->fdt_shared)
+			continue;
+		for (size_t k = i; k < c->nr; k++)
+			if (&c->procs[k] == o || c->procs[k].fdt == o)
+				n += c->procs[k].mm.nr_vmas + c->shm.n + c->files.nr_ghosts + 16;
+		most = MAX(most, n);
+	}
+	if (most && !getrlimit(RLIMIT_NOFILE, &rl) &&
+	    rl.rlim_cur < (rlim_t)c->files.tend + most + 64 && rl.rlim_max > rl.rlim_cur) {
+		rl.rlim_cur = MIN(rl.rlim_max, (rlim_t)c->files.tend + most + 1024);
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int write_pidfile(const char *path, pid_t pid)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -1002,6 +1067,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
 	if (ret)
 		goto out;
+	raise_nofile_for_shared(&c);
 	step_done(&c, "shared memory restored, files planned");
 
 	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));

@@ -684,7 +684,8 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 		fail(a, RST_STEP_MM, r, 0, 0);
 
 	/* 6. descriptors that only served the restore */
-	rsys3(NR_close_range, a->close_from, ~0U, 0);
+	if (a->close_from >= 0)
+		rsys3(NR_close_range, a->close_from, ~0U, 0);
 
 	/* 7a. resource limits and interval timers */
 	for (uint32_t i = 0; i < a->nr_rlimits; i++) {

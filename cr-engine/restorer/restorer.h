@@ -180,7 +180,8 @@ struct rst_args {
 	uint32_t nr_vmas, vmas_off;
 	uint32_t nr_runs, runs_off;
 	uint32_t nr_threads, threads_off; /* threads[0] is the main thread */
-	int32_t close_from;		  /* fds >= this served only the restore */
+	int32_t close_from;		  /* fds >= this served only the restore; -1: kupdate
+					   * closes them (a shared fd table) */
 	uint32_t pad0;
 	uint32_t nr_moves;
 	int32_t pages_fd;

@@ -28,7 +28,7 @@
 #include "crt.h"
 
 static volatile uint64_t count;
-static pid_t child;
+static pid_t child, child2, outside_fdt;
 static int outside_quit = -1, outside_gone = -1;
 static pid_t outside;
 
@@ -75,16 +75,133 @@ int main(int argc, char **argv)
 		memset(&p, 0, sizeof(p));
 		if (syscall(SYS_io_uring_setup, 4, &p) < 0)
 			crt_fail("io_uring_setup: %s", strerror(errno));
-	} else if (!strcmp(what, "clonefiles")) {
-		/* a child sharing our fd table, like fork(2) otherwise */
+	} else if (!strcmp(what, "clonefiles-sibling")) {
+		/* two children sharing an fd table we no longer share: the
+		 * first made the second with CLONE_FILES | CLONE_PARENT, then
+		 * we took a copy of ours (unshare) */
+		int sync[2];
+
+		if (pipe(sync))
+			crt_fail("pipe: %s", strerror(errno));
 		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
 		if (child < 0)
 			crt_fail("clone: %s", strerror(errno));
 		if (child == 0) {
+			pid_t b = syscall(SYS_clone, CLONE_FILES | CLONE_PARENT | SIGCHLD, 0, NULL,
+					  NULL, 0);
+
+			if (b == 0) {
+				crt_wait_term();
+				_exit(0);
+			}
+			if (b < 0 || write(sync[1], &b, sizeof(b)) != sizeof(b))
+				_exit(1);
 			crt_wait_term();
 			_exit(0);
 		}
 		crt_own_child(child);
+		if (read(sync[0], &child2, sizeof(child2)) != sizeof(child2) || child2 <= 0)
+			crt_fail("the child did not clone its sibling");
+		crt_own_child(child2);
+		if (unshare(CLONE_FILES))
+			crt_fail("unshare: %s", strerror(errno));
+		close(sync[0]);
+		close(sync[1]);
+	} else if (!strcmp(what, "clonefiles-orphan") || !strcmp(what, "clonefiles-root")) {
+		/* our fd table shared with a process outside the tree: a
+		 * grandchild cloned with CLONE_FILES by a child cloned so,
+		 * which exited: the runner (a subreaper) adopted it.  With
+		 * clonefiles-root it is a second root of the dump, which
+		 * shares our table, not its parent's. */
+		int sync[2];
+
+		if (pipe(sync))
+			crt_fail("pipe: %s", strerror(errno));
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			pid_t b = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+
+			if (b == 0) {
+				crt_wait_term();
+				_exit(0);
+			}
+			_exit(b < 0 || write(sync[1], &b, sizeof(b)) != sizeof(b));
+		}
+		if (read(sync[0], &outside_fdt, sizeof(outside_fdt)) != sizeof(outside_fdt) ||
+		    outside_fdt <= 0)
+			crt_fail("the child did not clone its child");
+		waitpid(child, NULL, 0);
+		child = 0;
+		/* until the runner adopted it */
+		for (int i = 0; i < 5000; i++) {
+			char path[64], *st;
+			int pp = 0;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", outside_fdt);
+			st = crt_read_file(path, NULL);
+			if (st && strrchr(st, ')'))
+				sscanf(strrchr(st, ')') + 4, "%d", &pp);
+			free(st);
+			if (pp && pp != getpid())
+				break;
+			usleep(1000);
+		}
+		close(sync[0]);
+		close(sync[1]);
+		if (!strcmp(what, "clonefiles-root")) {
+			FILE *f = fopen(crt_path("roots"), "w");
+
+			if (!f || fprintf(f, "%d\n", outside_fdt) < 0 || fclose(f))
+				crt_fail("cannot write the roots file");
+		}
+	} else if (!strcmp(what, "clonefiles-lockmap")) {
+		/* our POSIX lock on a file a child sharing our fd table maps:
+		 * the restore closes the fd it maps the file with after the
+		 * lock is taken (which drops it) */
+		int sync[2], fd = open(crt_path("lockmap"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+
+		if (fd < 0 || ftruncate(fd, 4096) || fcntl(fd, F_SETLK, &fl) || pipe(sync))
+			crt_fail("setup: %s", strerror(errno));
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			if (mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED ||
+			    write(sync[1], "m", 1) != 1)
+				_exit(1);
+			crt_wait_term();
+			_exit(0);
+		}
+		crt_own_child(child);
+		if (read(sync[0], &(char){ 0 }, 1) != 1)
+			crt_fail("the child did not map the file");
+		close(sync[0]);
+		close(sync[1]);
+	} else if (!strcmp(what, "clonefiles-lock")) {
+		/* a child sharing our fd table took a POSIX lock through it */
+		int sync[2], fd = open(crt_path("locked"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+		if (fd < 0 || pipe(sync))
+			crt_fail("setup: %s", strerror(errno));
+		child = syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (child < 0)
+			crt_fail("clone: %s", strerror(errno));
+		if (child == 0) {
+			struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+
+			if (fcntl(fd, F_SETLK, &fl) || write(sync[1], "l", 1) != 1)
+				_exit(1);
+			crt_wait_term();
+			_exit(0);
+		}
+		crt_own_child(child);
+		if (read(sync[0], &(char){ 0 }, 1) != 1)
+			crt_fail("the child did not take its lock");
+		close(sync[0]);
+		close(sync[1]);
 	} else if (!strcmp(what, "synsent") || !strcmp(what, "tcppending")) {
 		/* a listener with a connection not accepted yet; with synsent,
 		 * also a connection still being opened (SYN_SENT, on the lowest
@@ -241,6 +358,12 @@ int main(int argc, char **argv)
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
 	}
+	if (child2 > 0) {
+		kill(child2, SIGTERM);
+		waitpid(child2, NULL, 0);
+	}
+	if (outside_fdt > 0) /* the runner reaps it */
+		kill(outside_fdt, SIGTERM);
 	if (outside_quit >= 0) {
 		char c;
 
