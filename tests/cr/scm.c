@@ -35,9 +35,17 @@
  * the child receives it and finds it is its parent's (kcmp) and a pipe
  * end the parent holds too.
  *
+ * scm nested: a socket in flight whose own queue carries a file: b1, whose
+ * peer b0 was closed (shut both ways), holds a message carrying a pipe's
+ * write end; b1 itself waits in a1's queue; the test holds only a0, a1
+ * and the pipe's read end.  After the restore b1 comes out of a1, its
+ * message out of b1 with the pipe end (the test's pipe), then end of
+ * file.
+ *
  * scm refuse-udp: an UDP socket in flight that no process holds: refused
  * at dump naming the unix socket (the message is still there after).
- * scm refuse-epoll: the same for an epoll instance. */
+ * scm refuse-epoll, refuse-deleted: the same for an epoll instance and for
+ * a deleted file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
@@ -306,13 +314,45 @@ static void tree_case(void)
 	crt_pass();
 }
 
+static void nested_case(void)
+{
+	int a[2], b[2], p[2], x, y;
+	char c;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, a) || socketpair(AF_UNIX, SOCK_STREAM, 0, b) ||
+	    pipe(p))
+		crt_fail("setup: %s", strerror(errno));
+	send_fds(b[0], "inner", &p[1], 1);
+	send_fds(a[0], "outer", &b[1], 1);
+	close(p[1]);
+	close(b[0]);
+	close(b[1]);
+
+	crt_ready();
+	crt_wait_term();
+
+	recv_fds(a[1], "outer", &x, 1, "the socket in flight");
+	recv_fds(x, "inner", &y, 1, "the socket in flight's own message");
+	xwrite(y, "nest");
+	expect_read(p[0], "nest", "the pipe in flight in a socket in flight");
+	crt_check(read(x, &c, 1) == 0, "the socket in flight does not end (its peer was closed)");
+	crt_pass();
+}
+
 static void refuse_case(const char *what)
 {
 	int sv[2], fd, got;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		crt_fail("socketpair: %s", strerror(errno));
-	fd = !strcmp(what, "refuse-udp") ? socket(AF_INET, SOCK_DGRAM, 0) : epoll_create1(0);
+	if (!strcmp(what, "refuse-udp")) {
+		fd = socket(AF_INET, SOCK_DGRAM, 0);
+	} else if (!strcmp(what, "refuse-epoll")) {
+		fd = epoll_create1(0);
+	} else {
+		fd = open(crt_path("deleted"), O_RDWR | O_CREAT, 0600);
+		unlink(crt_path("deleted"));
+	}
 	if (fd < 0)
 		crt_fail("%s: %s", what, strerror(errno));
 	send_fds(sv[0], "x", &fd, 1);
@@ -341,6 +381,8 @@ int main(int argc, char **argv)
 		cycle_case();
 	else if (!strcmp(what, "tree"))
 		tree_case();
+	else if (!strcmp(what, "nested"))
+		nested_case();
 	else if (!strncmp(what, "refuse-", 7))
 		refuse_case(what);
 	crt_fail("unknown case %s", what);
