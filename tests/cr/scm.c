@@ -33,7 +33,9 @@
  * scm tree: a child holds a socketpair whose queue carries a file its
  * parent holds (the child closed its own fd of it): after the restore
  * the child receives it and finds it is its parent's (kcmp) and a pipe
- * end the parent holds too.
+ * end the parent holds too.  The other way round, the parent's pair
+ * carries a file only the child holds (on fd 50, offset 3): the parent
+ * receives it and finds it is the child's (kcmp), at its offset.
  *
  * scm nested: a socket in flight whose own queue carries a file: b1, whose
  * peer b0 was closed (shut both ways), holds a message carrying a pipe's
@@ -50,6 +52,7 @@
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,10 +279,11 @@ static void cycle_case(void)
 
 static void tree_case(void)
 {
-	int c[2], p[2], sv[2], status;
+	int c[2], p[2], sv[2], pv[2], cf, status;
 	pid_t child;
 
-	if (pipe(p) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, c))
+	if (pipe(p) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, c) ||
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, pv))
 		crt_fail("setup: %s", strerror(errno));
 	child = fork();
 	if (child == 0) {
@@ -291,7 +295,12 @@ static void tree_case(void)
 			_exit(2);
 		send_fds(sv[0], "parent's", (int[]){ p[1] }, 1);
 		close(p[1]);
-		xwrite(c[1], "r");
+		/* a file of the child's own, on fd 50, sent to its parent */
+		cf = open_file("child", "0123456789", O_RDWR, 3);
+		if (dup2(cf, 50) != 50)
+			_exit(2);
+		close(cf);
+		send_fds(c[1], "r", (int[]){ 50 }, 1);
 		while (!crt_term)
 			pause();
 		recv_fds(sv[1], "parent's", fds, 1, "in the child");
@@ -302,11 +311,25 @@ static void tree_case(void)
 	}
 	crt_own_child(child);
 	close(c[1]);
-	expect_read(c[0], "r", "the child is ready");
+	/* the child's file goes in flight in the parent's own pair */
+	{
+		struct pollfd pfd = { c[0], POLLIN, 0 };
+
+		poll(&pfd, 1, 10000);
+	}
+	recv_fds(c[0], "r", &cf, 1, "the child's file");
+	send_fds(pv[0], "child's", &cf, 1);
+	close(cf);
 
 	crt_ready();
 	crt_wait_term();
 
+	recv_fds(pv[1], "c", &cf, 1, "the child's file in flight in the parent");
+	recv_fds(pv[1], "hild's", &status, 0, "the rest");
+	crt_check(syscall(SYS_kcmp, getpid(), child, KCMP_FILE, cf, 50) == 0,
+		  "the parent's file in flight is not its child's fd 50");
+	crt_check(lseek(cf, 0, SEEK_CUR) == 3, "the child's file is at %ld, not 3",
+		  (long)lseek(cf, 0, SEEK_CUR));
 	kill(child, SIGTERM);
 	crt_check(waitpid(child, &status, 0) == child && WIFEXITED(status) && !WEXITSTATUS(status),
 		  "child failed (%#x)", status);
