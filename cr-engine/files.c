@@ -4,7 +4,10 @@
  * description: kcmp(KCMP_FILE) finds fds that were dup'd or inherited, in
  * one process or across the tree.  Regular files, directories and
  * character devices are reopened by path with their flags and offset;
- * pipes and FIFOs refer to a pipe object (pipes.c).
+ * pipes and FIFOs refer to a pipe object (pipes.c).  Files in flight in
+ * unix sockets (SCM_RIGHTS), which kupdate received when it peeked their
+ * queues, are matched the same way once every process is dumped; one no
+ * process holds is a description of its own, held by kupdate meanwhile.
  *
  * Restore: a description held by one process is opened by that process in
  * place.  A description held by several processes (so that they keep

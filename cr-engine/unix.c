@@ -10,7 +10,8 @@
  * (cr_dump_opts.external_unix); a datagram socket connected to a bound one
  * outside (syslog's /dev/log) is connected to its name again, as the peer
  * keeps nothing of it.  File descriptors in flight (SCM_RIGHTS) are
- * refused.  A socket bound at a path since removed is bound there again
+ * received by kupdate at the peek and dumped as files (files.c:
+ * files_resolve_inflight); each message keeps their ids.  A socket bound at a path since removed is bound there again
  * and the path removed once every connection to it is made; one whose peer
  * was closed is made as one end of a pair whose other end is closed.
  *
@@ -19,7 +20,9 @@
  * stale socket file left by the dumped process is replaced); sockets
  * connected to a bound one connect to it once every process has created
  * its own; queued data is sent back through the peer, without waiting:
- * what does not fit fails the restore, naming the socket. */
+ * what does not fit fails the restore, naming the socket.  A queue that
+ * carries fds waits until the files it carries exist (files.c:
+ * fill_carriers), then each message is sent with them again. */
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
