@@ -168,6 +168,7 @@ static ssize_t peer_of(const struct rfiles *f, size_t i)
  * nothing moves (owners only go up the tree). */
 static int plan_inflight(struct rfiles *f)
 {
+	_cleanup_free_ ssize_t *peer = NULL;
 	bool any = false, moved = true;
 
 	for (size_t i = 0; i < f->nr_files; i++) {
@@ -179,10 +180,17 @@ static int plan_inflight(struct rfiles *f)
 				break;
 			}
 	}
-	while (any && moved) {
+	if (!any)
+		return 0;
+	peer = calloc(f->nr_files, sizeof(*peer));
+	if (!peer)
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nr_files; i++)
+		peer[i] = peer_of(f, i);
+	while (moved) {
 		moved = false;
 		for (size_t i = 0; i < f->nr_files; i++) {
-			ssize_t j = peer_of(f, i);
+			ssize_t j = peer[i];
 			const UnixSk *u = f->files[i]->usk;
 
 			if (j >= 0 && f->desc[i].owner && f->desc[j].owner &&

@@ -112,8 +112,10 @@ static void close_fds(int *fds, int n)
 			close(fds[i]);
 }
 
+/* room for the most fds, credentials and a security context (SO_PASSSEC) */
 union peek_ctl {
-	char buf[CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred))];
+	char buf[CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred)) +
+		 CMSG_SPACE(256)];
 	struct cmsghdr align;
 };
 

@@ -13,7 +13,7 @@
  *   4. "alone": files the test no longer holds: both ends of a pipe with
  *      data in it, a regular file at offset 7 (O_RDONLY|O_NONBLOCK), one
  *      end of a stream socketpair (data queued for it; its other end the
- *      test holds), an eventfd (count 42);
+ *      test holds), an eventfd (count 42), an O_PATH fd of a directory;
  *   5. "tail", no fds.
  * After the restore each message is received in order with its bytes
  * (a stream is read record by record: the fds come with the first byte of
@@ -26,7 +26,8 @@
  * scm cycle: sockets in flight referring to themselves and to each
  * other: pair A's end a0 is sent through a0 itself (it waits in a1's
  * queue), pair B's end b0 through A (in a1's queue) and A's a0 through B
- * (in b1's queue); the test then closes a0 and b0.  After the restore
+ * (in b1's queue), and a1 through a0 (in its own queue); the test then
+ * closes a0 and b0.  After the restore
  * the ends come back from the queues, a0 twice (kcmp: one description),
  * and each is connected to its pair's other end.
  *
@@ -59,6 +60,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,7 +156,8 @@ static int open_file(const char *name, const char *data, int flags, off_t pos)
 
 static void queue_case(int type)
 {
-	int sv[2], p[2], only[2], q[2], f, of, efd, fds[8];
+	int sv[2], p[2], only[2], q[2], f, of, efd, dir, fds[8];
+	struct stat st, dst;
 	const char *recs[] = { "plain-0", "with-tree", "plain-2", "alone", "tail" };
 	char buf[64];
 
@@ -164,6 +167,9 @@ static void queue_case(int type)
 	f = open_file("held", "0123456789abcdef", O_RDWR | O_APPEND | O_NONBLOCK, 5);
 	of = open_file("alone", "ABCDEFGHIJKLMNOP", O_RDONLY | O_NONBLOCK, 7);
 	efd = eventfd(42, 0);
+	dir = open(crt_path(""), O_PATH | O_DIRECTORY);
+	if (efd < 0 || dir < 0 || fstat(dir, &dst))
+		crt_fail("eventfd, O_PATH: %s", strerror(errno));
 	xwrite(p[1], "in-pipe ");
 	xwrite(only[1], "only-pipe ");
 	xwrite(q[1], "for-q0 ");
@@ -174,7 +180,7 @@ static void queue_case(int type)
 	send_fds(sv[0], recs[1], (int[]){ p[1], f }, 2);
 	if (type != SOCK_STREAM)
 		send_fds(sv[0], recs[2], NULL, 0);
-	send_fds(sv[0], recs[3], (int[]){ only[0], only[1], of, q[0], efd }, 5);
+	send_fds(sv[0], recs[3], (int[]){ only[0], only[1], of, q[0], efd, dir }, 6);
 	if (type == SOCK_STREAM)
 		send_fds(sv[0], recs[2], NULL, 0);
 	send_fds(sv[0], recs[4], NULL, 0);
@@ -184,6 +190,7 @@ static void queue_case(int type)
 	close(of);
 	close(q[0]);
 	close(efd);
+	close(dir);
 
 	crt_ready();
 	crt_wait_term();
@@ -209,10 +216,10 @@ static void queue_case(int type)
 	close(fds[1]);
 	if (type != SOCK_STREAM) {
 		recv_fds(sv[1], recs[2], fds, 0, "record 2");
-		recv_fds(sv[1], recs[3], fds, 5, "record 3");
+		recv_fds(sv[1], recs[3], fds, 6, "record 3");
 	} else {
-		recv_fds(sv[1], "a", fds, 5, "record 3's first byte");
-		recv_fds(sv[1], recs[3] + 1, fds + 5, 0, "record 3's other bytes");
+		recv_fds(sv[1], "a", fds, 6, "record 3's first byte");
+		recv_fds(sv[1], recs[3] + 1, fds + 6, 0, "record 3's other bytes");
 	}
 	/* only[0], only[1]: one pipe, its data kept */
 	xwrite(fds[1], "more");
@@ -235,9 +242,12 @@ static void queue_case(int type)
 		crt_check(read(fds[4], &v, sizeof(v)) == sizeof(v) && v == 42,
 			  "the eventfd in flight counts %lu, not 42", (unsigned long)v);
 	}
+	crt_check((fcntl(fds[5], F_GETFL) & O_PATH) && !fstat(fds[5], &st) &&
+			  st.st_ino == dst.st_ino && st.st_dev == dst.st_dev,
+		  "the O_PATH directory in flight is not the test's directory");
 	if (type == SOCK_STREAM)
-		recv_fds(sv[1], recs[2], fds + 5, 0, "record 2");
-	recv_fds(sv[1], recs[4], fds + 5, 0, "record 4");
+		recv_fds(sv[1], recs[2], fds + 6, 0, "record 2");
+	recv_fds(sv[1], recs[4], fds + 6, 0, "record 4");
 	crt_check(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
 		  "the queue does not end after its records");
 	/* and the pair still works both ways */
@@ -255,6 +265,7 @@ static void cycle_case(void)
 	send_fds(a[0], "self", (int[]){ a[0] }, 1);	/* a0 in a1's queue */
 	send_fds(a[0], "b0", (int[]){ b[0] }, 1);	/* b0 in a1's queue */
 	send_fds(b[0], "a0", (int[]){ a[0], a[0] }, 2); /* a0 twice in b1's queue */
+	send_fds(a[0], "own", (int[]){ a[1] }, 1);	/* a1 in its own queue */
 	close(a[0]);
 	close(b[0]);
 
@@ -266,6 +277,14 @@ static void cycle_case(void)
 	recv_fds(a[1], "b", fds + 1, 1, "b0's first byte");
 	recv_fds(a[1], "0", fds + 2, 0, "b0's other byte");
 	recv_fds(b[1], "a0", fds + 2, 2, "a0 twice");
+	{
+		int own;
+
+		recv_fds(a[1], "o", &own, 1, "a1's own first byte");
+		recv_fds(a[1], "wn", fds, 0, "a1's own other bytes");
+		crt_check(same_file(own, a[1]), "a1 in its own queue came back as another socket");
+		close(own);
+	}
 	crt_check(same_file(fds[0], fds[2]) && same_file(fds[2], fds[3]),
 		  "a0 came back as different descriptions");
 	xwrite(fds[0], "x");
