@@ -256,11 +256,16 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		}
 		nfds = take_fds(&mh, fds);
 		if (mh.msg_flags & MSG_CTRUNC) {
+			struct rlimit rl = { 0, 0 };
+
 			close_fds(fds, nfds);
+			getrlimit(RLIMIT_NOFILE, &rl);
 			pr_err("pid %d: fd %d: a message queued on the unix %s socket carries file "
 			       "descriptors in flight (SCM_RIGHTS) that kupdate cannot all receive "
-			       "to dump them (it holds %d already; see its RLIMIT_NOFILE)",
-			       pid, fd, type_name(type), ctx->nr_inflight);
+			       "to dump them (it holds %d of them already, and its RLIMIT_NOFILE "
+			       "is %llu)",
+			       pid, fd, type_name(type), ctx->nr_inflight,
+			       (unsigned long long)rl.rlim_cur);
 			ret = -EMFILE;
 			break;
 		}

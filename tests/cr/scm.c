@@ -45,6 +45,12 @@
  * message out of b1 with the pipe end (the test's pipe), then end of
  * file.
  *
+ * scm many: 253 fds (SCM_MAX_FD) in one dgram, copies of one file the test
+ * holds: all back, all that file.  many-low: with kupdate's RLIMIT_NOFILE
+ * at 128 (and the test's, not to be refused for a limit above kupdate's)
+ * the dump is refused: kupdate cannot receive them to look; the message is
+ * whole after.
+ *
  * scm refuse-udp: an UDP socket in flight that no process holds: refused
  * at dump naming the unix socket (the message is still there after).
  * scm refuse-epoll, refuse-deleted: the same for an epoll instance and for
@@ -59,6 +65,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -70,7 +77,7 @@
 static void send_fds(int via, const char *data, const int *fds, int n)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
+		char buf[CMSG_SPACE(sizeof(int) * 253)];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov = { (void *)data, strlen(data) };
@@ -94,7 +101,7 @@ static void send_fds(int via, const char *data, const int *fds, int n)
 static void recv_fds(int via, const char *data, int *fds, int nfds, const char *what)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 16)];
+		char buf[CMSG_SPACE(sizeof(int) * 253)];
 		struct cmsghdr align;
 	} ctl;
 	char got[256] = { 0 };
@@ -381,6 +388,44 @@ static void nested_case(void)
 	crt_pass();
 }
 
+/* SCM_MAX_FD: 253 fds in one message, copies of one file the test holds */
+static void many_case(bool low)
+{
+	int sv[2], fd = open("/dev/null", O_RDONLY), fds[253];
+	struct rlimit rl = { 128, 128 };
+
+	if (fd < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, sv))
+		crt_fail("setup: %s", strerror(errno));
+	for (int i = 0; i < 253; i++)
+		fds[i] = fd;
+	send_fds(sv[0], "many", fds, 253);
+	/* no limit above kupdate's (refused otherwise, before the fds) */
+	if (low && setrlimit(RLIMIT_NOFILE, &rl))
+		crt_fail("RLIMIT_NOFILE: %s", strerror(errno));
+
+	crt_ready();
+	crt_wait_term();
+
+	if (low) {
+		/* refused: the message and its fds still queued (the test
+		 * cannot receive 253 fds under 128 itself) */
+		char path[64], *info, buf[8];
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", sv[1]);
+		info = crt_read_file(path, NULL);
+		crt_check(info && strstr(info, "scm_fds: 253"),
+			  "after the refused dump the socket's fdinfo says %s", info);
+		crt_check(recv(sv[1], buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT) == 4 &&
+				  !memcmp(buf, "many", 4),
+			  "after the refused dump the message is not whole");
+		crt_pass();
+	}
+	recv_fds(sv[1], "many", fds, 253, "253 fds");
+	for (int i = 0; i < 253; i++)
+		crt_check(same_file(fds[i], fd), "fd %d of 253 is not the test's /dev/null", i);
+	crt_pass();
+}
+
 static void refuse_case(const char *what)
 {
 	int sv[2], fd, got;
@@ -425,6 +470,8 @@ int main(int argc, char **argv)
 		tree_case();
 	else if (!strcmp(what, "nested"))
 		nested_case();
+	else if (!strcmp(what, "many") || !strcmp(what, "many-low"))
+		many_case(!strcmp(what, "many-low"));
 	else if (!strncmp(what, "refuse-", 7))
 		refuse_case(what);
 	crt_fail("unknown case %s", what);
