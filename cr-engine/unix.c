@@ -489,11 +489,12 @@ void unix_free_dump(UnixSk *u)
 	free(u);
 }
 
-/* the socket's holder, for messages: for one in flight, the holder of the
- * socket whose queue holds it */
-#define HOLDER(f)                                             \
-	((f)->inflight_only ? (f)->via_pid : (f)->owner_pid), \
-		((f)->inflight_only ? (f)->via_fd : (f)->owner_fd)
+/* the socket's holder, for messages ("pid %d: fd %d%s"): for one in
+ * flight, the holder of the socket whose queue holds it */
+#define HOLDER(f)                                                   \
+	((f)->inflight_only ? (f)->via_pid : (f)->owner_pid),       \
+		((f)->inflight_only ? (f)->via_fd : (f)->owner_fd), \
+		((f)->inflight_only ? " (a socket in flight in its queue)" : "")
 
 /* Once every fd of the tree is known: a peer must be in the tree; a client
  * whose connection a listener has not accepted yet (the listener's "icons"
@@ -511,7 +512,8 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				if (ctx->files[k].usk && ctx->files[k].usk->ino == l->icons[c])
 					cl = ctx->files[k].usk;
 			if (!cl) {
-				pr_err("pid %d: fd %d: a process outside the dumped tree waits for "
+				pr_err("pid %d: fd %d%s: a process outside the dumped tree waits "
+				       "for "
 				       "this "
 				       "unix listener to accept its connection; it cannot be "
 				       "dumped "
@@ -520,7 +522,8 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				return -EAGAIN;
 			}
 			if (cl->n_queue || cl->has_peer) {
-				pr_err("pid %d: fd %d: a connection not yet accepted by this unix "
+				pr_err("pid %d: fd %d%s: a connection not yet accepted by this "
+				       "unix "
 				       "listener carries data, which cannot be dumped",
 				       HOLDER(lf));
 				return -EOPNOTSUPP;
@@ -552,7 +555,7 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 			 * queue comes back then (from a stand-in sender) */
 			if (found && (!o->has_peer || o->peer != u->ino) && u->n_queue &&
 			    (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
-				pr_err("pid %d: fd %d: its unix %s socket holds data but was "
+				pr_err("pid %d: fd %d%s: its unix %s socket holds data but was "
 				       "connected elsewhere since; the data cannot be put back",
 				       HOLDER(f), type_name(u->type));
 				return -EOPNOTSUPP;
@@ -566,7 +569,7 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		    !u->n_queue && !f->inflight_only &&
 		    ctx->opts->external_unix(who, ctx->opts->cb_arg)) {
 			u->has_external = u->external = 1;
-			pr_debug("pid %d: fd %d: connected to %s, which will be replaced",
+			pr_debug("pid %d: fd %d%s: connected to %s, which will be replaced",
 				 HOLDER(f), who);
 			continue;
 		}
@@ -577,25 +580,26 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		pd = sockdiag_find(&ctx->sk, u->peer);
 		dgram_named = u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1;
 		if (dgram_named && pd && pd->peer) {
-			pr_err("pid %d: fd %d: its unix dgram socket is connected to %s, outside "
+			pr_err("pid %d: fd %d%s: its unix dgram socket is connected to %s, outside "
 			       "the dumped tree, which is connected to a socket itself; it would "
 			       "not take a new connection",
 			       HOLDER(f), who);
 			return -EOPNOTSUPP;
 		}
 		if (dgram_named && (!u->n_queue || (u->has_name && u->name.len > 1))) {
-			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",
+			pr_debug("pid %d: fd %d%s: connected to %s, connected again at the restore",
 				 HOLDER(f), who);
 			continue;
 		}
 		if (dgram_named) { /* with datagrams queued and no name of its own */
-			pr_err("pid %d: fd %d: its unix dgram socket, connected to %s outside the "
+			pr_err("pid %d: fd %d%s: its unix dgram socket, connected to %s outside "
+			       "the "
 			       "dumped tree, holds datagrams but has no name to receive them "
 			       "again",
 			       HOLDER(f), who);
 			return -EOPNOTSUPP;
 		}
-		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
+		pr_err("pid %d: fd %d%s: its unix %s socket is connected to %s, outside the dumped "
 		       "tree; such a connection cannot be restored",
 		       HOLDER(f), type_name(u->type), who);
 		return -EOPNOTSUPP;

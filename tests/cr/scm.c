@@ -54,7 +54,8 @@
  * scm refuse-udp: an UDP socket in flight that no process holds: refused
  * at dump naming the unix socket (the message is still there after).
  * scm refuse-epoll, refuse-deleted: the same for an epoll instance and for
- * a deleted file. */
+ * a deleted file; refuse-outside: a unix stream socket in flight alone
+ * whose peer is outside the tree, refused naming the carrying socket. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
@@ -426,6 +427,34 @@ static void many_case(bool low)
 	crt_pass();
 }
 
+/* refuse-outside: a stream socket in flight alone, whose peer a process
+ * outside the tree holds (an orphaned grandchild, gone when the test's end
+ * of a pipe closes) */
+static int outside_socket(void)
+{
+	int x[2], life[2];
+	pid_t child;
+	char c;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, x) || pipe(life))
+		crt_fail("setup: %s", strerror(errno));
+	child = fork();
+	if (child == 0) {
+		if (fork() == 0) {
+			close(life[1]);
+			close(x[0]);
+			while (read(life[0], &c, 1) < 0 && errno == EINTR)
+				;
+			_exit(0);
+		}
+		_exit(0);
+	}
+	waitpid(child, NULL, 0);
+	close(life[0]);
+	close(x[1]);
+	return x[0];
+}
+
 static void refuse_case(const char *what)
 {
 	int sv[2], fd, got;
@@ -436,6 +465,8 @@ static void refuse_case(const char *what)
 		fd = socket(AF_INET, SOCK_DGRAM, 0);
 	} else if (!strcmp(what, "refuse-epoll")) {
 		fd = epoll_create1(0);
+	} else if (!strcmp(what, "refuse-outside")) {
+		fd = outside_socket();
 	} else {
 		fd = open(crt_path("deleted"), O_RDWR | O_CREAT, 0600);
 		unlink(crt_path("deleted"));
