@@ -13,7 +13,8 @@
  *   4. "alone": files the test no longer holds: both ends of a pipe with
  *      data in it, a regular file at offset 7 (O_RDONLY|O_NONBLOCK), one
  *      end of a stream socketpair (data queued for it; its other end the
- *      test holds), an eventfd (count 42), an O_PATH fd of a directory;
+ *      test holds), an eventfd (count 42), an O_PATH fd of a directory,
+ *      both ends of a seqpacket pair (a record queued);
  *   5. "tail", no fds.
  * After the restore each message is received in order with its bytes
  * (a stream is read record by record: the fds come with the first byte of
@@ -164,13 +165,13 @@ static int open_file(const char *name, const char *data, int flags, off_t pos)
 
 static void queue_case(int type)
 {
-	int sv[2], p[2], only[2], q[2], f, of, efd, dir, fds[8];
+	int sv[2], p[2], only[2], q[2], z[2], f, of, efd, dir, fds[10];
 	struct stat st, dst;
 	const char *recs[] = { "plain-0", "with-tree", "plain-2", "alone", "tail" };
 	char buf[64];
 
 	if (socketpair(AF_UNIX, type, 0, sv) || pipe(p) || pipe(only) ||
-	    socketpair(AF_UNIX, SOCK_STREAM, 0, q))
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, q) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, z))
 		crt_fail("setup: %s", strerror(errno));
 	f = open_file("held", "0123456789abcdef", O_RDWR | O_APPEND | O_NONBLOCK, 5);
 	of = open_file("alone", "ABCDEFGHIJKLMNOP", O_RDONLY | O_NONBLOCK, 7);
@@ -181,6 +182,7 @@ static void queue_case(int type)
 	xwrite(p[1], "in-pipe ");
 	xwrite(only[1], "only-pipe ");
 	xwrite(q[1], "for-q0 ");
+	xwrite(z[0], "for-z1");
 	/* on a stream, plain bytes right before a write with fds would
 	 * take its fds at the restore (see the top): none there */
 	if (type != SOCK_STREAM)
@@ -188,7 +190,7 @@ static void queue_case(int type)
 	send_fds(sv[0], recs[1], (int[]){ p[1], f }, 2);
 	if (type != SOCK_STREAM)
 		send_fds(sv[0], recs[2], NULL, 0);
-	send_fds(sv[0], recs[3], (int[]){ only[0], only[1], of, q[0], efd, dir }, 6);
+	send_fds(sv[0], recs[3], (int[]){ only[0], only[1], of, q[0], efd, dir, z[0], z[1] }, 8);
 	if (type == SOCK_STREAM)
 		send_fds(sv[0], recs[2], NULL, 0);
 	send_fds(sv[0], recs[4], NULL, 0);
@@ -199,6 +201,8 @@ static void queue_case(int type)
 	close(q[0]);
 	close(efd);
 	close(dir);
+	close(z[0]);
+	close(z[1]);
 
 	crt_ready();
 	crt_wait_term();
@@ -224,10 +228,10 @@ static void queue_case(int type)
 	close(fds[1]);
 	if (type != SOCK_STREAM) {
 		recv_fds(sv[1], recs[2], fds, 0, "record 2");
-		recv_fds(sv[1], recs[3], fds, 6, "record 3");
+		recv_fds(sv[1], recs[3], fds, 8, "record 3");
 	} else {
-		recv_fds(sv[1], "a", fds, 6, "record 3's first byte");
-		recv_fds(sv[1], recs[3] + 1, fds + 6, 0, "record 3's other bytes");
+		recv_fds(sv[1], "a", fds, 8, "record 3's first byte");
+		recv_fds(sv[1], recs[3] + 1, fds + 8, 0, "record 3's other bytes");
 	}
 	/* only[0], only[1]: one pipe, its data kept */
 	xwrite(fds[1], "more");
@@ -253,9 +257,13 @@ static void queue_case(int type)
 	crt_check((fcntl(fds[5], F_GETFL) & O_PATH) && !fstat(fds[5], &st) &&
 			  st.st_ino == dst.st_ino && st.st_dev == dst.st_dev,
 		  "the O_PATH directory in flight is not the test's directory");
+	/* a seqpacket pair both of whose ends are in flight alone */
+	expect_read(fds[7], "for-z1", "the pair in flight alone's queue");
+	xwrite(fds[7], "z1-to-z0");
+	expect_read(fds[6], "z1-to-z0", "the pair in flight alone");
 	if (type == SOCK_STREAM)
-		recv_fds(sv[1], recs[2], fds + 6, 0, "record 2");
-	recv_fds(sv[1], recs[4], fds + 6, 0, "record 4");
+		recv_fds(sv[1], recs[2], fds + 8, 0, "record 2");
+	recv_fds(sv[1], recs[4], fds + 8, 0, "record 4");
 	crt_check(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
 		  "the queue does not end after its records");
 	/* and the pair still works both ways */
