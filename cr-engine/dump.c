@@ -616,6 +616,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		}
 	}
 	if (!ret)
+		ret = files_resolve_inflight(ctx);
+	if (!ret)
 		ret = unix_check_peers(ctx);
 	if (!ret)
 		ret = sysvshm_check_outside(ctx);

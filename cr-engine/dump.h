@@ -135,6 +135,17 @@ struct cr_ghost {
 	bool mapped;
 };
 
+/* a file descriptor in flight (SCM_RIGHTS) in a unix socket's queue,
+ * received by kupdate when it peeked the queue (unix.c) and identified
+ * once every process is dumped (files.c: files_resolve_inflight) */
+struct cr_inflight {
+	struct UnixMsg *m; /* the queued message carrying it */
+	size_t slot;	   /* its place among m->fds */
+	int kfd;	   /* kupdate's fd of it, -1 once closed */
+	pid_t pid;	   /* the process and fd of the socket whose queue holds it */
+	int fd;
+};
+
 /* an open file description, shared by every fd that refers to it */
 struct cr_file {
 	uint32_t id;
@@ -165,6 +176,12 @@ struct cr_file {
 	bool has_owner; /* F_SETOWN_EX / F_SETSIG of the description */
 	uint32_t own_type, own_sig;
 	int32_t own_pid;
+	/* held by no process, only in flight in a unix socket's queue: its
+	 * owner is kupdate (owner_fd its copy); via_* the socket whose queue
+	 * holds it, for messages */
+	bool inflight_only;
+	pid_t via_pid;
+	int via_fd;
 };
 
 /* seccomp.c: one filter, and the process's mode and chain (oldest first) */
@@ -328,6 +345,13 @@ struct cr_dump_ctx {
 	struct netlock *netlock; /* the nftables context of the locking */
 	struct dump_tcp_sk *tcp_sks;
 	int nr_tcp_sks;
+	/* fds in flight in unix sockets, and kupdate itself as the process
+	 * that holds them while they are dumped (files.c) */
+	struct cr_inflight *inflight;
+	int nr_inflight;
+	struct cr_proc *self;
+	pid_t via_pid; /* the in-flight file being dumped: whose socket holds it */
+	int via_fd;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);
@@ -374,6 +398,9 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
  * process outside it (CLONE_FILES) */
 int files_check_outside(struct cr_dump_ctx *ctx);
 int write_files(struct cr_dump_ctx *ctx);
+/* once every process is dumped: the fds in flight found in unix sockets'
+ * queues, each a file of the tree or a file of its own */
+int files_resolve_inflight(struct cr_dump_ctx *ctx);
 void free_files(struct cr_dump_ctx *ctx);
 
 /* task.c, creds.c, timers.c */

@@ -143,6 +143,82 @@ static int plan_check(const struct rfiles *f, struct rproc *procs, size_t nr)
 	return 0;
 }
 
+/* the other end of unix socket i's connection in the images, or -1 */
+static ssize_t peer_of(const struct rfiles *f, size_t i)
+{
+	const UnixSk *u = f->files[i]->usk;
+
+	if (f->files[i]->kind != FILE_KIND__FILE_UNIX || u->pending || u->external || !u->has_peer)
+		return -1;
+	for (size_t j = 0; j < f->nr_files; j++) {
+		const UnixSk *o = f->files[j]->usk;
+
+		if (j != i && f->files[j]->kind == FILE_KIND__FILE_UNIX && o->ino == u->peer &&
+		    o->has_peer && o->peer == u->ino)
+			return j;
+	}
+	return -1;
+}
+
+/* Files in flight (SCM_RIGHTS): the process that fills a carrier's queue
+ * (its maker, which makes both ends of a pair) must hold each file it
+ * carries, so each is made by a common ancestor of that maker and of its
+ * holders (on a transport fd, where the maker finds it).  A socket in
+ * flight carries more, and a pair's makers are one: repeated until
+ * nothing moves (owners only go up the tree). */
+static int plan_inflight(struct rfiles *f)
+{
+	_cleanup_free_ ssize_t *peer = NULL;
+	bool any = false, moved = true;
+
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const UnixSk *u = f->files[i]->usk;
+
+		for (size_t m = 0; f->files[i]->kind == FILE_KIND__FILE_UNIX && m < u->n_queue; m++)
+			if (u->queue[m]->n_fds) {
+				f->desc[i].carrier = any = true;
+				break;
+			}
+	}
+	if (!any)
+		return 0;
+	peer = calloc(f->nr_files, sizeof(*peer));
+	if (!peer)
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nr_files; i++)
+		peer[i] = peer_of(f, i);
+	while (moved) {
+		moved = false;
+		for (size_t i = 0; i < f->nr_files; i++) {
+			ssize_t j = peer[i];
+			const UnixSk *u = f->files[i]->usk;
+
+			if (j >= 0 && f->desc[i].owner && f->desc[j].owner &&
+			    f->desc[i].owner != f->desc[j].owner) {
+				f->desc[i].owner = f->desc[j].owner =
+					common_ancestor(f->desc[i].owner, f->desc[j].owner);
+				moved = true;
+			}
+			if (!f->desc[i].carrier || !f->desc[i].owner)
+				continue;
+			for (size_t m = 0; m < u->n_queue; m++)
+				for (size_t k = 0; k < u->queue[m]->n_fds; k++) {
+					struct rdesc *x =
+						&f->desc[files_index(f, u->queue[m]->fds[k])];
+					struct rproc *o =
+						common_ancestor(x->owner, f->desc[i].owner);
+
+					x->inflight = true;
+					if (o != x->owner) {
+						x->owner = o;
+						moved = true;
+					}
+				}
+		}
+	}
+	return 0;
+}
+
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 {
 	int maxfd = fd_floor, next, ret;
@@ -164,6 +240,9 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			d->owner = common_ancestor(d->owner, rp);
 		}
 	}
+	ret = plan_inflight(f);
+	if (ret)
+		return ret;
 	/* a pipe is made where all of its ends can be inherited from */
 	for (size_t i = 0; i < f->nr_files; i++) {
 		FileEntry *e = f->files[i];
@@ -221,6 +300,7 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 		struct rdesc *d = &f->desc[i];
 
 		d->tfd = -1;
+		d->via = -1;
 		if (!d->owner)
 			continue; /* held by nobody alive: a zombie's, say */
 		if (e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO) {
@@ -233,11 +313,11 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			 * every description of it before it forks */
 			d->owner = everyone;
 			d->tfd = next++;
-		} else if (d->nholders > 1 || d->pair >= 0 ||
+		} else if (d->nholders > 1 || d->pair >= 0 || d->carrier || d->inflight ||
 			   (e->kind == FILE_KIND__FILE_UNIX && e->usk->has_name &&
 			    e->usk->name.len)) {
-			/* shared, half of a pair, or bound (it must exist before anyone
-			 * connects to it) */
+			/* shared, half of a pair, bound (it must exist before anyone
+			 * connects to it), carrying fds in its queue or carried */
 			d->tfd = next++;
 		}
 	}

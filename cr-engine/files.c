@@ -4,7 +4,10 @@
  * description: kcmp(KCMP_FILE) finds fds that were dup'd or inherited, in
  * one process or across the tree.  Regular files, directories and
  * character devices are reopened by path with their flags and offset;
- * pipes and FIFOs refer to a pipe object (pipes.c).
+ * pipes and FIFOs refer to a pipe object (pipes.c).  Files in flight in
+ * unix sockets (SCM_RIGHTS), which kupdate received when it peeked their
+ * queues, are matched the same way once every process is dumped; one no
+ * process holds is a description of its own, held by kupdate meanwhile.
  *
  * Restore: a description held by one process is opened by that process in
  * place.  A description held by several processes (so that they keep
@@ -213,41 +216,37 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 	return -EOPNOTSUPP;
 }
 
-/* kind: what the link says the fd is; FILE_KIND__FILE_REG for a path
- * (refined from st), a memfd, an anonymous-inode kind, or 0 for a ghost */
-static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link, int kind,
-		    const char *fdinfo, const struct stat *st, uint64_t pos, uint32_t flags,
-		    uint32_t *id, struct cr_file **out)
+/* The description of fd of pid among the files dumped so far: *id its id
+ * (0: none), *at where a new one goes in ctx->file_order.  A binary search
+ * in the files ordered by device, inode and, for one inode, kcmp's order
+ * of the open file descriptions: a process with 10,000 descriptions of one
+ * file costs 14 kcmp calls a fd, not 10,000. */
+static int find_file(struct cr_dump_ctx *ctx, pid_t pid, int fd, const struct stat *st,
+		     uint32_t *id, int *at)
 {
-	struct cr_file *f, *nf;
-	int ret;
+	int lo = 0, hi = ctx->nr_files;
 
-	int lo = 0, hi = ctx->nr_files, *no;
-
-	*out = NULL;
 	*id = 0;
-	/* binary search in the files ordered by device, inode and, for one
-	 * inode, kcmp's order of the open file descriptions: a process with
-	 * 10,000 descriptions of one file costs 14 kcmp calls a fd, not 10,000 */
 	while (lo < hi) {
 		int mid = (lo + hi) / 2, c;
+		const struct cr_file *f = &ctx->files[ctx->file_order[mid]];
 
-		f = &ctx->files[ctx->file_order[mid]];
 		if (f->dev != st->st_dev)
 			c = f->dev < st->st_dev ? -1 : 1;
 		else if (f->ino != st->st_ino)
 			c = f->ino < st->st_ino ? -1 : 1;
 		else {
-			c = kcmp_file(f->owner_pid, f->owner_fd, p->pid, fd);
+			c = kcmp_file(f->owner_pid, f->owner_fd, pid, fd);
 			if (c == 0) {
 				*id = f->id;
 				return 0;
 			}
 			if (c != 1 && c != 2) {
-				ret = c < 0 ? -errno : -EINVAL;
+				int ret = c < 0 ? -errno : -EINVAL;
+
 				pr_err("pid %d: fd %d: kcmp cannot order it against fd %d of pid "
 				       "%d: %s",
-				       p->pid, fd, f->owner_fd, f->owner_pid, strerror(-ret));
+				       pid, fd, f->owner_fd, f->owner_pid, strerror(-ret));
 				return ret;
 			}
 			c = c == 1 ? -1 : 1; /* 1: the existing one comes first */
@@ -257,6 +256,23 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 		else
 			hi = mid;
 	}
+	*at = lo;
+	return 0;
+}
+
+/* kind: what the link says the fd is; FILE_KIND__FILE_REG for a path
+ * (refined from st), a memfd, an anonymous-inode kind, or 0 for a ghost */
+static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *link, int kind,
+		    const char *fdinfo, const struct stat *st, uint64_t pos, uint32_t flags,
+		    uint32_t *id, struct cr_file **out)
+{
+	struct cr_file *f, *nf;
+	int ret, lo = 0, *no;
+
+	*out = NULL;
+	ret = find_file(ctx, p->pid, fd, st, id, &lo);
+	if (ret || *id)
+		return ret;
 	no = xrealloc_array(ctx->file_order, ctx->nr_files + 1, sizeof(*no));
 	if (!no)
 		return -ENOMEM;
@@ -547,6 +563,140 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 static struct cr_proc *fdt_of(struct cr_proc *q)
 {
 	return q->fdt_owner ? q->fdt_owner : q;
+}
+
+/* A file in flight that no process holds: the kinds kupdate dumps without
+ * a holder (NULL, *kind set), else what it is, for the refusal.  Kinds
+ * whose restore needs a holder (an epoll's targets, an inotify watch's
+ * ghost, a terminal's session, a memfd's or a deleted file's object made
+ * for every process, a TCP connection's lock) are left out. */
+static const char *inflight_refused(struct cr_dump_ctx *ctx, const char *link,
+				    const struct stat *st, int *kind)
+{
+	const char *what = unsupported_kind(link);
+	size_t n = strlen(link);
+
+	*kind = FILE_KIND__FILE_REG;
+	if (what)
+		return what;
+	if (anon_kind(link)) {
+		*kind = anon_kind(link);
+		return *kind == FILE_KIND__FILE_EPOLL	  ? "an epoll instance"
+		       : *kind == FILE_KIND__FILE_INOTIFY ? "an inotify instance"
+							  : NULL;
+	}
+	if (!strncmp(link, "socket:", 7)) {
+		const struct sk_diag *d = sockdiag_find(&ctx->sk, st->st_ino);
+
+		return d && d->family == AF_UNIX ? NULL : "a socket other than a unix one";
+	}
+	if (!strncmp(link, "pipe:", 5))
+		return NULL;
+	if (tty_is_pty(link, st) || !strcmp(link, "/dev/tty"))
+		return "a terminal";
+	if (!strncmp(link, "/memfd:", 7))
+		return "a memfd";
+	if (link[0] != '/')
+		return "a file without a path to reopen it by";
+	if (st->st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)")))
+		return "a deleted file";
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && !S_ISCHR(st->st_mode) &&
+	    !S_ISFIFO(st->st_mode))
+		return "a file of a kind kupdate cannot dump";
+	return NULL;
+}
+
+static int resolve_inflight(struct cr_dump_ctx *ctx, int i)
+{
+	struct cr_inflight in = ctx->inflight[i]; /* the array grows meanwhile */
+	char lpath[64], link[PATH_MAX + 1];
+	_cleanup_free_ char *fdinfo = NULL;
+	pid_t self = getpid();
+	struct cr_file *nf;
+	const char *what;
+	struct stat st;
+	uint64_t pos;
+	uint32_t flags, id;
+	int kind, at, ret;
+	ssize_t n;
+
+	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", in.kfd);
+	n = readlink(lpath, link, sizeof(link) - 1);
+	if (n < 0 || stat(lpath, &st)) {
+		ret = -errno;
+		pr_perror("pid %d: fd %d: cannot look at a file descriptor in flight in its unix "
+			  "socket",
+			  in.pid, in.fd);
+		return ret;
+	}
+	link[n] = 0;
+	ret = find_file(ctx, self, in.kfd, &st, &id, &at);
+	if (ret)
+		return ret;
+	if (id) { /* the tree holds it: that file */
+		close(in.kfd);
+		ctx->inflight[i].kfd = -1;
+		in.m->fds[in.slot] = id;
+		return 0;
+	}
+	what = inflight_refused(ctx, link, &st, &kind);
+	if (what) {
+		pr_err("pid %d: fd %d: its unix socket holds in flight (SCM_RIGHTS) %s (%s), "
+		       "which no process of the dumped tree holds; kupdate cannot dump it there",
+		       in.pid, in.fd, what, link);
+		return -EOPNOTSUPP;
+	}
+	ret = parse_fdinfo(self, in.kfd, &fdinfo, &pos, &flags);
+	if (ret)
+		return ret;
+	if (fdinfo_find(fdinfo, "lock:")) {
+		pr_err("pid %d: fd %d: its unix socket holds in flight (SCM_RIGHTS) %s, with a "
+		       "lock on it, which no process of the dumped tree holds; kupdate cannot "
+		       "dump it there",
+		       in.pid, in.fd, link);
+		return -EOPNOTSUPP;
+	}
+	if (!ctx->self) {
+		ctx->self = xzalloc(sizeof(*ctx->self));
+		if (!ctx->self)
+			return -ENOMEM;
+		ctx->self->pid = self;
+		ctx->self->pidfd = -1;
+	}
+	ctx->via_pid = in.pid;
+	ctx->via_fd = in.fd;
+	ret = add_file(ctx, ctx->self, in.kfd, link, kind, fdinfo, &st, pos, flags, &id, &nf);
+	if (nf) {
+		nf->inflight_only = true;
+		nf->via_pid = in.pid;
+		nf->via_fd = in.fd;
+	}
+	if (!ret && nf)
+		ret = dump_owner(ctx, ctx->self, in.kfd, nf);
+	if (!ret && nf && nf->has_owner) {
+		pr_err("pid %d: fd %d: its unix socket holds in flight (SCM_RIGHTS) %s, whose "
+		       "signals go to an owner (F_SETOWN) and which no process of the dumped tree "
+		       "holds; kupdate cannot dump it there",
+		       in.pid, in.fd, link);
+		ret = -EOPNOTSUPP;
+	}
+	if (ret)
+		return ret;
+	/* kept open: a later fd in flight may be the same (kcmp) */
+	in.m->fds[in.slot] = id;
+	return 0;
+}
+
+int files_resolve_inflight(struct cr_dump_ctx *ctx)
+{
+	/* a socket in flight may hold more in its own queue: they are added */
+	for (int i = 0; i < ctx->nr_inflight; i++) {
+		int ret = resolve_inflight(ctx, i);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* fd tables (CLONE_FILES) and fs structs (CLONE_FS) shared with processes
@@ -904,6 +1054,16 @@ void free_files(struct cr_dump_ctx *ctx)
 	ctx->posix_locks = NULL;
 	ctx->nr_posix_locks = 0;
 	ghost_free_dump(ctx);
+	for (int i = 0; i < ctx->nr_inflight; i++)
+		if (ctx->inflight[i].kfd >= 0)
+			close(ctx->inflight[i].kfd);
+	free(ctx->inflight);
+	ctx->inflight = NULL;
+	ctx->nr_inflight = 0;
+	if (ctx->self && ctx->self->pidfd >= 0)
+		close(ctx->self->pidfd);
+	free(ctx->self);
+	ctx->self = NULL;
 }
 
 /* ------------------------------------------------------------- restore */
@@ -1007,6 +1167,20 @@ int files_load(int dirfd, struct rfiles *f)
 			       (unsigned long)e->pipe_id);
 			return -EINVAL;
 		}
+	}
+	/* the files queued messages carry (SCM_RIGHTS) are in files.img */
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const UnixSk *u = f->files[i]->usk;
+
+		for (size_t q = 0; f->files[i]->kind == FILE_KIND__FILE_UNIX && q < u->n_queue; q++)
+			for (size_t k = 0; k < u->queue[q]->n_fds; k++)
+				if (u->queue[q]->n_fds > 253 ||
+				    files_index(f, u->queue[q]->fds[k]) == (size_t)-1) {
+					pr_err("image files.img is damaged: unix socket %u carries "
+					       "file %u in flight, which it lacks",
+					       f->files[i]->id, u->queue[q]->fds[k]);
+					return -EINVAL;
+				}
 	}
 	f->desc = calloc(f->nr_files ? f->nr_files : 1, sizeof(*f->desc));
 	f->pipe_owner = calloc(f->nr_pipes ? f->nr_pipes : 1, sizeof(*f->pipe_owner));
@@ -1409,7 +1583,7 @@ static int create_desc(const struct rfiles *f, const FileEntry *e, struct rproc 
 				       strerror(-nfd));
 			return nfd;
 		}
-		return unix_create(e->usk, what);
+		return unix_create(e->usk, what, NULL);
 	case FILE_KIND__FILE_INET:
 		return inet_create(e->isk, what);
 	case FILE_KIND__FILE_EVENTFD:
@@ -1454,6 +1628,65 @@ static int take_ctty(struct rfiles *f, struct rproc *rp)
 		    f->files[i]->tty->index == rp->pe->ctty && f->desc[i].tfd >= 0)
 			return tty_set_ctty(f->desc[i].tfd, rp->pe->ctty, rp->pid);
 	return -EINVAL;
+}
+
+/* the fd of a file in flight, in the process that fills a queue */
+static int inflight_fd(void *arg, uint32_t id)
+{
+	const struct rfiles *f = arg;
+	size_t i = files_index(f, id);
+
+	if (i == (size_t)-1 || f->desc[i].tfd < 0 || fcntl(f->desc[i].tfd, F_GETFD) < 0)
+		return -EBADF;
+	return f->desc[i].tfd;
+}
+
+/* Once every description rp makes exists (and those its ancestors made,
+ * which it inherited): the queues that carry fds, each message with the
+ * files it carried.  A description in flight that no process holds gets
+ * its file status flags first (a holder would set them, finish_status). */
+static int fill_carriers(struct rfiles *f, struct rproc *rp)
+{
+	struct unix_fds res = { inflight_fd, f };
+	int ret;
+
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const FileEntry *e = f->files[i];
+		char what[96];
+
+		if (f->desc[i].owner != rp || f->desc[i].tfd < 0 || !f->desc[i].inflight ||
+		    f->desc[i].first || e->kind == FILE_KIND__FILE_PIPE ||
+		    e->kind == FILE_KIND__FILE_FIFO || (e->flags & O_PATH))
+			continue;
+		snprintf(what, sizeof(what), "file %u (%s), in flight", e->id, e->path);
+		ret = set_fl(f->desc[i].tfd, e->flags, what);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const struct rdesc *d = &f->desc[i];
+		int pair = d->pair;
+		char what[96];
+
+		if (d->owner != rp || d->tfd < 0 ||
+		    !(d->carrier || (pair >= 0 && f->desc[pair].carrier)) ||
+		    (pair >= 0 && (size_t)pair < i))
+			continue;
+		if (pair >= 0) {
+			snprintf(what, sizeof(what), "pid %d: unix socket pair %u/%u", rp->pid,
+				 f->files[i]->usk->ino, f->files[pair]->usk->ino);
+			ret = unix_fill_pair(d->tfd, f->desc[pair].tfd, f->files[i]->usk,
+					     f->files[pair]->usk, what, &res);
+		} else {
+			snprintf(what, sizeof(what), "pid %d: unix socket %u", rp->pid,
+				 f->files[i]->usk->ino);
+			ret = unix_fill(d->tfd, d->via, f->files[i]->usk, what, &res);
+			f->desc[i].via = -1; /* closed */
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 int files_create_owned(struct rfiles *f, struct rproc *rp)
@@ -1501,7 +1734,8 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 				continue; /* made with its other end */
 			snprintf(what, sizeof(what), "pid %d: unix socket pair %u/%u", rp->pid,
 				 e->usk->ino, f->files[pair]->usk->ino);
-			ret = unix_create_pair(e->usk, f->files[pair]->usk, &fa, &fb, what);
+			ret = unix_create_pair(e->usk, f->files[pair]->usk, &fa, &fb, what,
+					       f->desc[i].carrier || f->desc[pair].carrier);
 			if (ret)
 				return ret;
 			/* fb must survive fa's placement */
@@ -1517,15 +1751,32 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 				return ret;
 			continue;
 		}
-		fd = create_desc(f, e, rp, f->desc[i].tfd);
+		if (f->desc[i].carrier) {
+			char what[96];
+			int via = -1;
+
+			snprintf(what, sizeof(what), "pid %d: unix socket %u", rp->pid,
+				 e->usk->ino);
+			fd = unix_create(e->usk, what, &via);
+			if (fd >= 0 && via >= 0) {
+				f->desc[i].via = lift(f, via);
+				if (f->desc[i].via < 0) {
+					close(fd);
+					return -EMFILE;
+				}
+			}
+		} else {
+			fd = create_desc(f, e, rp, f->desc[i].tfd);
+		}
 		if (fd < 0)
 			return fd;
 		ret = place(fd, f->desc[i].tfd);
 		if (ret)
 			return ret;
 	}
+	ret = fill_carriers(f, rp);
 	close_ghosts(f);
-	return 0;
+	return ret;
 }
 
 int files_prepare_owned(struct rfiles *f, struct rproc *rp)

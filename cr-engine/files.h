@@ -23,6 +23,9 @@ struct rdesc {
 	struct rproc *first; /* its first holder */
 	int pair;	     /* a unix socket: the other end's index, or -1 */
 	bool late;	     /* a unix socket connected to a bound one: connect once all exist */
+	bool carrier;	     /* a unix socket whose queue carries fds (SCM_RIGHTS) */
+	bool inflight; /* in flight in a carrier's queue: made by (an ancestor of) its maker */
+	int via;       /* a deferred carrier's stand-in peer, or -1 */
 };
 
 struct rfiles {

@@ -10,7 +10,8 @@
  * (cr_dump_opts.external_unix); a datagram socket connected to a bound one
  * outside (syslog's /dev/log) is connected to its name again, as the peer
  * keeps nothing of it.  File descriptors in flight (SCM_RIGHTS) are
- * refused.  A socket bound at a path since removed is bound there again
+ * received by kupdate at the peek and dumped as files (files.c:
+ * files_resolve_inflight); each message keeps their ids.  A socket bound at a path since removed is bound there again
  * and the path removed once every connection to it is made; one whose peer
  * was closed is made as one end of a pair whose other end is closed.
  *
@@ -19,10 +20,13 @@
  * stale socket file left by the dumped process is replaced); sockets
  * connected to a bound one connect to it once every process has created
  * its own; queued data is sent back through the peer, without waiting:
- * what does not fit fails the restore, naming the socket. */
+ * what does not fit fails the restore, naming the socket.  A queue that
+ * carries fds waits until the files it carries exist (files.c:
+ * fill_carriers), then each message is sent with them again. */
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -75,8 +79,108 @@ static bool has_creds(struct msghdr *mh)
 	return false;
 }
 
-/* The receive queue, peeked message by message with SO_PEEK_OFF. */
-static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d, UnixSk *u)
+/* File descriptors in flight (SCM_RIGHTS): a peek installs them in
+ * kupdate (the kernel takes a new reference of each file, the queue keeps
+ * its own).  They are identified once every process is dumped
+ * (files_resolve_inflight): a file some fd of the tree holds is that
+ * file's id, any other is dumped as a file of its own. */
+#define MAX_FDS 253 /* SCM_MAX_FD: per message */
+
+/* the fds a peeked message carries (every SCM_RIGHTS header, in order) */
+static int take_fds(struct msghdr *mh, int *fds)
+{
+	int n = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (int j = 0; j < k; j++)
+				if (n < MAX_FDS)
+					memcpy(&fds[n++], CMSG_DATA(c) + j * sizeof(int),
+					       sizeof(int));
+				else
+					close(*(int *)(CMSG_DATA(c) + j * sizeof(int)));
+		}
+	return n;
+}
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* room for the most fds, credentials and a security context (SO_PASSSEC) */
+union peek_ctl {
+	char buf[CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred)) +
+		 CMSG_SPACE(256)];
+	struct cmsghdr align;
+};
+
+static UnixMsg *add_msg(UnixSk *u, const unsigned char *data, size_t n)
+{
+	UnixMsg *m = xzalloc(sizeof(*m)), **nq;
+
+	nq = m ? xrealloc_array(u->queue, u->n_queue + 1, sizeof(*nq)) : NULL;
+	if (!nq) {
+		free(m);
+		return NULL;
+	}
+	u->queue = nq;
+	unix_msg__init(m);
+	m->data.data = malloc(n ? n : 1);
+	if (!m->data.data) {
+		free(m);
+		return NULL;
+	}
+	memcpy(m->data.data, data, n);
+	m->data.len = n;
+	u->queue[u->n_queue++] = m;
+	return m;
+}
+
+/* The fds a message carries, kept by kupdate until they are identified
+ * (the ids are filled in then); closed here if that cannot be. */
+static int add_fds(struct cr_dump_ctx *ctx, pid_t pid, int fd, UnixMsg *m, int *fds, int nfds)
+{
+	struct cr_inflight *ni =
+		xrealloc_array(ctx->inflight, ctx->nr_inflight + nfds, sizeof(*ni));
+
+	m->fds = ni ? calloc(nfds, sizeof(*m->fds)) : NULL;
+	if (ni)
+		ctx->inflight = ni;
+	if (!m->fds) {
+		close_fds(fds, nfds);
+		return -ENOMEM;
+	}
+	m->n_fds = nfds;
+	for (int i = 0; i < nfds; i++)
+		ctx->inflight[ctx->nr_inflight++] = (struct cr_inflight){ m, i, fds[i], pid, fd };
+	return 0;
+}
+
+/* kupdate receives the fds in flight: its soft limit goes up to the hard one */
+static void raise_nofile(void)
+{
+	static bool raised;
+	struct rlimit rl;
+
+	if (raised || getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	raised = true;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* The receive queue, peeked message by message with SO_PEEK_OFF.  pid and
+ * fd name the socket: its holder's, or for a socket itself in flight, the
+ * holder of the socket whose queue holds it. */
+static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const struct sk_diag *d,
+		      UnixSk *u)
 {
 	_cleanup_free_ unsigned char *buf = malloc(PEEK_BUF);
 	int32_t old_off = -1, zero = 0;
@@ -101,7 +205,7 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 		if (!u->peer_closed || type == SOCK_DGRAM) {
 			pr_err("pid %d: fd %d: the unix %s socket has a pending error (its peer "
 			       "disconnected), which cannot be made again",
-			       p->pid, fd, type_name(type));
+			       pid, fd, type_name(type));
 			return -EOPNOTSUPP;
 		}
 		if (type != SOCK_STREAM)
@@ -109,11 +213,12 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 		u->has_error = 1;
 		u->error = err;
 	}
+	raise_nofile();
 	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
 	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
 		ret = -errno;
 		pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue (SO_PEEK_OFF)",
-			  p->pid, fd);
+			  pid, fd);
 		return ret;
 	}
 	if (creds && (getsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, &clen) ||
@@ -121,18 +226,16 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 		ret = -errno;
 		pr_perror("pid %d: fd %d: cannot tell the records of a shut seqpacket socket "
 			  "from its end (SO_PASSCRED)",
-			  p->pid, fd);
+			  pid, fd);
 		goto out;
 	}
 	for (;;) {
-		union {
-			char buf[CMSG_SPACE(sizeof(int) * 64) + CMSG_SPACE(sizeof(struct ucred))];
-			struct cmsghdr align;
-		} ctl;
+		union peek_ctl ctl;
 		struct sockaddr_un from;
 		struct iovec iov = { buf, PEEK_BUF };
 		struct msghdr mh = { &from, sizeof(from), &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
-		UnixMsg *m, **nq;
+		int fds[MAX_FDS], nfds;
+		UnixMsg *m;
 		ssize_t n;
 
 		if (type == SOCK_STREAM && u->has_error) {
@@ -148,8 +251,22 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
 			ret = -errno;
-			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", p->pid,
-				  fd);
+			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", pid, fd);
+			break;
+		}
+		nfds = take_fds(&mh, fds);
+		if (mh.msg_flags & MSG_CTRUNC) {
+			struct rlimit rl = { 0, 0 };
+
+			close_fds(fds, nfds);
+			getrlimit(RLIMIT_NOFILE, &rl);
+			pr_err("pid %d: fd %d: a message queued on the unix %s socket carries file "
+			       "descriptors in flight (SCM_RIGHTS) that kupdate cannot all receive "
+			       "to dump them (it holds %d of them already, and its RLIMIT_NOFILE "
+			       "is %llu)",
+			       pid, fd, type_name(type), ctx->nr_inflight,
+			       (unsigned long long)rl.rlim_cur);
+			ret = -EMFILE;
 			break;
 		}
 		if (n == 0 && type == SOCK_STREAM)
@@ -157,50 +274,38 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 		if (n == 0 && creds && !has_creds(&mh))
 			break; /* the end of a shut seqpacket socket's queue */
 		if (u->n_queue >= MAX_RECORDS) {
+			close_fds(fds, nfds);
 			pr_err("pid %d: fd %d: the unix socket's queue does not end after %d "
 			       "records",
-			       p->pid, fd, MAX_RECORDS);
+			       pid, fd, MAX_RECORDS);
 			ret = -EOVERFLOW;
 			break;
 		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				int nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-				for (int k = 0; k < nfds; k++)
-					close(((int *)CMSG_DATA(c))[k]);
-				pr_err("pid %d: fd %d: a unix socket holds file descriptors in "
-				       "flight "
-				       "(SCM_RIGHTS), which cannot be dumped",
-				       p->pid, fd);
-				ret = -EOPNOTSUPP;
-			}
-		if (ret)
-			break;
 		if (mh.msg_flags & MSG_TRUNC) {
-			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", p->pid,
-			       fd, PEEK_BUF);
+			close_fds(fds, nfds);
+			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", pid, fd,
+			       PEEK_BUF);
 			ret = -EMSGSIZE;
 			break;
 		}
-		m = xzalloc(sizeof(*m));
-		nq = xrealloc_array(u->queue, u->n_queue + 1, sizeof(*nq));
-		if (!m || !nq) {
-			free(m);
-			free(nq);
+		/* A stream peek glues the bytes of several writes, up to and
+		 * including the first one that carries fds (it stops after it),
+		 * and shows its fds for every offset before its end: where that
+		 * write starts cannot be seen.  Its fds come back on the first
+		 * byte after the previous fds (or the queue's head), which is
+		 * that write's when nothing was written between (see
+		 * docs/decisions.md). */
+		m = add_msg(u, buf, n);
+		if (!m) {
+			close_fds(fds, nfds);
 			ret = -ENOMEM;
 			break;
 		}
-		u->queue = nq;
-		unix_msg__init(m);
-		m->data.data = malloc(n ? n : 1);
-		if (!m->data.data) {
-			free(m);
-			ret = -ENOMEM;
-			break;
+		if (nfds) {
+			ret = add_fds(ctx, pid, fd, m, fds, nfds);
+			if (ret)
+				break;
 		}
-		memcpy(m->data.data, buf, n);
-		m->data.len = n;
 		if (type != SOCK_STREAM &&
 		    mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
 			size_t nl = mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
@@ -212,7 +317,6 @@ static int peek_queue(struct cr_proc *p, int fd, int sk, const struct sk_diag *d
 				m->sender.len = nl;
 			}
 		}
-		u->queue[u->n_queue++] = m;
 	}
 	if (creds)
 		setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, sizeof(old_cred));
@@ -351,8 +455,13 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	u->opts = xzalloc(sizeof(*u->opts));
 	ret = u->opts ? sk_opts_dump(sk, u->opts, AF_UNIX) : -ENOMEM;
 	/* an unconnected stream socket has no queue (and refuses to be peeked) */
-	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED))
-		ret = peek_queue(p, fd, sk, d, u);
+	if (!ret && (d->type == SOCK_DGRAM || d->state == TCP_ESTABLISHED)) {
+		/* a socket itself in flight: named by the socket that holds it */
+		bool self = p == ctx->self;
+
+		ret = peek_queue(ctx, self ? ctx->via_pid : p->pid, self ? ctx->via_fd : fd, sk, d,
+				 u);
+	}
 	close(sk);
 	return ret;
 }
@@ -361,6 +470,7 @@ static void free_unix_msg(UnixMsg *m)
 {
 	free(m->data.data);
 	free(m->sender.data);
+	free(m->fds);
 	free(m);
 }
 
@@ -379,6 +489,13 @@ void unix_free_dump(UnixSk *u)
 	free(u);
 }
 
+/* the socket's holder, for messages ("pid %d: fd %d%s"): for one in
+ * flight, the holder of the socket whose queue holds it */
+#define HOLDER(f)                                                   \
+	((f)->inflight_only ? (f)->via_pid : (f)->owner_pid),       \
+		((f)->inflight_only ? (f)->via_fd : (f)->owner_fd), \
+		((f)->inflight_only ? " (a socket in flight in its queue)" : "")
+
 /* Once every fd of the tree is known: a peer must be in the tree; a client
  * whose connection a listener has not accepted yet (the listener's "icons"
  * are the clients' inodes) connects to it again at restore. */
@@ -395,18 +512,20 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				if (ctx->files[k].usk && ctx->files[k].usk->ino == l->icons[c])
 					cl = ctx->files[k].usk;
 			if (!cl) {
-				pr_err("pid %d: fd %d: a process outside the dumped tree waits for "
+				pr_err("pid %d: fd %d%s: a process outside the dumped tree waits "
+				       "for "
 				       "this "
 				       "unix listener to accept its connection; it cannot be "
 				       "dumped "
 				       "(retry once it is accepted)",
-				       lf->owner_pid, lf->owner_fd);
+				       HOLDER(lf));
 				return -EAGAIN;
 			}
 			if (cl->n_queue || cl->has_peer) {
-				pr_err("pid %d: fd %d: a connection not yet accepted by this unix "
+				pr_err("pid %d: fd %d%s: a connection not yet accepted by this "
+				       "unix "
 				       "listener carries data, which cannot be dumped",
-				       lf->owner_pid, lf->owner_fd);
+				       HOLDER(lf));
 				return -EOPNOTSUPP;
 			}
 			cl->has_pending = cl->pending = 1;
@@ -436,9 +555,9 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 			 * queue comes back then (from a stand-in sender) */
 			if (found && (!o->has_peer || o->peer != u->ino) && u->n_queue &&
 			    (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2)) {
-				pr_err("pid %d: fd %d: its unix %s socket holds data but was "
+				pr_err("pid %d: fd %d%s: its unix %s socket holds data but was "
 				       "connected elsewhere since; the data cannot be put back",
-				       f->owner_pid, f->owner_fd, type_name(u->type));
+				       HOLDER(f), type_name(u->type));
 				return -EOPNOTSUPP;
 			}
 		}
@@ -447,10 +566,11 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		unix_describe(sockdiag_find(&ctx->sk, u->peer), who, sizeof(who));
 		/* the caller may know how to replace it (journald's stdout stream) */
 		if (ctx->opts->external_unix && u->has_peer_name && u->type == SOCK_STREAM &&
-		    !u->n_queue && ctx->opts->external_unix(who, ctx->opts->cb_arg)) {
+		    !u->n_queue && !f->inflight_only &&
+		    ctx->opts->external_unix(who, ctx->opts->cb_arg)) {
 			u->has_external = u->external = 1;
-			pr_debug("pid %d: fd %d: connected to %s, which will be replaced",
-				 f->owner_pid, f->owner_fd, who);
+			pr_debug("pid %d: fd %d%s: connected to %s, which will be replaced",
+				 HOLDER(f), who);
 			continue;
 		}
 		/* a datagram socket connected to a bound one (syslog's /dev/log):
@@ -460,27 +580,28 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 		pd = sockdiag_find(&ctx->sk, u->peer);
 		dgram_named = u->type == SOCK_DGRAM && u->has_peer_name && u->peer_name.len > 1;
 		if (dgram_named && pd && pd->peer) {
-			pr_err("pid %d: fd %d: its unix dgram socket is connected to %s, outside "
+			pr_err("pid %d: fd %d%s: its unix dgram socket is connected to %s, outside "
 			       "the dumped tree, which is connected to a socket itself; it would "
 			       "not take a new connection",
-			       f->owner_pid, f->owner_fd, who);
+			       HOLDER(f), who);
 			return -EOPNOTSUPP;
 		}
 		if (dgram_named && (!u->n_queue || (u->has_name && u->name.len > 1))) {
-			pr_debug("pid %d: fd %d: connected to %s, connected again at the restore",
-				 f->owner_pid, f->owner_fd, who);
+			pr_debug("pid %d: fd %d%s: connected to %s, connected again at the restore",
+				 HOLDER(f), who);
 			continue;
 		}
 		if (dgram_named) { /* with datagrams queued and no name of its own */
-			pr_err("pid %d: fd %d: its unix dgram socket, connected to %s outside the "
+			pr_err("pid %d: fd %d%s: its unix dgram socket, connected to %s outside "
+			       "the "
 			       "dumped tree, holds datagrams but has no name to receive them "
 			       "again",
-			       f->owner_pid, f->owner_fd, who);
+			       HOLDER(f), who);
 			return -EOPNOTSUPP;
 		}
-		pr_err("pid %d: fd %d: its unix %s socket is connected to %s, outside the dumped "
+		pr_err("pid %d: fd %d%s: its unix %s socket is connected to %s, outside the dumped "
 		       "tree; such a connection cannot be restored",
-		       f->owner_pid, f->owner_fd, type_name(u->type), who);
+		       HOLDER(f), type_name(u->type), who);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -577,8 +698,10 @@ bound:
  * Nothing waits: via's send buffer is made large enough for the whole
  * queue (its own size comes back with its options), and a queue the
  * receiver does not take (a datagram receiver takes max_dgram_qlen
- * records from a sender it is not connected to) fails, naming it. */
-static int send_queue(int via, const UnixSk *u, const char *what)
+ * records from a sender it is not connected to) fails, naming it.  A
+ * message that carried fds (SCM_RIGHTS) carries the restored files again,
+ * on its first byte; res finds them. */
+static int send_queue(int via, const UnixSk *u, const char *what, const struct unix_fds *res)
 {
 	uint64_t need = 65536;
 
@@ -588,11 +711,47 @@ static int send_queue(int via, const UnixSk *u, const char *what)
 		   sizeof(int));
 	for (size_t i = 0; i < u->n_queue; i++) {
 		const UnixMsg *m = u->queue[i];
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+			struct cmsghdr align;
+		} ctl;
 		size_t done = 0;
+		bool fds = m->n_fds > 0;
 
+		if (fds) {
+			struct cmsghdr *c = &ctl.align;
+
+			if (!res || m->n_fds > MAX_FDS) {
+				pr_err("%s: a queued message carries %zu file descriptors, which "
+				       "cannot be sent again here",
+				       what, m->n_fds);
+				return -EINVAL;
+			}
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * m->n_fds);
+			for (size_t k = 0; k < m->n_fds; k++) {
+				int fd = res->fd_of(res->arg, m->fds[k]);
+
+				if (fd < 0) {
+					pr_err("%s: file %u, in flight in its queued message %zu, "
+					       "was not made",
+					       what, m->fds[k], i);
+					return -EINVAL;
+				}
+				memcpy(CMSG_DATA(c) + k * sizeof(int), &fd, sizeof(int));
+			}
+		}
 		do {
-			ssize_t n = send(via, m->data.data + done, m->data.len - done,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			struct iovec iov = { m->data.data + done, m->data.len - done };
+			struct msghdr mh = { NULL,
+					     0,
+					     &iov,
+					     1,
+					     fds ? ctl.buf : NULL,
+					     fds ? CMSG_SPACE(sizeof(int) * m->n_fds) : 0,
+					     0 };
+			ssize_t n = sendmsg(via, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 			if (n < 0) {
 				int ret = -errno;
@@ -602,11 +761,13 @@ static int send_queue(int via, const UnixSk *u, const char *what)
 					       "records back and no more (full)",
 					       what, i, u->n_queue);
 				else
-					pr_err("%s: cannot put %zu queued bytes back: %s", what,
-					       m->data.len, strerror(-ret));
+					pr_err("%s: cannot put %zu queued bytes back%s: %s", what,
+					       m->data.len, fds ? " with the files they carry" : "",
+					       strerror(-ret));
 				return ret;
 			}
 			done += n;
+			fds = false; /* on the first byte only */
 		} while (done < m->data.len && u->type == SOCK_STREAM);
 		if (done != m->data.len) {
 			pr_err("%s: a queued record of %zu bytes went back as %zu", what,
@@ -784,7 +945,8 @@ static int make_pair(const UnixSk *a, const UnixSk *b, int sv[2], const char *wh
 	return 0;
 }
 
-int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what)
+int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what,
+		     bool defer)
 {
 	int sv[2], ret = make_pair(a, b, sv, what);
 
@@ -795,15 +957,8 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 	ret = a->type == SOCK_DGRAM && a->has_name && a->name.len ? do_bind(sv[0], a, what) : 0;
 	if (!ret && b->type == SOCK_DGRAM && b->has_name && b->name.len)
 		ret = do_bind(sv[1], b, what);
-	/* data first, then options (a small buffer would not take it) */
-	if (!ret)
-		ret = send_queue(sv[1], a, what);
-	if (!ret)
-		ret = send_queue(sv[0], b, what);
-	if (!ret)
-		ret = finish_sk(sv[0], a, what);
-	if (!ret)
-		ret = finish_sk(sv[1], b, what);
+	if (!ret && !defer)
+		ret = unix_fill_pair(sv[0], sv[1], a, b, what, NULL);
 	if (ret) {
 		close(sv[0]);
 		close(sv[1]);
@@ -814,28 +969,56 @@ int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const c
 	return 0;
 }
 
+int unix_fill_pair(int fa, int fb, const UnixSk *a, const UnixSk *b, const char *what,
+		   const struct unix_fds *res)
+{
+	/* data first, then options (a small buffer would not take it) */
+	int ret = send_queue(fb, a, what, res);
+
+	if (!ret)
+		ret = send_queue(fa, b, what, res);
+	if (!ret)
+		ret = finish_sk(fa, a, what);
+	if (!ret)
+		ret = finish_sk(fb, b, what);
+	return ret;
+}
+
 /* A connected socket whose peer was closed: made as one end of a pair,
  * its queue sent through the other end, which is then closed: a stream or
  * seqpacket socket is then shut both ways (reads end after the data,
  * writes fail with EPIPE), a datagram one is left connected to a closed
  * socket, as it was. */
-static int create_orphan(const UnixSk *u, const char *what)
+static int orphan_fill(int sk, int via, const UnixSk *u, const char *what,
+		       const struct unix_fds *res)
+{
+	int ret = send_queue(via, u, what, res);
+
+	/* closed with data of its own unread, the peer leaves ECONNRESET */
+	if (!ret && u->has_error && u->error == ECONNRESET &&
+	    send(sk, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		ret = -errno;
+		pr_perror("%s: cannot make its pending error again", what);
+	}
+	close(via);
+	if (!ret)
+		ret = finish_sk(sk, u, what);
+	return ret;
+}
+
+/* deferred: the other end comes back in *via, for unix_fill */
+static int create_orphan(const UnixSk *u, const char *what, int *via)
 {
 	int sv[2], ret;
 
 	ret = make_pair(u, NULL, sv, what);
 	if (ret)
 		return ret;
-	ret = send_queue(sv[1], u, what);
-	/* closed with data of its own unread, the peer leaves ECONNRESET */
-	if (!ret && u->has_error && u->error == ECONNRESET &&
-	    send(sv[0], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot make its pending error again", what);
+	if (via) {
+		*via = sv[1];
+		return sv[0];
 	}
-	close(sv[1]);
-	if (!ret)
-		ret = finish_sk(sv[0], u, what);
+	ret = orphan_fill(sv[0], sv[1], u, what, NULL);
 	if (ret) {
 		close(sv[0]);
 		return ret;
@@ -869,13 +1052,45 @@ static bool peer_closed(const UnixSk *u)
 	return u->peer_closed && !u->has_peer && !u->pending && !u->external;
 }
 
-int unix_create(const UnixSk *u, const char *what)
+/* Queued datagrams of a bound receiver come back from a stand-in sender,
+ * before it connects to its peer if it has one; then its options. */
+static int bound_fill(int sk, const UnixSk *u, const char *what, const struct unix_fds *res)
+{
+	int ret = 0;
+
+	if (u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len) {
+		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un a;
+		socklen_t len = make_addr(&a, &u->name);
+
+		if (tmp < 0 || connect(tmp, (struct sockaddr *)&a, len)) {
+			ret = -errno;
+			pr_perror("%s: cannot refill the datagram queue", what);
+		} else {
+			ret = send_queue(tmp, u, what, res);
+		}
+		if (tmp >= 0)
+			close(tmp);
+	} else if (u->n_queue) {
+		pr_err("%s: queued data without a sender to send it again", what);
+		ret = -EOPNOTSUPP;
+	}
+	if (!ret && u->type == SOCK_DGRAM && peer_closed(u))
+		ret = connect_closed(sk, what);
+	if (!ret)
+		ret = sk_opts_restore(sk, u->opts, what);
+	return ret;
+}
+
+int unix_create(const UnixSk *u, const char *what, int *via)
 {
 	int sk, ret = 0;
 
+	if (via)
+		*via = -1;
 	/* an accepted socket's name is its listener's: not one to bind */
 	if (peer_closed(u) && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2))
-		return create_orphan(u, what);
+		return create_orphan(u, what, via);
 	sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0);
 	if (sk < 0) {
 		ret = -errno;
@@ -888,34 +1103,20 @@ int unix_create(const UnixSk *u, const char *what)
 		ret = -errno;
 		pr_perror("%s: cannot listen", what);
 	}
-	/* queued datagrams of a bound receiver come back from a stand-in
-	 * sender, before it connects to its peer if it has one */
-	if (!ret && u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len) {
-		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		struct sockaddr_un a;
-		socklen_t len = make_addr(&a, &u->name);
-
-		if (tmp < 0 || connect(tmp, (struct sockaddr *)&a, len)) {
-			ret = -errno;
-			pr_perror("%s: cannot refill the datagram queue", what);
-		} else {
-			ret = send_queue(tmp, u, what);
-		}
-		if (tmp >= 0)
-			close(tmp);
-	} else if (!ret && u->n_queue) {
-		pr_err("%s: queued data without a sender to send it again", what);
-		ret = -EOPNOTSUPP;
-	}
-	if (!ret && u->type == SOCK_DGRAM && peer_closed(u))
-		ret = connect_closed(sk, what);
-	if (!ret)
-		ret = sk_opts_restore(sk, u->opts, what);
+	if (!ret && !via)
+		ret = bound_fill(sk, u, what, NULL);
 	if (ret) {
 		close(sk);
 		return ret;
 	}
 	return sk;
+}
+
+int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct unix_fds *res)
+{
+	if (via >= 0)
+		return orphan_fill(sk, via, u, what, res);
+	return bound_fill(sk, u, what, res);
 }
 
 int unix_connect_late(int sk, const UnixSk *u, const char *what)

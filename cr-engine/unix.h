@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "images/files.pb-c.h"
 #include "images/unix.pb-c.h"
@@ -19,10 +20,22 @@ void unix_free_dump(UnixSk *u);
 void unix_describe(const struct sk_diag *d, char *buf, size_t len);
 
 int unix_validate(const FileEntry *e);
-/* a connection with both ends in the tree */
-int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what);
-/* any other: created, bound and listening as it was; returns the fd */
-int unix_create(const UnixSk *u, const char *what);
+/* the fds of the files (by files.img id) that queued messages carry */
+struct unix_fds {
+	int (*fd_of)(void *arg, uint32_t file_id); /* < 0: not made */
+	void *arg;
+};
+/* a connection with both ends in the tree; deferred (defer), its queues
+ * and options wait for unix_fill_pair, once the files they carry exist */
+int unix_create_pair(const UnixSk *a, const UnixSk *b, int *fa, int *fb, const char *what,
+		     bool defer);
+int unix_fill_pair(int fa, int fb, const UnixSk *a, const UnixSk *b, const char *what,
+		   const struct unix_fds *res);
+/* any other: created, bound and listening as it was; returns the fd.
+ * Deferred (via not NULL): its queue and options wait for unix_fill, and
+ * *via is what it needs then (or -1) */
+int unix_create(const UnixSk *u, const char *what, int *via);
+int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct unix_fds *res);
 /* connect to the (restored) bound socket it was connected to */
 int unix_connect_late(int sk, const UnixSk *u, const char *what);
 /* a socket bound at a path since removed: its path removed again, once

@@ -234,24 +234,6 @@ int main(int argc, char **argv)
 		} else {
 			close(o);
 		}
-	} else if (!strcmp(what, "scmrights")) {
-		/* a descriptor in flight: sent with SCM_RIGHTS, not received */
-		int sv[2], fd = open("/dev/null", O_RDONLY);
-		char data = 'x', cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { &data, 1 };
-		struct msghdr mh = { .msg_iov = &iov,
-				     .msg_iovlen = 1,
-				     .msg_control = cbuf,
-				     .msg_controllen = sizeof(cbuf) };
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		if (fd < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
-		    sendmsg(sv[0], &mh, 0) != 1)
-			crt_fail("SCM_RIGHTS: %s", strerror(errno));
 	} else if (!strcmp(what, "sysvshm")) {
 		/* a System V segment attached, already marked for removal, and
 		 * the second half of the attach unmapped: shmat could not
