@@ -848,7 +848,12 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		/* a check reads nothing (a peek would hide the zero-length
 		 * datagrams from the dump that follows, udp.c) */
 		if (!ctx->check_only) {
-			ret = udp_queue_dump(sk, s, what);
+			size_t zeros = 0;
+
+			ret = udp_queue_dump(sk, s, &zeros, what);
+			/* (also when the dump of its queue failed past them) */
+			if (zeros && !udp_hold(ctx, sk, p->pid, fd, s))
+				sk = -1; /* held until the dump ends */
 			if (ret)
 				goto out;
 		}

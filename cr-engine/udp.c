@@ -50,6 +50,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/ip6.h>
+#include <netinet/tcp.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dump.h"
 #include "log.h"
 #include "sockdiag.h"
 #include "udp.h"
@@ -72,6 +74,9 @@
 #define SO_TIMESTAMP_OLD_    29
 #define SO_TIMESTAMPNS_OLD_  35
 #define SO_TIMESTAMPING_OLD_ 37
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
 #ifndef IPV6_HDRINCL
 #define IPV6_HDRINCL 36
 #endif
@@ -278,9 +283,10 @@ static int add_dgram(InetSk *s, UdpDgram **out)
 	return 0;
 }
 
-/* one datagram peeked: its source, where it went, its TTL and TOS */
+/* one datagram read: its source, where it went, its TTL and TOS; strict
+ * (the dump): refused (-EAGAIN) unless it can be sent again as it came */
 static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct msghdr *m,
-		      const char *what)
+		      bool strict, const char *what)
 {
 	const struct sockaddr_storage *from = m->msg_name;
 	uint8_t src[16], dst[16];
@@ -309,7 +315,7 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 		return -EOPNOTSUPP;
 	}
 	addr_str(src, alen, port, sa, sizeof(sa));
-	if (alen == 16 && (IN6_IS_ADDR_LINKLOCAL((struct in6_addr *)src) || scope)) {
+	if (strict && alen == 16 && (IN6_IS_ADDR_LINKLOCAL((struct in6_addr *)src) || scope)) {
 		pr_err("%s: a datagram queued comes from %s, a link-local address of interface "
 		       "%u: sent again it would come from the loopback; retry once the program "
 		       "has read it",
@@ -373,13 +379,15 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 			}
 		}
 	}
+	if (!dlen && !strict)
+		return 0;
 	if (!dlen) {
 		pr_err("%s: cannot tell where the datagram from %s queued was sent (no "
 		       "IP_PKTINFO); it cannot be put back",
 		       what, sa);
 		return -EOPNOTSUPP;
 	}
-	if (!addr_local(dst, dlen, g->has_ifindex ? g->ifindex : 0)) {
+	if (strict && !addr_local(dst, dlen, g->has_ifindex ? g->ifindex : 0)) {
 		char da[80];
 
 		addr_str(dst, dlen, 0, da, sizeof(da));
@@ -393,13 +401,9 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 	return bytes_of(&g->dst_addr, dst, dlen);
 }
 
-/* Zero-length datagrams the dump peeked are passed over by any later peek
- * at an offset (the kernel marks them peeked, so that a peek at an offset
- * does not return them again and again).  The head of the queue is peeked
- * once more without an offset, which returns it whatever it is: a
- * zero-length datagram there that the walk did not return had been
- * peeked before (by the program, or by a dump that failed). */
-static int walk(int sk, InetSk *s, const char *what)
+/* Every datagram of the queue into s: peeked (MSG_PEEK, at an offset
+ * SO_PEEK_OFF moves on) or taken (0) */
+static int read_queue(int sk, InetSk *s, int flags, bool strict, const char *what)
 {
 	uint8_t *buf = malloc(DGRAM_MAX);
 	uint64_t total = 0;
@@ -407,11 +411,6 @@ static int walk(int sk, InetSk *s, const char *what)
 
 	if (!buf)
 		return -ENOMEM;
-	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int))) {
-		ret = -errno;
-		pr_perror("%s: cannot peek at an offset (SO_PEEK_OFF, Linux 4.7)", what);
-		goto out;
-	}
 	for (;;) {
 		struct sockaddr_storage from;
 		union {
@@ -428,72 +427,90 @@ static int walk(int sk, InetSk *s, const char *what)
 		ssize_t n;
 
 		memset(&from, 0, sizeof(from));
-		n = recvmsg(sk, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+		n = recvmsg(sk, &m, flags | MSG_DONTWAIT | MSG_TRUNC);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n < 0) {
 			ret = -errno;
-			pr_perror("%s: cannot peek at its queued datagrams", what);
-			goto out;
+			pr_perror("%s: cannot read its queued datagrams", what);
+			break;
 		}
 		if (n > DGRAM_MAX || (m.msg_flags & MSG_CTRUNC)) {
 			pr_err("%s: a datagram queued is %zd bytes long, more than a datagram can "
 			       "be",
 			       what, n);
 			ret = -EOPNOTSUPP;
-			goto out;
+			break;
 		}
 		total += n;
 		if (total > QUEUE_MAX) {
 			pr_err("%s: more than %u MiB of datagrams queued", what, QUEUE_MAX >> 20);
 			ret = -EOPNOTSUPP;
-			goto out;
+			break;
 		}
-		ret = take_dgram(s, buf, n, &m, what);
+		ret = take_dgram(s, buf, n, &m, strict, what);
 		if (ret)
-			goto out;
+			break;
 	}
-	/* the head, without an offset */
-	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ -1 }, sizeof(int))) {
-		ret = -errno;
-		pr_perror("%s: cannot set SO_PEEK_OFF", what);
-		goto out;
-	}
-	{
-		ssize_t n = recv(sk, buf, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
-
-		if (n == 0 && (!s->n_queue || s->queue[0]->data.len)) {
-			pr_err("%s: a zero-length datagram at the head of its queue was peeked "
-			       "before (by the program, or by a dump that failed), which hides it "
-			       "from the dump; retry once the program has read it",
-			       what);
-			ret = -EAGAIN;
-		}
-	}
-out:
 	free(buf);
 	return ret;
 }
 
-int udp_queue_dump(int sk, InetSk *s, const char *what)
+/* Zero-length datagrams the dump peeked are passed over by any later peek
+ * at an offset (the kernel marks them peeked, so that a peek at an offset
+ * does not return them again and again).  The head of the queue is peeked
+ * once more without an offset, which returns it whatever it is: a
+ * zero-length datagram there that the walk did not return had been
+ * peeked before (by the program, or by a dump that failed). */
+static int walk(int sk, InetSk *s, const char *what)
 {
-	struct rflag f[] = {
-		{ IPPROTO_IP, IP_PKTINFO, 0, false },
-		{ IPPROTO_IP, IP_RECVTTL, 0, false },
-		{ IPPROTO_IP, IP_RECVTOS, 0, false },
-		{ IPPROTO_IPV6, IPV6_RECVPKTINFO, 0, false },
-		{ IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 0, false },
-		{ IPPROTO_IPV6, IPV6_RECVTCLASS, 0, false },
-	};
+	char c;
+	int ret;
+
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int))) {
+		ret = -errno;
+		pr_perror("%s: cannot peek at an offset (SO_PEEK_OFF, Linux 4.7)", what);
+		return ret;
+	}
+	ret = read_queue(sk, s, MSG_PEEK, true, what);
+	if (ret)
+		return ret;
+	/* the head, without an offset */
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ -1 }, sizeof(int))) {
+		ret = -errno;
+		pr_perror("%s: cannot set SO_PEEK_OFF", what);
+		return ret;
+	}
+	if (recv(sk, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) == 0 &&
+	    (!s->n_queue || s->queue[0]->data.len)) {
+		pr_err("%s: a zero-length datagram at the head of its queue was peeked before (by "
+		       "the program, or by a dump that failed), which hides it from the dump; "
+		       "retry once the program has read it",
+		       what);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static struct rflag peek_flags[] = {
+	{ IPPROTO_IP, IP_PKTINFO, 0, false },	       { IPPROTO_IP, IP_RECVTTL, 0, false },
+	{ IPPROTO_IP, IP_RECVTOS, 0, false },	       { IPPROTO_IPV6, IPV6_RECVPKTINFO, 0, false },
+	{ IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 0, false }, { IPPROTO_IPV6, IPV6_RECVTCLASS, 0, false },
+};
+
+int udp_queue_dump(int sk, InetSk *s, size_t *zeros, const char *what)
+{
+	struct rflag f[ARRAY_SIZE(peek_flags)];
 	size_t nf = s->family == AF_INET6 ? ARRAY_SIZE(f) : 3;
 	bool in = false, err = false;
 	int peek_off = -1, ret = queue_state(sk, &in, &err);
-	size_t zeros = 0;
 
+	*zeros = 0;
 	if (ret || !in)
 		return ret;
+	memcpy(f, peek_flags, sizeof(f));
 	if (getint(sk, SOL_SOCKET, SO_PEEK_OFF, &peek_off))
 		peek_off = -1;
 	flags_on(sk, f, nf);
@@ -505,14 +522,10 @@ int udp_queue_dump(int sk, InetSk *s, const char *what)
 			ret = -EIO;
 	}
 	for (size_t i = 0; i < s->n_queue; i++)
-		zeros += !s->queue[i]->data.len;
-	if (zeros)
-		pr_warn("%s: %zu zero-length datagram(s) queued, now marked peeked: should this "
-			"dump fail, a dump of the socket before the program reads them would "
-			"not see them",
-			what, zeros);
+		*zeros += !s->queue[i]->data.len;
 	if (!ret)
-		pr_debug("%s: %zu datagram(s) queued", what, s->n_queue);
+		pr_debug("%s: %zu datagram(s) queued, %zu of them zero-length", what, s->n_queue,
+			 *zeros);
 	return ret;
 }
 
@@ -717,21 +730,23 @@ static const uint8_t *dest_of(const InetSk *s, const UdpDgram *g)
 	return v4mapped(own) ? own + 12 : NULL;
 }
 
-int udp_queue_restore(int sk, const InetSk *s, const char *what)
+/* Each datagram of s->queue sent to sk again, from its source, each
+ * waited for; the receive buffer raised meanwhile, then set to rcvbuf (as
+ * SO_RCVBUF reads it) with lock buf_lock (-1: left).  keep_going: a
+ * datagram that cannot be sent again is counted in *lost, the others go
+ * on; else the first one fails it all. */
+static int refill(int sk, const InetSk *s, int rcvbuf, int buf_lock, bool keep_going, size_t *lost,
+		  const char *what)
 {
-	int raw4 = -1, raw6 = -1, ret = 0, cur = 0;
-	uint8_t *pkt = NULL;
+	int raw4 = -1, raw6 = -1, ret = 0;
+	uint8_t *pkt = malloc(sizeof(struct ip6_hdr) + sizeof(struct udphdr) + DGRAM_MAX);
 	size_t i;
 
-	if (!s->n_queue)
-		return 0;
-	pkt = malloc(sizeof(struct ip6_hdr) + sizeof(struct udphdr) + DGRAM_MAX);
 	if (!pkt)
 		return -ENOMEM;
 	/* room for all of them meanwhile (the kernel doubles it) */
-	getint(sk, SOL_SOCKET, SO_RCVBUF, &cur);
 	setsockopt(sk, SOL_SOCKET, SO_RCVBUFFORCE, &(int){ INT_MAX / 4 }, sizeof(int));
-	for (i = 0; i < s->n_queue && !ret; i++) {
+	for (i = 0; i < s->n_queue && (!ret || keep_going); i++) {
 		const UdpDgram *g = s->queue[i];
 		const uint8_t *dst = dest_of(s, g);
 		bool v4 = g->src_addr.len == 4;
@@ -742,6 +757,10 @@ int udp_queue_restore(int sk, const InetSk *s, const char *what)
 		size_t len;
 		int fd;
 
+		if (ret) {
+			ret = 0;
+			(*lost)++;
+		}
 		addr_str(g->src_addr.data, g->src_addr.len, g->src_port, sa, sizeof(sa));
 		if (!dst || !addr_local(dst, g->src_addr.len, g->has_ifindex ? g->ifindex : 0)) {
 			char da[80] = "its own address";
@@ -752,12 +771,12 @@ int udp_queue_restore(int sk, const InetSk *s, const char *what)
 			       "an address of this host",
 			       what, i + 1, sa, da);
 			ret = -EADDRNOTAVAIL;
-			break;
+			continue;
 		}
 		fd = raw_socket(v4 ? &raw4 : &raw6, v4, what);
 		if (fd < 0) {
 			ret = fd;
-			break;
+			continue;
 		}
 		len = build(pkt, g, dst, s->src_port);
 		if (v4) {
@@ -779,13 +798,13 @@ int udp_queue_restore(int sk, const InetSk *s, const char *what)
 		if (ret) {
 			pr_err("%s: cannot read its receive memory (SO_MEMINFO): %s", what,
 			       strerror(-ret));
-			break;
+			continue;
 		}
 		if (sendto(fd, pkt, len, 0, (struct sockaddr *)&to, tl) != (ssize_t)len) {
 			ret = -errno;
 			pr_perror("%s: cannot send queued datagram %zu (from %s) again", what,
 				  i + 1, sa);
-			break;
+			continue;
 		}
 		/* it loops back at once, mostly before sendto returns */
 		ret = -ETIMEDOUT;
@@ -807,19 +826,126 @@ int udp_queue_restore(int sk, const InetSk *s, const char *what)
 			       i + 1, sa, g->data.len,
 			       ret == -ENOBUFS ? "was dropped" : "did not arrive within 1 s");
 	}
-	/* its own size and lock again (sk_opts_restore) */
-	if (s->opts && s->opts->has_rcvbuf)
-		cur = s->opts->rcvbuf;
-	setsockopt(sk, SOL_SOCKET, SO_RCVBUFFORCE, &(int){ cur / 2 }, sizeof(int));
-	if (s->opts && s->opts->has_buf_lock)
-		setsockopt(sk, SOL_SOCKET, 72 /* SO_BUF_LOCK */, &(int){ (int)s->opts->buf_lock },
-			   sizeof(int));
-	if (!ret)
-		pr_debug("%s: %zu queued datagram(s) put back", what, s->n_queue);
+	if (ret && keep_going) {
+		ret = 0;
+		(*lost)++;
+	}
+	setsockopt(sk, SOL_SOCKET, SO_RCVBUFFORCE, &(int){ rcvbuf / 2 }, sizeof(int));
+	if (buf_lock >= 0)
+		setsockopt(sk, SOL_SOCKET, SO_BUF_LOCK, &buf_lock, sizeof(buf_lock));
 	if (raw4 >= 0)
 		close(raw4);
 	if (raw6 >= 0)
 		close(raw6);
 	free(pkt);
 	return ret;
+}
+
+int udp_queue_restore(int sk, const InetSk *s, const char *what)
+{
+	int rcvbuf = 0, ret;
+	size_t lost = 0;
+
+	if (!s->n_queue)
+		return 0;
+	/* its own size and lock again after (sk_opts_restore set them) */
+	getint(sk, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
+	if (s->opts && s->opts->has_rcvbuf)
+		rcvbuf = s->opts->rcvbuf;
+	ret = refill(sk, s, rcvbuf, s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
+		     false, &lost, what);
+	if (!ret)
+		pr_debug("%s: %zu queued datagram(s) put back", what, s->n_queue);
+	return ret;
+}
+
+/* ------------------------------------------------- the tree goes on */
+
+int udp_hold(struct cr_dump_ctx *ctx, int sk, pid_t pid, int fd, InetSk *s)
+{
+	struct dump_udp_sk *n = xrealloc_array(ctx->udp_sks, ctx->nr_udp_sks + 1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	ctx->udp_sks = n;
+	n[ctx->nr_udp_sks++] = (struct dump_udp_sk){ .fd = sk, .pid = pid, .tree_fd = fd, .s = s };
+	return 0;
+}
+
+/* the datagram came from the peer the socket is connected to */
+static bool from_peer(const InetSk *s, const UdpDgram *g)
+{
+	const uint8_t *p = s->dst_addr.data;
+
+	if (g->src_port != s->dst_port)
+		return false;
+	if (g->src_addr.len == s->dst_addr.len)
+		return !memcmp(g->src_addr.data, p, g->src_addr.len);
+	return g->src_addr.len == 4 && s->dst_addr.len == 16 && v4mapped(p) &&
+	       !memcmp(g->src_addr.data, p + 12, 4);
+}
+
+/* A socket whose zero-length datagrams the dump peeked, in a tree that
+ * goes on (a failed dump, --leave-running): a later dump would pass over
+ * them.  Its queue is taken and sent to it again (the tree still stopped),
+ * new datagrams that were never peeked.  A connected socket holding a
+ * datagram from elsewhere (queued before its connect) cannot take it
+ * again: it is left as it is, with a warning. */
+static void requeue(struct dump_udp_sk *h)
+{
+	const InetSk *ds = h->s;
+	InetSk q;
+	struct rflag f[ARRAY_SIZE(peek_flags)];
+	size_t nf = ds->family == AF_INET6 ? ARRAY_SIZE(f) : 3, lost = 0;
+	int peek_off = -1, rcvbuf = 0, lock = -1, ret;
+	char what[64];
+
+	snprintf(what, sizeof(what), "pid %d: fd %d", h->pid, h->tree_fd);
+	if (ds->state == TCP_ESTABLISHED)
+		for (size_t i = 0; i < ds->n_queue; i++)
+			if (!from_peer(ds, ds->queue[i])) {
+				pr_warn("%s: its zero-length datagrams were peeked, and it holds a "
+					"datagram from outside its connection: a dump before the "
+					"program reads them would not see them",
+					what);
+				return;
+			}
+	inet_sk__init(&q);
+	q.family = ds->family;
+	q.protocol = ds->protocol;
+	q.src_addr = ds->src_addr;
+	q.src_port = ds->src_port;
+	memcpy(f, peek_flags, sizeof(f));
+	getint(h->fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off);
+	getint(h->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
+	getint(h->fd, SOL_SOCKET, SO_BUF_LOCK, &lock);
+	flags_on(h->fd, f, nf);
+	ret = read_queue(h->fd, &q, 0, false, what);
+	flags_back(h->fd, f, nf, what);
+	if (!ret || q.n_queue)
+		refill(h->fd, &q, rcvbuf, lock, true, &lost, what);
+	setsockopt(h->fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off, sizeof(peek_off));
+	if (lost)
+		pr_warn("%s: %zu of its %zu queued datagrams were lost putting them back", what,
+			lost, q.n_queue);
+	else
+		pr_debug("%s: its %zu queued datagrams put back, none marked peeked", what,
+			 q.n_queue);
+	udp_queue_free(&q);
+}
+
+void udp_dump_resume(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_udp_sks; i++)
+		requeue(&ctx->udp_sks[i]);
+	udp_dump_close(ctx);
+}
+
+void udp_dump_close(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_udp_sks; i++)
+		close(ctx->udp_sks[i].fd);
+	free(ctx->udp_sks);
+	ctx->udp_sks = NULL;
+	ctx->nr_udp_sks = 0;
 }

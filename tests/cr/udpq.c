@@ -18,6 +18,11 @@
  *  - dual: an IPv6 socket bound to [::] (not v6-only) with an IPv4
  *    datagram (source ::ffff:127.0.0.1) and an IPv6 one, IPV6_PKTINFO set;
  *  - nothing more: each queue ends with EAGAIN.
+ * Each queue is first counted with a peek at an offset: the dump must have
+ * left no zero-length datagram marked peeked (a later dump would pass over
+ * it), which "leave" (the tree goes on after a dump, crrun --leave-running,
+ * then is dumped again) and "later" (a dump that fails after the queues
+ * were peeked: an inotify event queued on an fd dumped after them) check.
  * "full": a socket with a small SO_RCVBUF filled until the kernel drops a
  * datagram: every datagram queued comes back, none more.
  * "refuse-ts": datagrams queued on a socket with SO_TIMESTAMP set cannot
@@ -30,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -176,11 +183,33 @@ static const char *str(const struct sockaddr_storage *ss)
 	return b;
 }
 
-/* every datagram of rx, in order, then EAGAIN */
+/* how many datagrams a peek at an offset sees (SO_PEEK_OFF): a
+ * zero-length one peeked before is passed over */
+static int peek_count(int rx)
+{
+	static unsigned char buf[65536];
+	int n = 0;
+
+	if (setsockopt(rx, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int)))
+		crt_fail("SO_PEEK_OFF: %s", strerror(errno));
+	while (recv(rx, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT) >= 0)
+		n++;
+	if (setsockopt(rx, SOL_SOCKET, SO_PEEK_OFF, &(int){ -1 }, sizeof(int)))
+		crt_fail("SO_PEEK_OFF: %s", strerror(errno));
+	return n;
+}
+
+/* every datagram of rx, in order, then EAGAIN; first, a peek at an offset
+ * must see them all (a dump would: none of them marked peeked) */
 static void check_queue(int rx, const char *name, bool pktinfo)
 {
 	static unsigned char buf[65536], want[65536];
-	int k = 0;
+	int k = 0, peeked = peek_count(rx), nrx = 0;
+
+	for (int i = 0; i < ndg; i++)
+		nrx += dgs[i].rx == rx;
+	crt_check(peeked == nrx, "%s: a peek at an offset sees %d datagrams of %d", name, peeked,
+		  nrx);
 
 	for (int i = 0; i < ndg; i++) {
 		struct dg *d = &dgs[i];
@@ -410,6 +439,15 @@ int main(int argc, char **argv)
 		sendq(s6a, d6, &b, bl, 55, false);
 	}
 	crt_msg("%d datagrams queued", ndg);
+	/* "later": an inotify event queued, on an fd dumped after the sockets:
+	 * the dump fails once it has peeked their queues */
+	if (!strcmp(mode, "later")) {
+		int in = inotify_init1(IN_NONBLOCK);
+
+		if (in < 0 || inotify_add_watch(in, crt_path(""), IN_CREATE | IN_DELETE) < 0 ||
+		    close(open(crt_path("ev"), O_CREAT | O_WRONLY, 0600)))
+			crt_fail("inotify: %s", strerror(errno));
+	}
 
 	crt_ready();
 	crt_wait_term();
