@@ -6,7 +6,8 @@
  *    (127.0.0.1, 127.0.0.2 and an unbound one), zero-length ones at the
  *    head, in the middle and at the end, and ones of 1, 1472 and 65507
  *    bytes; one sent with IP_TTL 7 and IP_TOS 0x28, which the receiver
- *    reads with IP_RECVTTL and IP_RECVTOS;
+ *    reads with IP_RECVTTL and IP_RECVTOS; one from a remote address
+ *    (192.0.2.7:4444, sent with a raw socket);
  *  - v4 wildcard: a socket bound to 0.0.0.0 with IP_PKTINFO, datagrams
  *    sent to 127.0.0.1 and 127.0.0.3: each must say where it was sent;
  *  - connected: a socket connected to a peer after a datagram from
@@ -14,7 +15,8 @@
  *    back (the first one too: it was queued before the connect), and it
  *    is still connected (a datagram from elsewhere is not taken);
  *  - v6: a socket bound to ::1, datagrams from two IPv6 senders, one of
- *    them zero-length;
+ *    them zero-length, and from two remote addresses (2001:db8::7 and ::8,
+ *    sent with a raw socket);
  *  - dual: an IPv6 socket bound to [::] (not v6-only) with an IPv4
  *    datagram (source ::ffff:127.0.0.1) and an IPv6 one, IPV6_PKTINFO set;
  *  - nothing more: each queue ends with EAGAIN.
@@ -145,6 +147,83 @@ static void sendq(int tx, int rx, const struct sockaddr_storage *to, socklen_t t
 		d->from = me;
 		d->fromlen = ml;
 	}
+	ndg++;
+}
+
+/* A datagram from a source that is no address of this namespace (a
+ * remote host's), made with a raw socket (closed at once: the dump
+ * refuses raw sockets); to rx at its address to (4 or 16 bytes) */
+static void send_remote(int rx, const struct sockaddr_storage *to, const char *from, unsigned sport,
+			size_t len)
+{
+	struct dg *d = &dgs[ndg];
+	struct sockaddr_storage dst;
+	bool v4 = to->ss_family == AF_INET;
+	unsigned char pkt[40 + 8 + 512] = { 0 };
+	size_t ipl = v4 ? 20 : 40, ulen = 8 + len;
+	unsigned port = ntohs(v4 ? ((const struct sockaddr_in *)to)->sin_port
+				 : ((const struct sockaddr_in6 *)to)->sin6_port);
+	int raw = socket(to->ss_family, SOCK_RAW, IPPROTO_RAW);
+
+	if (raw < 0 || len > 512)
+		crt_fail("raw socket: %s", strerror(errno));
+	d->rx = rx;
+	d->len = len;
+	d->fill = (unsigned char)(ndg * 7 + 1);
+	d->ttl = d->tos = -1;
+	memcpy(&d->to, to, sizeof(*to));
+	d->fromlen = v4 ? addr4(&d->from, from, sport) : addr6(&d->from, from, sport);
+	fill(pkt + ipl + 8, len, d->fill);
+	pkt[ipl] = sport >> 8;
+	pkt[ipl + 1] = sport & 0xff;
+	pkt[ipl + 2] = port >> 8;
+	pkt[ipl + 3] = port & 0xff;
+	pkt[ipl + 4] = ulen >> 8;
+	pkt[ipl + 5] = ulen & 0xff;
+	if (v4) {
+		/* no UDP checksum (0: none, which IPv4 allows) */
+		pkt[0] = 0x45;
+		pkt[2] = (ipl + ulen) >> 8;
+		pkt[3] = (ipl + ulen) & 0xff;
+		pkt[8] = 64;
+		pkt[9] = IPPROTO_UDP;
+		inet_pton(AF_INET, from, pkt + 12);
+		memcpy(pkt + 16, &((const struct sockaddr_in *)to)->sin_addr, 4);
+	} else {
+		unsigned long sum = 0;
+
+		if (setsockopt(raw, IPPROTO_IPV6, 36 /* IPV6_HDRINCL */, &(int){ 1 }, sizeof(int)))
+			crt_fail("IPV6_HDRINCL: %s", strerror(errno));
+		pkt[0] = 0x60;
+		pkt[4] = ulen >> 8;
+		pkt[5] = ulen & 0xff;
+		pkt[6] = IPPROTO_UDP;
+		pkt[7] = 64;
+		inet_pton(AF_INET6, from, pkt + 8);
+		memcpy(pkt + 24, &((const struct sockaddr_in6 *)to)->sin6_addr, 16);
+		/* the checksum, which IPv6 requires: pseudo-header, then UDP */
+		for (int i = 8; i < 40; i += 2)
+			sum += pkt[i] << 8 | pkt[i + 1];
+		sum += ulen + IPPROTO_UDP;
+		for (size_t i = 0; i < ulen; i += 2)
+			sum += pkt[ipl + i] << 8 | (i + 1 < ulen ? pkt[ipl + i + 1] : 0);
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		sum = ~sum & 0xffff;
+		if (!sum)
+			sum = 0xffff;
+		pkt[ipl + 6] = sum >> 8;
+		pkt[ipl + 7] = sum & 0xff;
+	}
+	/* (a raw IPv6 socket takes the port of its address for a protocol) */
+	memcpy(&dst, to, sizeof(dst));
+	if (!v4)
+		((struct sockaddr_in6 *)&dst)->sin6_port = 0;
+	if (sendto(raw, pkt, ipl + ulen, 0, (const struct sockaddr *)&dst,
+		   v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) !=
+	    (ssize_t)(ipl + ulen))
+		crt_fail("sendto from %s: %s", from, strerror(errno));
+	close(raw);
 	ndg++;
 }
 
@@ -380,6 +459,7 @@ int main(int argc, char **argv)
 	dgs[ndg - 1].ttl = 7;
 	dgs[ndg - 1].tos = 0x28;
 	sendq(s3, r4, &a, al, 12, false);
+	send_remote(r4, &a, "192.0.2.7", 4444, 17);
 	sendq(s1, r4, &a, al, 0, false);
 
 	/* v4 wildcard, IP_PKTINFO */
@@ -421,6 +501,8 @@ int main(int argc, char **argv)
 	sendq(s6a, r6, &a, al, 100, false);
 	sendq(s6b, r6, &a, al, 0, false);
 	sendq(s6a, r6, &a, al, 2000, false);
+	send_remote(r6, &a, "2001:db8::7", 5555, 0);
+	send_remote(r6, &a, "2001:db8::8", 5556, 300);
 
 	/* dual-stack, IPV6_PKTINFO */
 	al = addr6(&a, "::", 0);
