@@ -645,7 +645,8 @@ static size_t build(uint8_t *pkt, const UdpDgram *g, const uint8_t *dst, unsigne
 	uh->uh_dport = htons(dport);
 	uh->uh_ulen = htons(ulen);
 	uh->uh_sum = 0;
-	memcpy(pkt + ipl + sizeof(*uh), g->data.data, g->data.len);
+	if (g->data.len)
+		memcpy(pkt + ipl + sizeof(*uh), g->data.data, g->data.len);
 	if (v4) {
 		struct iphdr *ip = (struct iphdr *)pkt;
 
