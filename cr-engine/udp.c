@@ -283,11 +283,15 @@ static int add_dgram(InetSk *s, UdpDgram **out)
 	return 0;
 }
 
-/* one datagram read: its source, where it went, its TTL and TOS; strict
- * (the dump): refused (-EAGAIN) unless it can be sent again as it came */
-static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct msghdr *m,
-		      bool strict, const char *what)
+/* how a datagram read is taken: as it is (0); refused (-EAGAIN) unless it
+ * can be sent again as it came (STRICT: the dump), without a word (QUIET) */
+enum { STRICT = 1, QUIET = 2 };
+
+/* one datagram read: its source, where it went, its TTL and TOS */
+static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct msghdr *m, int mode,
+		      const char *what)
 {
+	bool strict = mode & STRICT;
 	const struct sockaddr_storage *from = m->msg_name;
 	uint8_t src[16], dst[16];
 	size_t alen = 0, dlen = 0;
@@ -316,6 +320,8 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 	}
 	addr_str(src, alen, port, sa, sizeof(sa));
 	if (strict && alen == 16 && (IN6_IS_ADDR_LINKLOCAL((struct in6_addr *)src) || scope)) {
+		if (mode & QUIET)
+			return -EAGAIN;
 		pr_err("%s: a datagram queued comes from %s, a link-local address of interface "
 		       "%u: sent again it would come from the loopback; retry once the program "
 		       "has read it",
@@ -382,6 +388,8 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 	if (!dlen && !strict)
 		return 0;
 	if (!dlen) {
+		if (mode & QUIET)
+			return -EOPNOTSUPP;
 		pr_err("%s: cannot tell where the datagram from %s queued was sent (no "
 		       "IP_PKTINFO); it cannot be put back",
 		       what, sa);
@@ -390,6 +398,8 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 	if (strict && !addr_local(dst, dlen, g->has_ifindex ? g->ifindex : 0)) {
 		char da[80];
 
+		if (mode & QUIET)
+			return -EAGAIN;
 		addr_str(dst, dlen, 0, da, sizeof(da));
 		pr_err("%s: a datagram queued from %s was sent to %s, which is not a unicast "
 		       "address of this host (broadcast, multicast, or taken by IP_TRANSPARENT): "
@@ -403,7 +413,7 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 
 /* Every datagram of the queue into s: peeked (MSG_PEEK, at an offset
  * SO_PEEK_OFF moves on) or taken (0) */
-static int read_queue(int sk, InetSk *s, int flags, bool strict, const char *what)
+static int read_queue(int sk, InetSk *s, int flags, int mode, const char *what)
 {
 	uint8_t *buf = malloc(DGRAM_MAX);
 	uint64_t total = 0;
@@ -450,7 +460,7 @@ static int read_queue(int sk, InetSk *s, int flags, bool strict, const char *wha
 			ret = -EOPNOTSUPP;
 			break;
 		}
-		ret = take_dgram(s, buf, n, &m, strict, what);
+		ret = take_dgram(s, buf, n, &m, mode, what);
 		if (ret)
 			break;
 	}
@@ -474,7 +484,7 @@ static int walk(int sk, InetSk *s, const char *what)
 		pr_perror("%s: cannot peek at an offset (SO_PEEK_OFF, Linux 4.7)", what);
 		return ret;
 	}
-	ret = read_queue(sk, s, MSG_PEEK, true, what);
+	ret = read_queue(sk, s, MSG_PEEK, STRICT, what);
 	if (ret)
 		return ret;
 	/* the head, without an offset */
@@ -889,9 +899,13 @@ static bool from_peer(const InetSk *s, const UdpDgram *g)
 /* A socket whose zero-length datagrams the dump peeked, in a tree that
  * goes on (a failed dump, --leave-running): a later dump would pass over
  * them.  Its queue is taken and sent to it again (the tree still stopped),
- * new datagrams that were never peeked.  A connected socket holding a
- * datagram from elsewhere (queued before its connect) cannot take it
- * again: it is left as it is, with a warning. */
+ * new datagrams that were never peeked.  Only when each of them can be
+ * sent again exactly, as the dump checks (peeked once more first): else
+ * one that cannot came after those the dump peeked (the dump checked
+ * those), and a later dump refuses it until the program has read it, and
+ * so the ones before it too.  A connected socket that holds a datagram
+ * from outside its connection cannot take it again: it is left as it is,
+ * with a warning. */
 static void requeue(struct dump_udp_sk *h)
 {
 	const InetSk *ds = h->s;
@@ -902,15 +916,6 @@ static void requeue(struct dump_udp_sk *h)
 	char what[64];
 
 	snprintf(what, sizeof(what), "pid %d: fd %d", h->pid, h->tree_fd);
-	if (ds->state == TCP_ESTABLISHED)
-		for (size_t i = 0; i < ds->n_queue; i++)
-			if (!from_peer(ds, ds->queue[i])) {
-				pr_warn("%s: its zero-length datagrams were peeked, and it holds a "
-					"datagram from outside its connection: a dump before the "
-					"program reads them would not see them",
-					what);
-				return;
-			}
 	inet_sk__init(&q);
 	q.family = ds->family;
 	q.protocol = ds->protocol;
@@ -921,15 +926,29 @@ static void requeue(struct dump_udp_sk *h)
 	getint(h->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
 	getint(h->fd, SOL_SOCKET, SO_BUF_LOCK, &lock);
 	flags_on(h->fd, f, nf);
-	ret = read_queue(h->fd, &q, 0, false, what);
+	ret = setsockopt(h->fd, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int)) ? -errno : 0;
+	if (!ret)
+		ret = read_queue(h->fd, &q, MSG_PEEK, STRICT | QUIET, what);
+	for (size_t i = 0; !ret && ds->state == TCP_ESTABLISHED && i < q.n_queue; i++)
+		if (!from_peer(ds, q.queue[i])) {
+			pr_warn("%s: its zero-length datagrams were peeked, and it holds a "
+				"datagram "
+				"from outside its connection: a dump before the program reads them "
+				"would not see them",
+				what);
+			ret = -EOPNOTSUPP;
+		}
+	udp_queue_free(&q);
+	if (!ret)
+		ret = read_queue(h->fd, &q, 0, 0, what);
 	flags_back(h->fd, f, nf, what);
-	if (!ret || q.n_queue)
+	if (q.n_queue)
 		refill(h->fd, &q, rcvbuf, lock, true, &lost, what);
 	setsockopt(h->fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off, sizeof(peek_off));
 	if (lost)
 		pr_warn("%s: %zu of its %zu queued datagrams were lost putting them back", what,
 			lost, q.n_queue);
-	else
+	else if (q.n_queue)
 		pr_debug("%s: its %zu queued datagrams put back, none marked peeked", what,
 			 q.n_queue);
 	udp_queue_free(&q);
