@@ -45,6 +45,8 @@
  * fails (the tree goes on) warns of it (see udp_queue_dump). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -143,8 +145,7 @@ int udp_queue_check(int sk, const struct sk_diag *d, const struct sk_table *t, c
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
 		if (!getint(sk, opts[i].level, opts[i].opt, &v) && v) {
 			pr_err("%s: datagrams are queued (%u bytes of receive memory) and %s; "
-			       "retry "
-			       "once the program has read them",
+			       "retry once the program has read them",
 			       what, d->rqlen, opts[i].why);
 			return -EAGAIN;
 		}
@@ -161,9 +162,8 @@ int udp_queue_check(int sk, const struct sk_diag *d, const struct sk_table *t, c
 		if (o->ino != d->ino && o->protocol == IPPROTO_UDP && o->src_port == d->src_port &&
 		    d->src_port) {
 			pr_err("%s: datagrams are queued (%u bytes of receive memory) and socket "
-			       "%u "
-			       "shares its port %u (a datagram sent again could reach it); retry "
-			       "once the program has read them",
+			       "%u shares its port %u (a datagram sent again could reach it); "
+			       "retry once the program has read them",
 			       what, d->rqlen, o->ino, d->src_port);
 			return -EAGAIN;
 		}
@@ -171,48 +171,64 @@ int udp_queue_check(int sk, const struct sk_diag *d, const struct sk_table *t, c
 	return 0;
 }
 
-/* addr (4 or 16 bytes) is a unicast address of this host: a socket can
- * be bound to it (a local, multicast or broadcast one, without
- * IP_FREEBIND), it is no multicast one, and one can be connected to it
- * (a broadcast one cannot without SO_BROADCAST) */
+/* addr (4 or 16 bytes) is a unicast address of this host: the kernel's
+ * route to it is of type local (RTM_GETROUTE, as `ip route get` asks; not
+ * a broadcast, multicast or remote one, which a packet sent to it would
+ * leave the host for).  scope: the interface of an IPv6 link-local one. */
 static bool addr_local(const uint8_t *addr, size_t len, unsigned scope)
 {
-	struct sockaddr_storage ss = { 0 };
-	socklen_t sl;
+	static const uint8_t any[16];
+	struct {
+		struct nlmsghdr nh;
+		struct rtmsg rt;
+		char attrs[64];
+	} req;
+	union {
+		char buf[4096];
+		struct nlmsghdr align;
+	} resp;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct rtattr *a;
+	struct nlmsghdr *nh;
+	ssize_t n;
 	bool ok = false;
-	int fd = -1, cfd = -1;
+	int fd;
 
-	if ((len == 4 && (addr[0] >= 224 || !memcmp(addr, "\0\0\0\0", 4))) ||
-	    (len == 16 && addr[0] == 0xff))
+	if ((len != 4 && len != 16) || !memcmp(addr, any, len))
 		return false;
-	if (len == 4) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-
-		a->sin_family = AF_INET;
-		memcpy(&a->sin_addr, addr, 4);
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-
-		a->sin6_family = AF_INET6;
-		a->sin6_scope_id = scope;
-		memcpy(&a->sin6_addr, addr, 16);
-		sl = sizeof(*a);
+	memset(&req, 0, sizeof(req));
+	req.nh.nlmsg_type = RTM_GETROUTE;
+	req.nh.nlmsg_flags = NLM_F_REQUEST;
+	req.nh.nlmsg_seq = 1;
+	req.rt.rtm_family = len == 4 ? AF_INET : AF_INET6;
+	req.rt.rtm_dst_len = len * 8;
+	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(req.rt));
+	a = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.nh.nlmsg_len));
+	a->rta_type = RTA_DST;
+	a->rta_len = RTA_LENGTH(len);
+	memcpy(RTA_DATA(a), addr, len);
+	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
+	if (scope) {
+		a = (struct rtattr *)((char *)&req + req.nh.nlmsg_len);
+		a->rta_type = RTA_OIF;
+		a->rta_len = RTA_LENGTH(sizeof(uint32_t));
+		memcpy(RTA_DATA(a), &(uint32_t){ scope }, sizeof(uint32_t));
+		req.nh.nlmsg_len += RTA_ALIGN(a->rta_len);
 	}
-	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	cfd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || cfd < 0 || bind(fd, (struct sockaddr *)&ss, sl))
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return false;
+	if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		goto out;
-	if (len == 4)
-		((struct sockaddr_in *)&ss)->sin_port = htons(9);
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons(9);
-	ok = !connect(cfd, (struct sockaddr *)&ss, sl);
+	n = recv(fd, resp.buf, sizeof(resp.buf), 0);
+	for (nh = &resp.align; n > 0 && NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n))
+		if (nh->nlmsg_type == RTM_NEWROUTE &&
+		    nh->nlmsg_len >= NLMSG_LENGTH(sizeof(struct rtmsg))) {
+			ok = ((struct rtmsg *)NLMSG_DATA(nh))->rtm_type == RTN_LOCAL;
+			break;
+		}
 out:
-	if (fd >= 0)
-		close(fd);
-	if (cfd >= 0)
-		close(cfd);
+	close(fd);
 	return ok;
 }
 
@@ -932,8 +948,8 @@ static void requeue(struct dump_udp_sk *h)
 	for (size_t i = 0; !ret && ds->state == TCP_ESTABLISHED && i < q.n_queue; i++)
 		if (!from_peer(ds, q.queue[i])) {
 			pr_warn("%s: its zero-length datagrams were peeked, and it holds a "
-				"datagram "
-				"from outside its connection: a dump before the program reads them "
+				"datagram from outside its connection: a dump before the program "
+				"reads them "
 				"would not see them",
 				what);
 			ret = -EOPNOTSUPP;

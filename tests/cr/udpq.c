@@ -423,6 +423,65 @@ static void refuse_ts(void)
 	crt_pass();
 }
 
+/* "refuse-peeked": the program peeked the zero-length datagram at the
+ * head of its queue (MSG_PEEK), which hides it from a peek at an offset:
+ * refused, not lost.  "refuse-reuseport": SO_REUSEPORT, where a datagram
+ * sent again could reach another socket of the group: refused.  Both
+ * leave the queue as it was. */
+static void refuse_other(bool peeked)
+{
+	struct sockaddr_storage a;
+	socklen_t al = addr4(&a, "127.0.0.1", 0);
+	int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = sock(AF_INET, NULL, 0);
+	char c;
+
+	if (!peeked)
+		seti(rx, SOL_SOCKET, SO_REUSEPORT, 1);
+	if (rx < 0 || bind(rx, (struct sockaddr *)&a, al))
+		crt_fail("bind: %s", strerror(errno));
+	name_of(rx, &a, &al);
+	sendq(tx, rx, &a, al, 0, false);
+	sendq(tx, rx, &a, al, 9, false);
+	if (peeked && recv(rx, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+		crt_fail("peek: %s", strerror(errno));
+	crt_ready();
+	crt_wait_term();
+	/* (the count by a peek at an offset passes over the datagram peeked) */
+	if (peeked) {
+		char buf[16];
+
+		crt_check(recv(rx, buf, sizeof(buf), MSG_DONTWAIT) == 0,
+			  "the zero-length datagram is gone");
+		crt_check(recv(rx, buf, sizeof(buf), MSG_DONTWAIT) == 9,
+			  "the second datagram is gone");
+		crt_pass();
+	}
+	check_queue(rx, "reuseport", false);
+	crt_pass();
+}
+
+/* "refuse-bcast": a datagram sent to a broadcast address (10.88.0.255,
+ * of an address this test gives the loopback of its network namespace,
+ * crrun --netns) cannot be sent there again without leaving the host:
+ * refused, the queue left as it was */
+static void refuse_bcast(void)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al = addr4(&a, "0.0.0.0", 0), bl;
+	int rx = sock(AF_INET, &a, al), tx = sock(AF_INET, NULL, 0);
+
+	if (system("ip addr add 10.88.0.1/24 brd + dev lo"))
+		crt_fail("ip addr add failed");
+	seti(tx, SOL_SOCKET, SO_BROADCAST, 1);
+	name_of(rx, &a, &al);
+	bl = addr4(&b, "10.88.0.255", ntohs(((struct sockaddr_in *)&a)->sin_port));
+	sendq(tx, rx, &b, bl, 3, false);
+	crt_ready();
+	crt_wait_term();
+	crt_check(peek_count(rx) == 1, "the broadcast datagram is gone");
+	crt_pass();
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -435,6 +494,10 @@ int main(int argc, char **argv)
 		full();
 	if (!strcmp(mode, "refuse-ts"))
 		refuse_ts();
+	if (!strcmp(mode, "refuse-bcast"))
+		refuse_bcast();
+	if (!strcmp(mode, "refuse-peeked") || !strcmp(mode, "refuse-reuseport"))
+		refuse_other(!strcmp(mode, "refuse-peeked"));
 
 	/* v4: three senders */
 	al = addr4(&a, "127.0.0.1", 0);
