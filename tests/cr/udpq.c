@@ -15,8 +15,9 @@
  *    back (the first one too: it was queued before the connect), and it
  *    is still connected (a datagram from elsewhere is not taken);
  *  - v6: a socket bound to ::1, datagrams from two IPv6 senders, one of
- *    them zero-length, and from two remote addresses (2001:db8::7 and ::8,
- *    sent with a raw socket);
+ *    them zero-length, one with IPV6_UNICAST_HOPS 9 and IPV6_TCLASS 0x20
+ *    (read with IPV6_RECVHOPLIMIT and IPV6_RECVTCLASS), and from two remote
+ *    addresses (2001:db8::7 and ::8, sent with a raw socket);
  *  - dual: an IPv6 socket bound to [::] (not v6-only) with an IPv4
  *    datagram (source ::ffff:127.0.0.1) and an IPv6 one, IPV6_PKTINFO set;
  *  - nothing more: each queue ends with EAGAIN.
@@ -321,6 +322,10 @@ static void check_queue(int rx, const char *name, bool pktinfo)
 				memcpy(&ttl, CMSG_DATA(c), sizeof(int));
 			if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
 				tos = *(unsigned char *)CMSG_DATA(c);
+			if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)
+				memcpy(&ttl, CMSG_DATA(c), sizeof(int));
+			if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+				memcpy(&tos, CMSG_DATA(c), sizeof(int));
 			if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
 				struct in_pktinfo pi;
 
@@ -564,6 +569,13 @@ int main(int argc, char **argv)
 	sendq(s6a, r6, &a, al, 100, false);
 	sendq(s6b, r6, &a, al, 0, false);
 	sendq(s6a, r6, &a, al, 2000, false);
+	seti(r6, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+	seti(r6, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+	seti(s6b, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 9);
+	seti(s6b, IPPROTO_IPV6, IPV6_TCLASS, 0x20);
+	sendq(s6b, r6, &a, al, 8, false);
+	dgs[ndg - 1].ttl = 9;
+	dgs[ndg - 1].tos = 0x20;
 	send_remote(r6, &a, "2001:db8::7", 5555, 0);
 	send_remote(r6, &a, "2001:db8::8", 5556, 300);
 
