@@ -25,6 +25,7 @@
 #include "sysvshm.h"
 #include "signals.h"
 #include "tcp.h"
+#include "udp.h"
 #include "timens.h"
 #include "unix.h"
 #include "util.h"
@@ -190,6 +191,7 @@ static void sockets_resume(struct cr_dump_ctx *ctx)
 {
 	netlock_del(ctx->locked, ctx->nr_locked);
 	tcp_dump_resume(ctx);
+	udp_dump_resume(ctx);
 }
 
 static volatile sig_atomic_t stop_signal;
@@ -406,6 +408,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	netlock_close(ctx->netlock);
 	tcp_dump_close(ctx);
 	free(ctx->tcp_sks);
+	udp_dump_close(ctx);
 	if (ctx->sk_collected)
 		sockdiag_free(&ctx->sk);
 	shmem_free_dump(ctx);

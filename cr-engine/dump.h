@@ -300,6 +300,14 @@ struct dump_tcp_sk {
 	int nr_acks;
 };
 
+/* a UDP socket whose zero-length datagrams the dump peeked (udp.c) */
+struct dump_udp_sk {
+	int fd;
+	pid_t pid;
+	int tree_fd;
+	struct InetSk *s; /* as dumped */
+};
+
 struct cr_dump_ctx {
 	const struct cr_dump_opts *opts;
 	int dirfd;
@@ -352,6 +360,8 @@ struct cr_dump_ctx {
 	struct cr_proc *self;
 	pid_t via_pid; /* the in-flight file being dumped: whose socket holds it */
 	int via_fd;
+	struct dump_udp_sk *udp_sks;
+	int nr_udp_sks;
 };
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);

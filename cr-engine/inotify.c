@@ -11,8 +11,11 @@
  * are handed out in increasing order, so each watch is added again and
  * again (and removed) until it gets its number; the IN_IGNORED events those
  * removals queue are read away before the instance is handed over.  Events
- * that were queued at dump time are not kept. */
+ * queued at the dump cannot be put back into the kernel's queue: such an
+ * instance is not dumped (-EAGAIN, events_queued) until the program has
+ * read them. */
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -22,6 +25,7 @@
 #include "inotify.h"
 #include "log.h"
 #include "proc.h"
+#include "sockets.h"
 #include "util.h"
 
 #define MAX_WATCHES (1 << 20)
@@ -124,6 +128,33 @@ static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t in
 	return *path ? 0 : -ENOMEM;
 }
 
+/* Events queued (what read(2) would return) cannot be put back into a
+ * kernel queue: the dump waits for the program to read them.  -EAGAIN:
+ * kupdate's units thaw the unit a moment and try again; a plain dump says
+ * so.  FIONREAD, through kupdate's own descriptor, reads nothing. */
+static int events_queued(struct cr_proc *p, int fd)
+{
+	_cleanup_close_ int dup = sk_dup(p, fd);
+	int n = 0;
+
+	if (dup < 0)
+		return dup;
+	if (ioctl(dup, FIONREAD, &n)) {
+		int ret = -errno;
+
+		pr_perror("pid %d: fd %d: cannot read how many inotify events are queued", p->pid,
+			  fd);
+		return ret;
+	}
+	if (n > 0) {
+		pr_err("pid %d: fd %d: %d bytes of inotify events are queued, which cannot be put "
+		       "back; retry once the program has read them",
+		       p->pid, fd, n);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
 int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
 {
 	InotifyFile *in = calloc(1, sizeof(*in));
@@ -132,8 +163,11 @@ int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 
 	if (!in)
 		return -ENOMEM;
-	inotify_file__init(in);
 	f->ify = in;
+	inotify_file__init(in);
+	ret = events_queued(p, fd);
+	if (ret)
+		return ret;
 	for (l = fdinfo_find(fdinfo, "inotify wd:"); l; l = fdinfo_find(l, "inotify wd:")) {
 		unsigned wd, sdev, mask, ignored;
 		unsigned long ino;

@@ -18,9 +18,9 @@
  * TCP_NODELAY, TCP_CORK, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT, TCP_USER_TIMEOUT
  * and TCP_MAXSEG (a listener hands them down to what it accepts), and
  * SO_BINDTODEVICE by the device's name (which a bind to an IPv6 link-local
- * address sets too, and needs again: it is set before the bind).  Not
- * carried: multicast memberships and options, the
- * datagrams queued on a UDP socket (dropped, with a warning), and the
+ * address sets too, and needs again: it is set before the bind).  The
+ * datagrams queued on a UDP socket come back in order with their sources
+ * (udp.c).  Not carried: multicast memberships and options, and the
  * shutdown(2) of a UDP socket never bound (which the kernel records even
  * though the call fails with ENOTCONN, and nothing reads back).
  *
@@ -69,6 +69,7 @@
 #include "files.h"
 #include "restore.h"
 #include "tcp.h"
+#include "udp.h"
 #include "util.h"
 
 #ifndef TCPOPT_MSS
@@ -755,12 +756,15 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		       what, d->rqlen);
 		return -EAGAIN;
 	}
-	if (d->protocol == IPPROTO_UDP && d->rqlen)
-		pr_warn("%s: %u bytes of queued datagrams are dropped", what, d->rqlen);
 
 	sk = sk_dup(p, fd);
 	if (sk < 0)
 		return sk;
+	if (d->protocol == IPPROTO_UDP) {
+		ret = udp_queue_check(sk, d, &ctx->sk, what);
+		if (ret)
+			goto out;
+	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_CLOSE) {
 		uint32_t segs = 0;
 
@@ -829,6 +833,30 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	if (d->shutdown) {
 		s->has_shutdown = 1;
 		s->shutdown = d->shutdown;
+	}
+	if (d->protocol == IPPROTO_UDP) {
+		int32_t off = -1;
+		socklen_t ol = sizeof(off);
+
+		/* the program's own peek offset (udp_queue_dump moves it and
+		 * sets it back) */
+		if (!getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &off, &ol) && off >= 0) {
+			s->opts->has_peek_off = 1;
+			s->opts->peek_off = off;
+		}
+		udp_recv_opts_dump(sk, s);
+		/* a check reads nothing (a peek would hide the zero-length
+		 * datagrams from the dump that follows, udp.c) */
+		if (!ctx->check_only) {
+			size_t zeros = 0;
+
+			ret = udp_queue_dump(sk, s, &zeros, what);
+			/* (also when the dump of its queue failed past them) */
+			if (zeros && !udp_hold(ctx, sk, p->pid, fd, s))
+				sk = -1; /* held until the dump ends */
+			if (ret)
+				goto out;
+		}
 	}
 	if (d->protocol == IPPROTO_TCP && d->state == TCP_LISTEN) {
 		s->has_backlog = 1;
@@ -913,6 +941,7 @@ void inet_free_dump(InetSk *s)
 	free(s->opts);
 	free(s->topts);
 	free(s->bind_dev);
+	udp_queue_free(s);
 	if (s->tcp) {
 		free(s->tcp->outq.data);
 		free(s->tcp->inq.data);
@@ -937,7 +966,8 @@ int inet_validate(const FileEntry *e)
 	     (!s->tcp || s->tcp->inq.len > (64U << 20) || s->tcp->outq.len > (64U << 20) ||
 	      s->tcp->unsent > s->tcp->outq.len)) ||
 	    (s->protocol == IPPROTO_TCP && !stream_state(s->state) && s->state != TCP_LISTEN &&
-	     s->state != TCP_CLOSE)) {
+	     s->state != TCP_CLOSE) ||
+	    udp_queue_validate(s)) {
 		pr_err("image files.img is damaged: inet socket %u is invalid", e->id);
 		return -EINVAL;
 	}
@@ -1197,6 +1227,18 @@ int inet_create(const InetSk *s, const char *what)
 		ret = -errno;
 		pr_perror("%s: cannot listen", what);
 		goto fail;
+	}
+	/* its queue before its connect: the datagrams queued before a connect
+	 * came from anywhere, and once connected it takes its peer's only */
+	if (s->n_queue) {
+		ret = udp_queue_restore(sk, s, what);
+		if (ret)
+			goto fail;
+	}
+	if (s->recv_opts) {
+		ret = udp_recv_opts_restore(sk, s, what);
+		if (ret)
+			goto fail;
 	}
 	if (s->protocol == IPPROTO_UDP && s->state == TCP_ESTABLISHED) {
 		len = sockaddr_of(s, true, &ss);

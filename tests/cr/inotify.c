@@ -58,7 +58,29 @@ static struct inotify_event *next_event(int fd, char *buf, size_t len)
 	return (struct inotify_event *)buf;
 }
 
-int main(void)
+/* "queued": an event the program has not read yet cannot be put back: the
+ * dump is refused (-EAGAIN, which kupdate's units take for "try again in
+ * a moment"), and the event is still there to read afterwards */
+static void queued(const char *dir)
+{
+	char buf[4096] __attribute__((aligned(8))), path[PATH_MAX];
+	struct inotify_event *ev;
+	int in = inotify_init1(IN_NONBLOCK);
+
+	snprintf(path, sizeof(path), "%s/new", dir);
+	if (in < 0 || inotify_add_watch(in, dir, IN_CREATE) != 1 ||
+	    close(open(path, O_CREAT | O_WRONLY, 0644)))
+		crt_fail("setup: %s", strerror(errno));
+	crt_ready();
+	crt_wait_term();
+	ev = next_event(in, buf, sizeof(buf));
+	crt_check(ev && ev->wd == 1 && (ev->mask & IN_CREATE) && !strcmp(ev->name, "new"),
+		  "the event queued before the dump is gone");
+	crt_check(!next_event(in, buf, sizeof(buf)), "more than one event queued");
+	crt_pass();
+}
+
+int main(int argc, char **argv)
 {
 	char dir[1024], file[PATH_MAX], sub[PATH_MAX], gone[PATH_MAX], new[PATH_MAX];
 	char buf[4096] __attribute__((aligned(8)));
@@ -71,6 +93,8 @@ int main(void)
 	snprintf(dir, sizeof(dir), "%s/w", crt_init());
 	if (mkdir(dir, 0755))
 		crt_fail("mkdir %s: %s", dir, strerror(errno));
+	if (argc > 1 && !strcmp(argv[1], "queued"))
+		queued(dir);
 	snprintf(file, sizeof(file), "%s/watched", dir);
 	snprintf(sub, sizeof(sub), "%s/sub", dir);
 	snprintf(gone, sizeof(gone), "%s/unwatched", dir);
