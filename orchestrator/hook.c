@@ -164,8 +164,8 @@ static int check_image(const char *image, bool *possible, char *missing, size_t 
  * a moment from now, as a transient unit */
 static int schedule_apply(void)
 {
-	const char *run = getenv("KUPDATE_SYSTEMD_RUN") ? getenv("KUPDATE_SYSTEMD_RUN")
-							: "systemd-run";
+	const char *run =
+		getenv("KUPDATE_SYSTEMD_RUN") ? getenv("KUPDATE_SYSTEMD_RUN") : "systemd-run";
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	char *argv[] = { (char *)run,

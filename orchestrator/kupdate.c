@@ -167,11 +167,16 @@ int main(int argc, char **argv)
 			const char *name;
 			int (*fn)(int, char **);
 		} cmds[] = {
-			{ "apply", cmd_apply },	    { "status", cmd_status },
-			{ "enable", cmd_enable },   { "disable", cmd_disable },
-			{ "list", cmd_list },	    { "check", cmd_check },
-			{ "netlock", cmd_netlock }, { "restore-unit", cmd_restore_unit },
-			{ "finish", cmd_finish },   { "mount-store", cmd_mount_store },
+			{ "apply", cmd_apply },
+			{ "status", cmd_status },
+			{ "enable", cmd_enable },
+			{ "disable", cmd_disable },
+			{ "list", cmd_list },
+			{ "check", cmd_check },
+			{ "netlock", cmd_netlock },
+			{ "restore-unit", cmd_restore_unit },
+			{ "finish", cmd_finish },
+			{ "mount-store", cmd_mount_store },
 			{ "kernel-installed", cmd_kernel_installed },
 		};
 
