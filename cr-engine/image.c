@@ -341,3 +341,14 @@ int img_peek_kind(int dirfd, const char *name, uint32_t *kind)
 	*kind = h.kind;
 	return 0;
 }
+
+int img_bytes(ProtobufCBinaryData *b, const void *src, size_t len)
+{
+	b->data = malloc(len ? len : 1);
+	if (!b->data)
+		return -ENOMEM;
+	if (len)
+		memcpy(b->data, src, len);
+	b->len = len;
+	return 0;
+}

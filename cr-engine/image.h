@@ -88,6 +88,8 @@ struct img_writer {
 int img_writer_open(struct img_writer *w, int dirfd, const char *name, enum img_kind kind);
 int img_write(struct img_writer *w, const ProtobufCMessage *msg);
 int img_writer_close(struct img_writer *w);
+/* a bytes field holding a malloc'd copy of src (len 0: an empty field) */
+int img_bytes(ProtobufCBinaryData *b, const void *src, size_t len);
 void img_writer_abort(struct img_writer *w);
 
 struct img_reader {

@@ -62,6 +62,7 @@
 #include <sys/syscall.h>
 
 #include "dump.h"
+#include "image.h"
 #include "log.h"
 #include "netlock.h"
 #include "sockdiag.h"
@@ -141,16 +142,6 @@ static bool addr_any(int family, const uint8_t *a)
 	static const uint8_t any[16];
 
 	return !memcmp(a, any, alen(family));
-}
-
-static int bytes(ProtobufCBinaryData *b, const void *src, size_t len)
-{
-	b->data = malloc(len ? len : 1);
-	if (!b->data)
-		return -ENOMEM;
-	memcpy(b->data, src, len);
-	b->len = len;
-	return 0;
 }
 
 static int getint(int sk, int level, int opt, uint32_t *v)
@@ -725,8 +716,8 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	s->has_src_addr = s->has_src_port = s->has_dst_addr = s->has_dst_port = 1;
 	s->src_port = d->src_port;
 	s->dst_port = d->dst_port;
-	if (bytes(&s->src_addr, d->src, alen(d->family)) ||
-	    bytes(&s->dst_addr, d->dst, alen(d->family)))
+	if (img_bytes(&s->src_addr, d->src, alen(d->family)) ||
+	    img_bytes(&s->dst_addr, d->dst, alen(d->family)))
 		return -ENOMEM;
 	inet_endpoint(d->family, d->src, d->src_port, lep, sizeof(lep));
 	inet_endpoint(d->family, d->dst, d->dst_port, rep, sizeof(rep));

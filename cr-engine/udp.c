@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "image.h"
 #include "log.h"
 #include "sockdiag.h"
 #include "udp.h"
@@ -272,16 +273,6 @@ static void flags_back(int sk, struct rflag *f, size_t n, const char *what)
 				f[i].opt, strerror(errno));
 }
 
-static int bytes_of(ProtobufCBinaryData *b, const void *src, size_t len)
-{
-	b->data = malloc(len ? len : 1);
-	if (!b->data)
-		return -ENOMEM;
-	memcpy(b->data, src, len);
-	b->len = len;
-	return 0;
-}
-
 static int add_dgram(InetSk *s, UdpDgram **out)
 {
 	UdpDgram **nq = xrealloc_array(s->queue, s->n_queue + 1, sizeof(*nq));
@@ -347,7 +338,7 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 	ret = add_dgram(s, &g);
 	if (ret)
 		return ret;
-	if (bytes_of(&g->data, data, len) || bytes_of(&g->src_addr, src, alen))
+	if (img_bytes(&g->data, data, len) || img_bytes(&g->src_addr, src, alen))
 		return -ENOMEM;
 	g->src_port = port;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c;
@@ -424,7 +415,7 @@ static int take_dgram(InetSk *s, const uint8_t *data, size_t len, const struct m
 		return -EAGAIN;
 	}
 	g->has_dst_addr = 1;
-	return bytes_of(&g->dst_addr, dst, dlen);
+	return img_bytes(&g->dst_addr, dst, dlen);
 }
 
 /* Every datagram of the queue into s: peeked (MSG_PEEK, at an offset
