@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <netinet/tcp.h>
@@ -176,6 +177,68 @@ static void raise_nofile(void)
 	}
 }
 
+/* Where the write carrying the fds a stream peek returned starts.  A
+ * stream peek glues the bytes of the writes queued before that write to
+ * it and returns its fds whatever its length: once the length is used up
+ * it goes on, copying nothing, up to the first write with fds (measured
+ * on 6.18: a peek of 0, 1, ... bytes at any offset before that write's
+ * end returns them).  But it copies each write (each skb) whole or not at
+ * all, and a copy that fails stops it before that write's fds.  So a peek
+ * at off into n - 1 bytes followed by an unmapped page copies the writes
+ * that fit, fails on the one reaching past them, and returns the bytes of
+ * the writes before it without fds (EFAULT if it starts at off): those
+ * before the write with fds, which ends at off + n.  Unless the full peek
+ * filled its len bytes: then that write must be shown to end there (a
+ * peek into n bytes and the page returns n with fds).  Returns the count
+ * of bytes before that write, the peek offset set after them (after the
+ * write if none); fails if the kernel does otherwise. */
+static ssize_t stream_fds_start(int sk, size_t off, unsigned char *buf, size_t n, size_t len,
+				void **guard)
+{
+	int32_t o = (int32_t)off;
+	ssize_t r;
+
+	if (!*guard) {
+		void *g = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (g == MAP_FAILED)
+			return -errno;
+		*guard = g;
+	}
+	for (size_t valid = n - 1; valid <= n; valid++) {
+		union peek_ctl ctl;
+		struct iovec iov[2] = { { buf, valid }, { *guard, 1 } };
+		struct msghdr mh = { NULL, 0, iov, 2, ctl.buf, sizeof(ctl.buf), 0 };
+		int fds[MAX_FDS], nfds;
+
+		if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &o, sizeof(o)))
+			return -errno;
+		r = recvmsg(sk, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (r < 0 && errno != EFAULT)
+			return -errno;
+		if (r < 0) {
+			r = 0;
+			mh.msg_controllen = 0;
+		}
+		nfds = take_fds(&mh, fds);
+		close_fds(fds, nfds);
+		if (valid == n) {
+			if ((size_t)r != n || !nfds)
+				return -EPROTO;
+			r = 0;
+			break;
+		}
+		if (nfds || (size_t)r >= n || (mh.msg_flags & MSG_CTRUNC))
+			return -EPROTO;
+		if (r || n < len)
+			break;
+	}
+	o = (int32_t)(off + (r ? (size_t)r : n));
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &o, sizeof(o)))
+		return -errno;
+	return r;
+}
+
 /* The receive queue, peeked message by message with SO_PEEK_OFF.  pid and
  * fd name the socket: its holder's, or for a socket itself in flight, the
  * holder of the socket whose queue holds it. */
@@ -188,6 +251,7 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 	socklen_t olen = sizeof(old_off), clen = sizeof(old_cred);
 	bool creds = type == SOCK_SEQPACKET && (d->shutdown & 1);
 	struct pollfd pfd = { sk, 0, 0 };
+	void *guard = NULL;
 	size_t got = 0;
 	int ret = 0;
 
@@ -290,11 +354,30 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		}
 		/* A stream peek glues the bytes of several writes, up to and
 		 * including the first one that carries fds (it stops after it),
-		 * and shows its fds for every offset before its end: where that
-		 * write starts cannot be seen.  Its fds come back on the first
-		 * byte after the previous fds (or the queue's head), which is
-		 * that write's when nothing was written between (see
-		 * docs/decisions.md). */
+		 * and shows its fds for every offset before its end.  The bytes
+		 * written before that write are a message of their own, without
+		 * fds: the restore sends them first, then the fds on the first
+		 * byte of that write, as they were; the next peek starts there. */
+		if (type == SOCK_STREAM && nfds) {
+			ssize_t b = stream_fds_start(sk, got - n, buf, n, iov.iov_len, &guard);
+
+			if (b < 0) {
+				close_fds(fds, nfds);
+				pr_err("pid %d: fd %d: the unix stream socket's queue carries file "
+				       "descriptors in flight (SCM_RIGHTS) whose place among its "
+				       "bytes kupdate cannot find (%s): they would come back on "
+				       "another byte",
+				       pid, fd, strerror((int)-b));
+				ret = -EOPNOTSUPP;
+				break;
+			}
+			if (b > 0) {
+				close_fds(fds, nfds);
+				nfds = 0;
+				got -= n - b;
+				n = b;
+			}
+		}
 		m = add_msg(u, buf, n);
 		if (!m) {
 			close_fds(fds, nfds);
@@ -322,6 +405,8 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, sizeof(old_cred));
 out:
 	setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, sizeof(old_off));
+	if (guard)
+		munmap(guard, 4096);
 	return ret;
 }
 

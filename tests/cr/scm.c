@@ -272,6 +272,91 @@ static void queue_case(int type)
 	crt_pass();
 }
 
+/* read exactly len plain bytes with no room for control data (as recv(2)
+ * does): fds on any of them would be closed by the kernel (MSG_CTRUNC) */
+static void read_plain(int via, const char *data, size_t len, const char *what)
+{
+	static char got[1 << 21];
+	size_t done = 0;
+
+	while (done < len) {
+		struct iovec iov = { got + done, len - done };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t r = recvmsg(via, &mh, MSG_DONTWAIT);
+
+		crt_check(r > 0, "%s: received %zu of %zu bytes (%s)", what, done, len,
+			  r < 0 ? strerror(errno) : "end of file");
+		crt_check(!(mh.msg_flags & MSG_CTRUNC),
+			  "%s: fds came with the plain bytes %zu to %zu (closed by the kernel)",
+			  what, done, done + r);
+		done += r;
+	}
+	crt_check(!memcmp(got, data, len), "%s: not the bytes written", what);
+}
+
+static void glued_case(bool big)
+{
+	size_t nbig = big ? (3 << 19) : 100000; /* 1.5 MiB: more than one peek */
+	int sv[2], p[2], f, fds[2];
+	char *prefix = malloc(nbig + 2), buf[64];
+
+	if (!prefix || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || pipe(p))
+		crt_fail("setup: %s", strerror(errno));
+	if (big && setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &(int){ 8 << 20 }, sizeof(int)))
+		crt_skip("SO_SNDBUFFORCE: %s", strerror(errno));
+	f = open_file("glued", "0123456789abcdef", O_RDWR, 3);
+	for (size_t i = 0; i < nbig; i++)
+		prefix[i] = 'a' + i % 23;
+	memcpy(prefix + nbig, "gh", 2);
+	xwrite(p[1], "in-pipe ");
+	/* three writes, then a write with fds */
+	xwrite(sv[0], "ab");
+	xwrite(sv[0], "cde");
+	xwrite(sv[0], "f");
+	send_fds(sv[0], "carry", (int[]){ p[1], f }, 2);
+	/* after those fds: a large write and a small one, then fds */
+	for (size_t done = 0; done < nbig;) {
+		ssize_t w = write(sv[0], prefix + done, nbig - done < 65536 ? nbig - done : 65536);
+
+		if (w <= 0)
+			crt_fail("write: %s", strerror(errno));
+		done += w;
+	}
+	xwrite(sv[0], "gh");
+	send_fds(sv[0], "second", &f, 1);
+	/* fds right after fds, then plain bytes at the end */
+	send_fds(sv[0], "third", &p[1], 1);
+	xwrite(sv[0], "tail");
+	close(p[1]);
+
+	crt_ready();
+	crt_wait_term();
+
+	read_plain(sv[1], "abcdef", 6, "the three writes before the first fds");
+	recv_fds(sv[1], "c", fds, 2, "the first byte of the write with fds");
+	xwrite(fds[0], "after");
+	expect_read(p[0], "in-pipe after", "the pipe whose write end was in flight");
+	crt_check(same_file(fds[1], f), "the file in flight is not the test's own");
+	close(fds[0]);
+	close(fds[1]);
+	recv_fds(sv[1], "arry", fds, 0, "the other bytes of the write with fds");
+	read_plain(sv[1], prefix, nbig + 2, "the writes before the second fds");
+	recv_fds(sv[1], "s", fds, 1, "the first byte of the second write with fds");
+	crt_check(same_file(fds[0], f), "the second file in flight is not the test's own");
+	close(fds[0]);
+	recv_fds(sv[1], "econd", fds, 0, "the other bytes of the second write with fds");
+	recv_fds(sv[1], "t", fds, 1, "the first byte of the third write with fds");
+	xwrite(fds[0], "again");
+	expect_read(p[0], "again", "the pipe whose write end was in flight, again");
+	close(fds[0]);
+	recv_fds(sv[1], "hird", fds, 0, "the other bytes of the third write with fds");
+	read_plain(sv[1], "tail", 4, "the bytes after the last fds");
+	crt_check(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
+		  "the queue does not end after its bytes");
+	free(prefix);
+	crt_pass();
+}
+
 static void cycle_case(void)
 {
 	int a[2], b[2], fds[4];
@@ -503,6 +588,8 @@ int main(int argc, char **argv)
 		queue_case(SOCK_DGRAM);
 	else if (!strcmp(what, "seqpacket"))
 		queue_case(SOCK_SEQPACKET);
+	else if (!strcmp(what, "glued") || !strcmp(what, "glued-big"))
+		glued_case(!strcmp(what, "glued-big"));
 	else if (!strcmp(what, "cycle"))
 		cycle_case();
 	else if (!strcmp(what, "tree"))
