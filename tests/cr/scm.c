@@ -1,10 +1,7 @@
 /* File descriptors in flight (SCM_RIGHTS) in unix sockets survive.
  *
  * scm stream|dgram|seqpacket: a socketpair of that type with five
- * messages queued one way, two of them carrying fds (on a stream, 1 is
- * left out and 3 comes after 4: a peek cannot tell where a write carrying
- * fds starts among the bytes written since the previous fds, so plain
- * bytes written right before it would take its fds at the restore):
+ * messages queued one way, two of them carrying fds:
  *   1. "plain-0", no fds;
  *   2. "with-tree": the write end of a pipe whose read end the test holds
  *      (data in the pipe), and a regular file the test holds too (offset
@@ -23,6 +20,17 @@
  * same pipe (a write through the received end is read from the held
  * one), the offsets and status flags are those of before, the socket's
  * peer is the held socket both ways, then the queue is empty.
+ *
+ * scm glued: on a stream, plain bytes of separate writes right before a
+ * write carrying fds, which a peek glues to it: three small writes then
+ * "carry" with a pipe's write end (the test holds the read end) and a
+ * file the test holds; 100000 bytes in writes of 64 KiB and "gh" then
+ * "second" with the file; "third" with the pipe end right after; "tail".
+ * After the restore the plain bytes are read exactly with no room for
+ * control data (fds on them would be closed by the kernel: MSG_CTRUNC
+ * fails), and each write's fds come with its first byte, the test's pipe
+ * and file (kcmp).  glued-big: the same with 1.5 MiB instead of 100000
+ * bytes (SO_SNDBUFFORCE), more than kupdate peeks at once.
  *
  * scm cycle: sockets in flight referring to themselves and to each
  * other: pair A's end a0 is sent through a0 itself (it waits in a1's
@@ -183,16 +191,10 @@ static void queue_case(int type)
 	xwrite(only[1], "only-pipe ");
 	xwrite(q[1], "for-q0 ");
 	xwrite(z[0], "for-z1");
-	/* on a stream, plain bytes right before a write with fds would
-	 * take its fds at the restore (see the top): none there */
-	if (type != SOCK_STREAM)
-		send_fds(sv[0], recs[0], NULL, 0);
+	send_fds(sv[0], recs[0], NULL, 0);
 	send_fds(sv[0], recs[1], (int[]){ p[1], f }, 2);
-	if (type != SOCK_STREAM)
-		send_fds(sv[0], recs[2], NULL, 0);
+	send_fds(sv[0], recs[2], NULL, 0);
 	send_fds(sv[0], recs[3], (int[]){ only[0], only[1], of, q[0], efd, dir, z[0], z[1] }, 8);
-	if (type == SOCK_STREAM)
-		send_fds(sv[0], recs[2], NULL, 0);
 	send_fds(sv[0], recs[4], NULL, 0);
 	close(p[1]);
 	close(only[0]);
@@ -207,8 +209,7 @@ static void queue_case(int type)
 	crt_ready();
 	crt_wait_term();
 
-	if (type != SOCK_STREAM)
-		recv_fds(sv[1], recs[0], fds, 0, "record 0");
+	recv_fds(sv[1], recs[0], fds, 0, "record 0");
 	if (type == SOCK_STREAM) {
 		/* the fds come with the first byte of their record */
 		recv_fds(sv[1], "w", fds, 2, "record 1's first byte");
@@ -226,8 +227,8 @@ static void queue_case(int type)
 		  "the held file's flags are %#x", fcntl(fds[1], F_GETFL));
 	close(fds[0]);
 	close(fds[1]);
+	recv_fds(sv[1], recs[2], fds, 0, "record 2");
 	if (type != SOCK_STREAM) {
-		recv_fds(sv[1], recs[2], fds, 0, "record 2");
 		recv_fds(sv[1], recs[3], fds, 8, "record 3");
 	} else {
 		recv_fds(sv[1], "a", fds, 8, "record 3's first byte");
@@ -261,8 +262,6 @@ static void queue_case(int type)
 	expect_read(fds[7], "for-z1", "the pair in flight alone's queue");
 	xwrite(fds[7], "z1-to-z0");
 	expect_read(fds[6], "z1-to-z0", "the pair in flight alone");
-	if (type == SOCK_STREAM)
-		recv_fds(sv[1], recs[2], fds + 8, 0, "record 2");
 	recv_fds(sv[1], recs[4], fds + 8, 0, "record 4");
 	crt_check(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
 		  "the queue does not end after its records");
