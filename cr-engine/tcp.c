@@ -64,6 +64,7 @@
 #include "dump.h"
 #include "image.h"
 #include "log.h"
+#include "mcast.h"
 #include "netlock.h"
 #include "sockdiag.h"
 #include "sockets.h"
@@ -836,6 +837,9 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			s->opts->peek_off = off;
 		}
 		udp_recv_opts_dump(sk, s);
+		ret = mcast_dump(sk, s, what);
+		if (ret)
+			goto out;
 		/* a check reads nothing (a peek would hide the zero-length
 		 * datagrams from the dump that follows, udp.c) */
 		if (!ctx->check_only) {
@@ -933,6 +937,7 @@ void inet_free_dump(InetSk *s)
 	free(s->topts);
 	free(s->bind_dev);
 	udp_queue_free(s);
+	mcast_free(s);
 	if (s->tcp) {
 		free(s->tcp->outq.data);
 		free(s->tcp->inq.data);
@@ -958,7 +963,7 @@ int inet_validate(const FileEntry *e)
 	      s->tcp->unsent > s->tcp->outq.len)) ||
 	    (s->protocol == IPPROTO_TCP && !stream_state(s->state) && s->state != TCP_LISTEN &&
 	     s->state != TCP_CLOSE) ||
-	    udp_queue_validate(s)) {
+	    udp_queue_validate(s) || mcast_validate(s)) {
 		pr_err("image files.img is damaged: inet socket %u is invalid", e->id);
 		return -EINVAL;
 	}
@@ -1218,6 +1223,13 @@ int inet_create(const InetSk *s, const char *what)
 		ret = -errno;
 		pr_perror("%s: cannot listen", what);
 		goto fail;
+	}
+	/* its multicast groups and options (before its queue: its datagrams
+	 * may have come to a group) */
+	if (s->protocol == IPPROTO_UDP) {
+		ret = mcast_restore(sk, s, what);
+		if (ret)
+			goto fail;
 	}
 	/* its queue before its connect: the datagrams queued before a connect
 	 * came from anywhere, and once connected it takes its peer's only */
