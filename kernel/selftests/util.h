@@ -17,28 +17,6 @@
 
 #ifndef CAP_CHECKPOINT_RESTORE
 #define CAP_CHECKPOINT_RESTORE 40
-/* Is pid inside kernel.pid_reserve (kupdate's patch)?  0 when there is no such sysctl. */
-static inline int pid_reserved(long pid)
-{
-	char buf[1024], *p = buf;
-
-	if (read_file("/proc/sys/kernel/pid_reserve", buf, sizeof(buf)) <= 0)
-		return 0;
-	while (*p && *p != '\n') {
-		long first = strtol(p, &p, 10), last = first;
-
-		if (*p == '-')
-			last = strtol(p + 1, &p, 10);
-		if (pid >= first && pid <= last)
-			return 1;
-		if (*p == ',')
-			p++;
-		else
-			break;
-	}
-	return 0;
-}
-
 #endif
 
 /* Read a whole small file into buf (NUL-terminated); returns length or -errno. */
