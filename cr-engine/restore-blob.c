@@ -229,8 +229,8 @@ void close_gone_dirs(struct rctx *c)
 	}
 }
 
-int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
-	    uint64_t *stack_p)
+int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
+		uint64_t *stack_p)
 {
 	struct rst_builder b;
 	struct vdso_plan vp;

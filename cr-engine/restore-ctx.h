@@ -15,7 +15,7 @@ enum stage { ST_FORK = 1, ST_PGID, ST_PREPARE, ST_GO };
 
 struct shared_proc {
 	uint64_t blob_start, blob_len, args_addr;
-	_Atomic uint32_t prepared; /* its prepare() is done (a shared fd table) */
+	_Atomic uint32_t prepared; /* its rst_prepare() is done (a shared fd table) */
 };
 
 struct shared {
@@ -72,8 +72,8 @@ int make_gone_dirs(struct rctx *c);
 void close_gone_dirs(struct rctx *c);
 /* restore-blob.c: process rp (index idx) maps and fills the blob's
  * region; where to jump, its arguments and stack */
-int prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
-	    uint64_t *stack_p);
+int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
+		uint64_t *stack_p);
 /* the first fd above the saved fd table of rp (the one it shares, if so):
  * what serves only the restore goes there */
 int fdt_base(const struct rproc *rp);

@@ -371,7 +371,7 @@ int load_images(struct rctx *c)
 		if (ret)
 			return ret;
 	}
-	/* the prepare()s of a shared fd table's processes: one at a time,
+	/* the rst_prepare()s of a shared fd table's processes: one at a time,
 	 * the one that restores it last (restore-blob.c) */
 	for (size_t i = 0; i < c->nr; i++) {
 		struct rproc *o = &c->procs[i], *prev = NULL;

@@ -337,7 +337,7 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	ca.flags = clone_parent ? CLONE_PARENT : 0;
 	/* shares cwd, root and umask with its parent (CLONE_FS): files.c
 	 * refused any other sharing at dump, and a root other than "/", as
-	 * both processes restore the same ones in prepare() */
+	 * both processes restore the same ones in rst_prepare() */
 	if (rp->pe->clone_fs)
 		ca.flags |= CLONE_FS;
 	/* shares our fd table (CLONE_FILES): we, or the ancestor whose table
@@ -523,7 +523,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 		become_zombie(rp);
 	if (rp->fdt_prev)
 		wait_prepared(sh, rp->fdt_prev - c->procs);
-	if (prepare(c, rp, idx, &entry, &args, &stack))
+	if (rst_prepare(c, rp, idx, &entry, &args, &stack))
 		task_fail(sh);
 	atomic_store(&sh->procs[idx].prepared, 1);
 	futex(&sh->procs[idx].prepared, FUTEX_WAKE, INT32_MAX, NULL);
