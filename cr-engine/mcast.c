@@ -25,6 +25,7 @@
 
 #include "image.h"
 #include "log.h"
+#include "sockets.h"
 #include "mcast.h"
 #include "util.h"
 
@@ -182,29 +183,21 @@ static int add_group(InetSk *s, const struct cand *c, const struct group_filter 
 	return 0;
 }
 
-static int getint(int sk, int level, int opt, int *v)
-{
-	socklen_t l = sizeof(*v);
-
-	*v = 0;
-	return getsockopt(sk, level, opt, v, &l) ? -errno : 0;
-}
-
 /* the sending options that differ from those of fresh, a new socket */
 static void options_dump(int sk, int fresh, InetSk *s)
 {
 	bool v4 = s->family == AF_INET;
 	int lvl = v4 ? IPPROTO_IP : IPPROTO_IPV6, a, b;
 
-	if (!getint(sk, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &a) &&
-	    !getint(fresh, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &b) && a != b &&
+	if (!sk_getint(sk, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &a) &&
+	    !sk_getint(fresh, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, &b) && a != b &&
 	    a >= 0) {
 		s->has_mc_ttl = 1;
 		s->mc_ttl = (uint32_t)a;
 	}
-	if (!getint(sk, lvl, v4 ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP, &a) && !a)
+	if (!sk_getint(sk, lvl, v4 ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP, &a) && !a)
 		s->has_mc_loop_off = s->mc_loop_off = 1;
-	if (!getint(sk, lvl, v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, &a) && !a)
+	if (!sk_getint(sk, lvl, v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, &a) && !a)
 		s->has_mc_all_off = s->mc_all_off = 1;
 	if (v4) {
 		struct in_addr ia = { 0 };
@@ -212,7 +205,7 @@ static void options_dump(int sk, int fresh, InetSk *s)
 
 		if (!getsockopt(sk, IPPROTO_IP, IP_MULTICAST_IF, &ia, &l) && ia.s_addr)
 			s->has_mc_if_addr = !img_bytes(&s->mc_if_addr, &ia, 4);
-	} else if (!getint(sk, IPPROTO_IPV6, IPV6_MULTICAST_IF, &a) && a > 0) {
+	} else if (!sk_getint(sk, IPPROTO_IPV6, IPV6_MULTICAST_IF, &a) && a > 0) {
 		char name[IFNAMSIZ];
 
 		s->has_mc_ifindex = 1;

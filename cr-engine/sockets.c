@@ -206,3 +206,11 @@ int sk_opts_restore(int sk, const SkOpts *o, const char *what)
 	}
 	return ret ? -EINVAL : 0;
 }
+
+int sk_getint(int sk, int level, int opt, int *v)
+{
+	socklen_t l = sizeof(*v);
+
+	*v = 0;
+	return getsockopt(sk, level, opt, v, &l) ? -errno : 0;
+}

@@ -63,6 +63,7 @@
 #include "dump.h"
 #include "image.h"
 #include "log.h"
+#include "sockets.h"
 #include "sockdiag.h"
 #include "udp.h"
 #include "util.h"
@@ -87,14 +88,6 @@
 #define DGRAM_MAX (65536)
 #define QUEUE_MAX (64U << 20)
 #define ARRIVE_MS 1000
-
-static int getint(int sk, int level, int opt, int *v)
-{
-	socklen_t l = sizeof(*v);
-
-	*v = 0;
-	return getsockopt(sk, level, opt, v, &l) ? -errno : 0;
-}
 
 /* the queue holds something (poll, which reads nothing) */
 static int queue_state(int sk, bool *in, bool *err)
@@ -144,7 +137,7 @@ int udp_queue_check(int sk, const struct sk_diag *d, const struct sk_table *t, c
 		return -EAGAIN;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
-		if (!getint(sk, opts[i].level, opts[i].opt, &v) && v) {
+		if (!sk_getint(sk, opts[i].level, opts[i].opt, &v) && v) {
 			pr_err("%s: datagrams are queued (%u bytes of receive memory) and %s; "
 			       "retry once the program has read them",
 			       what, d->rqlen, opts[i].why);
@@ -258,7 +251,7 @@ static void flags_on(int sk, struct rflag *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		f[i].set = false;
-		if (getint(sk, f[i].level, f[i].opt, &f[i].was))
+		if (sk_getint(sk, f[i].level, f[i].opt, &f[i].was))
 			continue;
 		if (!f[i].was && !setsockopt(sk, f[i].level, f[i].opt, &(int){ 1 }, sizeof(int)))
 			f[i].set = true;
@@ -528,7 +521,7 @@ int udp_queue_dump(int sk, InetSk *s, size_t *zeros, const char *what)
 	if (ret || !in)
 		return ret;
 	memcpy(f, peek_flags, sizeof(f));
-	if (getint(sk, SOL_SOCKET, SO_PEEK_OFF, &peek_off))
+	if (sk_getint(sk, SOL_SOCKET, SO_PEEK_OFF, &peek_off))
 		peek_off = -1;
 	flags_on(sk, f, nf);
 	ret = walk(sk, s, what);
@@ -570,7 +563,7 @@ void udp_recv_opts_dump(int sk, InetSk *s)
 
 	for (size_t i = 0; i < ARRAY_SIZE(recv_opts); i++)
 		if ((!recv_opts[i].v6 || s->family == AF_INET6) &&
-		    !getint(sk, recv_opts[i].level, recv_opts[i].opt, &v) && v) {
+		    !sk_getint(sk, recv_opts[i].level, recv_opts[i].opt, &v) && v) {
 			s->has_recv_opts = 1;
 			s->recv_opts |= 1u << i;
 		}
@@ -867,7 +860,7 @@ int udp_queue_restore(int sk, const InetSk *s, const char *what)
 	if (!s->n_queue)
 		return 0;
 	/* its own size and lock again after (sk_opts_restore set them) */
-	getint(sk, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
+	sk_getint(sk, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
 	if (s->opts && s->opts->has_rcvbuf)
 		rcvbuf = s->opts->rcvbuf;
 	ret = refill(sk, s, rcvbuf, s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
@@ -929,9 +922,9 @@ static void requeue(struct dump_udp_sk *h)
 	q.src_addr = ds->src_addr;
 	q.src_port = ds->src_port;
 	memcpy(f, peek_flags, sizeof(f));
-	getint(h->fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off);
-	getint(h->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
-	getint(h->fd, SOL_SOCKET, SO_BUF_LOCK, &lock);
+	sk_getint(h->fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off);
+	sk_getint(h->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf);
+	sk_getint(h->fd, SOL_SOCKET, SO_BUF_LOCK, &lock);
 	flags_on(h->fd, f, nf);
 	ret = setsockopt(h->fd, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int)) ? -errno : 0;
 	if (!ret)
