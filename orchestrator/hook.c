@@ -213,7 +213,6 @@ static void usage_hook(FILE *f)
 
 int cmd_kernel_installed(int argc, char **argv)
 {
-	const char *boot = getenv("KUPDATE_BOOT_DIR") ? getenv("KUPDATE_BOOT_DIR") : "/boot";
 	_cleanup_free_ char *image = NULL, *next = NULL, *next_initrd = NULL, *next_rel = NULL;
 	char missing[1024], names[1024] = "";
 	struct kupdate_conf conf;
@@ -229,11 +228,12 @@ int cmd_kernel_installed(int argc, char **argv)
 	uname(&un);
 	if (!strcmp(argv[1], un.release))
 		return 0; /* the running kernel, installed again */
-	image = argc > 2 ? xstrdup(argv[2]) : xasprintf("%s/vmlinuz-%s", boot, argv[1]);
+	image = argc > 2 ? xstrdup(argv[2]) : xasprintf("%s/vmlinuz-%s", boot_dir(), argv[1]);
 	if (!image)
 		return 0;
-	if (conf_read(&conf))
-		pr_warn("cannot read %s: %s; auto-apply is off", conf_path(), strerror(errno));
+	ret = conf_read(&conf);
+	if (ret)
+		pr_warn("cannot read %s: %s; auto-apply is off", conf_path(), strerror(-ret));
 	if (preserved_units(&units, &n) || !n) {
 		printf("kupdate: linux %s installed; no unit is preserved across kernel updates "
 		       "(kupdate enable UNIT): nothing for kupdate to do\n",

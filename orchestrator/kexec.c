@@ -163,9 +163,16 @@ int kexec_now(struct sd *s, bool fast)
 	return sd_start(s, "kexec.target", "replace-irreversibly");
 }
 
+const char *boot_dir(void)
+{
+	const char *d = getenv("KUPDATE_BOOT_DIR");
+
+	return d && *d ? d : "/boot";
+}
+
 int next_kernel(char **kernel, char **initrd, char **release, bool say)
 {
-	const char *dir = getenv("KUPDATE_BOOT_DIR") ? getenv("KUPDATE_BOOT_DIR") : "/boot";
+	const char *dir = boot_dir();
 	_cleanup_free_ char *best = NULL;
 	struct utsname un;
 	struct dirent *de;

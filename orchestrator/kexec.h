@@ -19,5 +19,7 @@ int kexec_now(struct sd *s, bool fast);
  * -ENOENT if none is newer than the running kernel (said if say);
  * malloc'd strings. */
 int next_kernel(char **kernel, char **initrd, char **release, bool say);
+/* /boot, or $KUPDATE_BOOT_DIR (tests) */
+const char *boot_dir(void);
 
 #endif
