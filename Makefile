@@ -29,7 +29,7 @@ PKGS        := libprotobuf-c libnl-3.0 libnftables libsystemd zlib liblzma libzs
 PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # kupdate itself loads libnftables, libsystemd and the decompressors when
-# it needs them (cr-engine/netlock.c, orchestrator/sd.c, orchestrator/kimage.c)
+# it needs them (cr-engine/net/netlock.c, orchestrator/sd.c, orchestrator/kimage.c)
 KUPDATE_LIBS = $(filter-out -lnftables -lsystemd -lz -llzma -lzstd,$(PKG_LIBS))
 
 # Suites registered by the fragments; `make check` runs them all and

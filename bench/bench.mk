@@ -20,9 +20,9 @@ BENCH_WARM  ?= 1
 CRIU        ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 
-$(BENCH_BIN)/kbench: bench/kbench.c cr-engine/crc32c.c cr-engine/crc32c.h cr-engine/crc32c-impl.h
+$(BENCH_BIN)/kbench: bench/kbench.c cr-engine/base/crc32c.c cr-engine/base/crc32c.h cr-engine/base/crc32c-impl.h
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(BENCH_CFLAGS) -Icr-engine -pthread -o $@ bench/kbench.c cr-engine/crc32c.c
+	$(Q)$(CC) $(BENCH_CFLAGS) -Icr-engine/base -pthread -o $@ bench/kbench.c cr-engine/base/crc32c.c
 
 $(BENCH_BIN)/kbench-work: bench/work.c
 	@mkdir -p $(dir $@)

@@ -7,17 +7,21 @@ PROTOS       := $(wildcard $(ENGINE_DIR)/images/*.proto)
 PROTO_C      := $(patsubst $(ENGINE_DIR)/images/%.proto,$(GEN)/images/%.pb-c.c,$(PROTOS))
 PROTO_H      := $(PROTO_C:.c=.h)
 PROTO_OBJ    := $(patsubst $(GEN)/%.c,$(OBJ)/gen/%.o,$(PROTO_C))
-ENGINE_SRC   := $(wildcard $(ENGINE_DIR)/*.c)
+# one folder per subsystem (see docs/adding-a-kind.md); include/ is the
+# public face the orchestrator builds against
+ENGINE_PARTS := base core mem files net task
+ENGINE_SRC   := $(foreach d,$(ENGINE_PARTS),$(wildcard $(ENGINE_DIR)/$(d)/*.c))
 ENGINE_OBJ   := $(patsubst %.c,$(OBJ)/%.o,$(ENGINE_SRC))
 LIBCR        := $(BUILD)/lib/libcr.a
-ENGINE_CFLAGS = $(CFLAGS) $(PKG_CFLAGS) -I$(ENGINE_DIR) -I$(GEN)
+ENGINE_INC   := -I$(ENGINE_DIR)/include $(addprefix -I$(ENGINE_DIR)/,$(ENGINE_PARTS)) -I$(ENGINE_DIR)
+ENGINE_CFLAGS = $(CFLAGS) $(PKG_CFLAGS) $(ENGINE_INC) -I$(GEN)
 
 # The restorer blob: freestanding, position independent, not instrumented.
 RST_DIR      := $(BUILD)/restorer
 RST_CFLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
 		-ffreestanding -fno-builtin -nostdlib -fPIE -fvisibility=hidden \
 		-fno-stack-protector -fno-asynchronous-unwind-tables -fno-unwind-tables \
-		-fcf-protection=none -fno-jump-tables -mno-red-zone -I$(ENGINE_DIR)
+		-fcf-protection=none -fno-jump-tables -mno-red-zone -I$(ENGINE_DIR)/base
 
 $(GEN)/images/%.pb-c.c $(GEN)/images/%.pb-c.h: $(ENGINE_DIR)/images/%.proto
 	@mkdir -p $(GEN)/images
@@ -32,7 +36,7 @@ $(OBJ)/$(ENGINE_DIR)/%.o: $(ENGINE_DIR)/%.c $(PROTO_H)
 	$(Q)$(CC) $(ENGINE_CFLAGS) -c $< -o $@
 
 $(RST_DIR)/restorer.o: $(ENGINE_DIR)/restorer/restorer.c $(ENGINE_DIR)/restorer/restorer.h \
-		$(ENGINE_DIR)/restorer/sys.h $(ENGINE_DIR)/crc32c-impl.h
+		$(ENGINE_DIR)/restorer/sys.h $(ENGINE_DIR)/base/crc32c-impl.h
 	@mkdir -p $(RST_DIR)
 	$(Q)gcc $(RST_CFLAGS) -c $< -o $@
 	@# absolute relocations would break a blob that runs at any address

@@ -2,13 +2,13 @@
 # date and install paths filled in), checked by tests/ops/man.sh.
 MAN_SRC   := $(wildcard doc/*.[578].in)
 MAN_PAGES := $(patsubst doc/%.in,$(BUILD)/man/%,$(MAN_SRC))
-KUPDATE_VERSION := $(shell sed -n 's/^\#define CR_TOOL_VERSION "\(.*\)"/\1/p' cr-engine/cr.h)
+KUPDATE_VERSION := $(shell sed -n 's/^\#define CR_TOOL_VERSION "\(.*\)"/\1/p' cr-engine/include/cr.h)
 # reproducible: the date of the last commit (or SOURCE_DATE_EPOCH, as
 # dpkg-buildpackage sets it), not the build's
 MAN_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct -- doc 2>/dev/null),$(shell date +%s))
 MAN_DATE  := $(shell LC_ALL=C date -u -d @$(MAN_EPOCH) '+%B %Y')
 
-$(BUILD)/man/%: doc/%.in cr-engine/cr.h doc/doc.mk
+$(BUILD)/man/%: doc/%.in cr-engine/include/cr.h doc/doc.mk
 	@mkdir -p $(dir $@)
 	$(Q)sed -e 's|@VERSION@|$(KUPDATE_VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
 		-e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@GENDIR@|$(GENDIR)|g' \

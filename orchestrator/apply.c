@@ -21,7 +21,7 @@
  * after 4 restores the units from the cycle on this kernel.  An apply that
  * is killed (SIGKILL) leaves its partial cycle directory behind: the next
  * kupdate command finds it and resumes its units (recover.c).
- * Test-only fault injection: cr-engine/fault.h. */
+ * Test-only fault injection: cr-engine/base/fault.h. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

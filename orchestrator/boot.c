@@ -160,7 +160,7 @@ int write_restore_dropin(const char *dir, const char *unit, const char *exe, con
 	return p && t ? write_text(p, t) : -ENOMEM;
 }
 
-/* Test only (cr-engine/fault.h): the boot side takes its faults from
+/* Test only (cr-engine/base/fault.h): the boot side takes its faults from
  * kupdate.fault= on the kernel command line (no environment reaches a
  * generator or a unit's ExecStart from the old boot). */
 static void fault_from_cmdline(void)

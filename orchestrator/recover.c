@@ -7,7 +7,7 @@
  * with it: the kernel detaches and resumes the tracees.)  Its sockets are
  * ordinary ones: the engine leaves repair mode as soon as it has read a
  * connection and enters it again only just before it kills the tree, after
- * the cycle is ready (cr-engine/tcp.c); only a socket whose queues were
+ * the cycle is ready (cr-engine/net/tcp.c); only a socket whose queues were
  * being read when apply died is left in repair mode.
  *
  * While it works, apply keeps a record in its partial cycle directory

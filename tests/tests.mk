@@ -29,7 +29,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(TBIN)/unit/%,$(UNIT_SRC))
 $(TBIN)/unit/%: tests/unit/%.c asan
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
-		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -I$(ASAN_BUILD)/gen \
+		-fno-sanitize-recover=undefined $(PKG_CFLAGS) $(ENGINE_INC) -I$(ASAN_BUILD)/gen \
 		-o $@ $< $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
 
 # the orchestrator's pure parts, from the sanitized build's objects
@@ -38,7 +38,7 @@ ASAN_ORCH_OBJ = $(patsubst $(OBJ)/%,$(ASAN_BUILD)/obj/%,$(filter-out %/kupdate.o
 $(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage $(TBIN)/unit/test_output: $(TBIN)/unit/%: tests/unit/%.c asan
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
-		-fno-sanitize-recover=undefined $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
+		-fno-sanitize-recover=undefined $(PKG_CFLAGS) $(ENGINE_INC) -Iorchestrator \
 		-I$(ASAN_BUILD)/gen -o $@ $< $(ASAN_ORCH_OBJ) $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
 
 .PHONY: tests

@@ -3,7 +3,7 @@
  * %rsp on the main thread's stack inside the blob. */
 #include "restorer.h"
 #include "sys.h"
-#include "../crc32c-impl.h"
+#include "crc32c-impl.h"
 
 #define PAGE 4096UL
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Faults at every phase of the update cycle, in QEMU (TAP).  Uses the test-only
 # switch KUPDATE_FAULT=PHASE[:N] (kupdate.fault= on the new kernel's command
-# line for the boot side; phases and N: cr-engine/fault.h).
+# line for the boot side; phases and N: cr-engine/base/fault.h).
 #
 # One boot of kernel A (Debian guest, kupdate and three demo units from the
 # payload: demo-counter with a live TCP client on the host, demo-pipe, two

@@ -15,7 +15,7 @@ FUZZ_SMOKE_TIME ?= 10
 FUZZ_LIBCR   := $(FUZZ_BUILD)/lib/libcr.a
 FUZZ_ORCH    := $(patsubst $(OBJ)/%,$(FUZZ_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ)) $(ORCH_PROTO_OBJ))
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS   = $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE $(PKG_CFLAGS) -I$(ENGINE_DIR) -Iorchestrator \
+FUZZ_CFLAGS   = $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE $(PKG_CFLAGS) $(ENGINE_INC) -Iorchestrator \
 		-I$(FUZZ_BUILD)/gen -Itests/fuzz
 FUZZ_BINS    := $(FUZZ_BUILD)/bin/fuzz-images $(FUZZ_BUILD)/bin/fuzz-manifest
 FUZZ_SEEDS   := $(FUZZ_BUILD)/seeds
@@ -35,9 +35,9 @@ $(FUZZ_BUILD)/bin/fuzz-manifest: tests/fuzz/fuzz_manifest.c tests/fuzz/fuzz_comm
 	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $< $(FUZZ_ORCH) $(FUZZ_LIBCR) $(PKG_LIBS)
 
 # plain tool: no fuzzer runtime
-$(FUZZ_BUILD)/bin/mkseed: tests/fuzz/mkseed.c tests/fuzz/fuzz_common.h $(ENGINE_DIR)/crc32c.c fuzz-lib
+$(FUZZ_BUILD)/bin/mkseed: tests/fuzz/mkseed.c tests/fuzz/fuzz_common.h $(ENGINE_DIR)/base/crc32c.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(FUZZ_CFLAGS) -o $@ $< $(ENGINE_DIR)/crc32c.c \
+	$(Q)$(CC) $(FUZZ_CFLAGS) -o $@ $< $(ENGINE_DIR)/base/crc32c.c \
 		$(FUZZ_BUILD)/gen/orch-images/cycle.pb-c.c $(PKG_LIBS)
 
 fuzz-build: $(FUZZ_BINS) $(FUZZ_BUILD)/bin/mkseed

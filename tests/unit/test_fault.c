@@ -1,4 +1,4 @@
-/* The test-only fault switch (cr-engine/fault.h): which phase and unit a
+/* The test-only fault switch (cr-engine/base/fault.h): which phase and unit a
  * KUPDATE_FAULT spec names. */
 #include <setjmp.h>
 #include <stdarg.h>
