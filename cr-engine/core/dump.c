@@ -18,6 +18,7 @@
 #include "images/inventory.pb-c.h"
 #include "log.h"
 #include "memory.h"
+#include "parts.h"
 #include "remote.h"
 #include "seccomp.h"
 #include "pipes.h"
@@ -265,38 +266,18 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	step_done(ctx, p, "threads");
 	/* before its fds are looked at: a pre-dump's userfaultfd goes */
 	ret = prev_collect(ctx, p);
-	if (!ret)
-		ret = dump_mm(ctx, p);
-	if (!ret)
-		step_done(ctx, p, "memory map");
-	if (!ret)
-		ret = dump_task_misc(ctx, p);
-	if (!ret)
-		ret = dump_creds(ctx, p);
-	if (!ret)
-		ret = dump_sigactions(ctx, p);
-	if (!ret)
-		ret = dump_pending(ctx, p);
-	if (!ret)
-		ret = dump_timers(ctx, p);
-	if (!ret)
-		step_done(ctx, p, "credentials, signals, timers");
-	if (!ret)
-		ret = dump_files(ctx, p);
-	if (!ret)
-		step_done(ctx, p, "files");
-	if (!ret)
-		ret = ctx->check_only ? 0 : dump_pages(ctx, p);
-	if (!ret)
-		step_done(ctx, p, "pages");
-	if (!ret)
-		ret = ctx->check_only ? 0 : write_core(ctx, p);
-	if (!ret)
-		ret = ctx->check_only ? 0 : write_mm(ctx, p);
-	if (!ret)
-		ret = ctx->check_only ? 0 : write_signals(ctx, p);
-	if (!ret)
-		ret = ctx->check_only ? 0 : write_timers(ctx, p);
+	for (size_t i = 0; !ret && i < nr_proc_parts; i++) {
+		if (!proc_parts[i].dump)
+			continue;
+		ret = proc_parts[i].dump(ctx, p);
+		if (!ret)
+			step_done(ctx, p, proc_parts[i].name);
+	}
+	for (size_t i = 0; !ret && !ctx->check_only && i < nr_proc_parts; i++)
+		if (proc_parts[i].write)
+			ret = proc_parts[i].write(ctx, p);
+	if (!ret && !ctx->check_only)
+		step_done(ctx, p, "pages and images written");
 	return ret;
 }
 

@@ -7,6 +7,7 @@
 #include "image.h"
 #include "ghost.h"
 #include "log.h"
+#include "parts.h"
 #include "pstree.h"
 #include "util.h"
 
@@ -244,62 +245,6 @@ static int load_pstree(struct rctx *c)
 	return 0;
 }
 
-static int load_fds(struct rctx *c, struct rproc *rp)
-{
-	struct img_reader r;
-	ProtobufCMessage *m;
-	char name[64];
-	int ret;
-
-	snprintf(name, sizeof(name), "fds-%d.img", rp->pid);
-	ret = img_reader_open(&r, c->dirfd, name, IMG_FDS);
-	if (ret)
-		return ret;
-	rp->fds = calloc(r.nr ? r.nr : 1, sizeof(*rp->fds));
-	if (!rp->fds) {
-		img_reader_close(&r);
-		return -ENOMEM;
-	}
-	while ((ret = img_read(&r, &fd_entry__descriptor, &m)) > 0)
-		rp->fds[rp->nr_fds++] = (FdEntry *)m;
-	img_reader_close(&r);
-	if (ret < 0)
-		return ret;
-	return files_validate_fds(&c->files, rp->fds, rp->nr_fds, name);
-}
-
-/* The deleted files rp maps or runs (ghost.c): kupdate makes them before
- * the tree. */
-static int load_mapped_ghosts(struct rctx *c, struct rproc *rp)
-{
-	struct rghost *g;
-	int ret;
-
-	for (size_t i = 0; i < rp->mm.nr_vmas; i++) {
-		const VmaEntry *e = rp->mm.vmas[i];
-
-		if (!e->has_ghost_id)
-			continue;
-		if (e->kind != VMA_KIND__VMA_FILE_PRIVATE && e->kind != VMA_KIND__VMA_FILE_SHARED) {
-			pr_err("image mm-%d.img is damaged: mapping %lx refers to a deleted file "
-			       "but maps none",
-			       rp->pid, (unsigned long)e->start);
-			return -EINVAL;
-		}
-		ret = files_load_ghost(c->dirfd, &c->files, e->ghost_id, &g);
-		if (ret)
-			return ret;
-		g->mapped = true;
-	}
-	if (rp->core.task->has_exe_ghost_id) {
-		ret = files_load_ghost(c->dirfd, &c->files, rp->core.task->exe_ghost_id, &g);
-		if (ret)
-			return ret;
-		g->mapped = true;
-	}
-	return 0;
-}
-
 int load_images(struct rctx *c)
 {
 	int ret;
@@ -336,27 +281,10 @@ int load_images(struct rctx *c)
 			continue;
 		c->nr_live++;
 		c->nr_threads += rp->pe->n_tids;
-		ret = core_load(c->dirfd, rp->pe, &rp->core);
-		if (!ret)
-			ret = mem_load(c->dirfd, rp->pid, &rp->mm);
-		if (!ret)
-			ret = load_fds(c, rp);
-		if (!ret && rp->pe->clone_files && rp->nr_fds) {
-			pr_err("image fds-%d.img is damaged: pid %d shares its parent's fd table "
-			       "but has fds of its own",
-			       rp->pid, rp->pid);
-			ret = -EINVAL;
-		}
-		if (!ret && rp->pe->clone_files) {
-			rp->fdt = rp->parent->fdt ? rp->parent->fdt : rp->parent;
-			rp->fdt->fdt_shared = true;
-		}
-		if (!ret)
-			ret = signals_load(c->dirfd, rp->pid, &rp->sig);
-		if (!ret)
-			ret = timers_load(c->dirfd, rp->pe, &rp->timers);
-		if (!ret)
-			ret = load_mapped_ghosts(c, rp);
+		ret = 0;
+		for (size_t k = 0; !ret && k < nr_proc_parts; k++)
+			if (proc_parts[k].load)
+				ret = proc_parts[k].load(c, rp);
 		if (ret)
 			return ret;
 	}
@@ -393,13 +321,9 @@ void free_images(struct rctx *c)
 	for (size_t i = 0; c->procs && i < c->nr; i++) {
 		struct rproc *rp = &c->procs[i];
 
-		core_free(&rp->core);
-		mem_free(&rp->mm);
-		signals_free(&rp->sig);
-		timers_free(&rp->timers);
-		for (size_t k = 0; k < rp->nr_fds; k++)
-			fd_entry__free_unpacked(rp->fds[k], NULL);
-		free(rp->fds);
+		for (size_t k = 0; k < nr_proc_parts; k++)
+			if (proc_parts[k].free)
+				proc_parts[k].free(rp);
 		free(rp->children);
 	}
 	free(c->procs);
