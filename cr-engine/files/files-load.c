@@ -42,8 +42,7 @@ int files_load(int dirfd, struct rfiles *f)
 		const struct fd_kind *k = fd_kind(e->kind);
 		bool piped = e->kind == FILE_KIND__FILE_PIPE || e->kind == FILE_KIND__FILE_FIFO;
 
-		if (!k || !e->path[0] ||
-		    (piped && !e->has_pipe_id) ||
+		if (!k || !e->path[0] || (piped && !e->has_pipe_id) ||
 		    (e->kind == FILE_KIND__FILE_MEMFD && !e->has_shmid) ||
 		    (e->has_ghost_id && e->kind != FILE_KIND__FILE_REG) ||
 		    (e->fifo_removed && (e->kind != FILE_KIND__FILE_FIFO || e->path[0] != '/')) ||
