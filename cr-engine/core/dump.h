@@ -137,7 +137,7 @@ struct cr_ghost {
 
 /* a file descriptor in flight (SCM_RIGHTS) in a unix socket's queue,
  * received by kupdate when it peeked the queue (unix.c) and identified
- * once every process is dumped (files.c: files_resolve_inflight) */
+ * once every process is dumped (files-dump.c: files_resolve_inflight) */
 struct cr_inflight {
 	struct UnixMsg *m; /* the queued message carrying it */
 	size_t slot;	   /* its place among m->fds */
@@ -158,6 +158,9 @@ struct cr_file {
 	pid_t owner_pid; /* first holder, for kcmp */
 	int owner_fd;
 	uint64_t pipe_id;
+	/* The state of one kind, each its own: set by its dump, put into
+	 * files.img and freed by its row of the fd-kind table (files/fdkind.c);
+	 * NULL for the other kinds (unix.c, tty.c rely on it). */
 	struct UnixSk *usk; /* sockets: what unix.c / tcp.c read */
 	struct InetSk *isk;
 	EventfdFile *efd; /* anonymous-inode kinds (eventfd.c, signalfd.c...) */
@@ -328,7 +331,7 @@ struct cr_dump_ctx {
 	uint64_t total_pages;
 	uint64_t zero_pages; /* left out of the page files: zeros */
 	uint64_t cow_pages;  /* shared with the parent process: saved once */
-	/* open file descriptions of the tree, see files.c */
+	/* open file descriptions of the tree, see files/files-dump.c */
 	struct cr_file *files;
 	int nr_files;
 	unsigned next_file_id;
@@ -354,7 +357,7 @@ struct cr_dump_ctx {
 	struct dump_tcp_sk *tcp_sks;
 	int nr_tcp_sks;
 	/* fds in flight in unix sockets, and kupdate itself as the process
-	 * that holds them while they are dumped (files.c) */
+	 * that holds them while they are dumped (files-dump.c) */
 	struct cr_inflight *inflight;
 	int nr_inflight;
 	struct cr_proc *self;
@@ -402,7 +405,7 @@ int track_leftover(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd);
 /* undo track_arm (a failed pre-dump) */
 void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
-/* files.c */
+/* files/files-dump.c, files-share.c, files-write.c */
 int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
 /* once every process is dumped: no fd table of the tree is shared with a
  * process outside it (CLONE_FILES) */

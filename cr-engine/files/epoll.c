@@ -24,7 +24,8 @@
 
 #include "dump.h"
 #include "epoll.h"
-#include "files.h"
+#include "fdinfo.h"
+#include "restore-ctx.h"
 #include "log.h"
 #include "util.h"
 
@@ -81,7 +82,8 @@ static int find(struct cr_proc *p, const struct kcmp_epoll_slot *slot, const str
 	return -1;
 }
 
-int epoll_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+int epoll_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+	       struct cr_file *f)
 {
 	EpollFile *ep = calloc(1, sizeof(*ep));
 	_cleanup_free_ struct fd_ino *fds = NULL;
@@ -181,8 +183,16 @@ int epoll_resolve(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
-void epoll_free_dump(EpollFile *e)
+void epoll_save(const struct cr_file *f, FileEntry *e)
 {
+	e->ep = f->ep;
+}
+
+void epoll_free_dump(struct cr_file *f)
+{
+	EpollFile *e = f->ep;
+
+	free(f->ep_where);
 	if (!e)
 		return;
 	for (size_t i = 0; i < e->n_targets; i++)
@@ -191,7 +201,7 @@ void epoll_free_dump(EpollFile *e)
 	free(e);
 }
 
-int epoll_validate(const FileEntry *e)
+int epoll_validate(const struct rfiles *f, const FileEntry *e)
 {
 	if (!e->ep || e->ep->n_targets > MAX_TARGETS) {
 		pr_err("image files.img is damaged: epoll %u is invalid", e->id);
@@ -206,7 +216,8 @@ int epoll_validate(const FileEntry *e)
 	return 0;
 }
 
-int epoll_restore(const FileEntry *e, const char *what)
+int epoll_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		  const char *what)
 {
 	int fd = epoll_create1(EPOLL_CLOEXEC), ret;
 
@@ -272,4 +283,12 @@ int epoll_fill(int epfd, const FileEntry *e, FdEntry *const *fds, size_t n, cons
 		}
 	}
 	return 0;
+}
+
+int epoll_finish(const FileEntry *e, struct rproc *rp, int fd, const char *what)
+{
+	/* filled by the process whose fds its targets were found in */
+	if (e->ep->pid != rp->pid)
+		return 0;
+	return epoll_fill(fd, e, rp->fds, rp->nr_fds, what);
 }

@@ -13,7 +13,7 @@
 
 #include "dump.h"
 #include "eventfd.h"
-#include "files.h"
+#include "fdinfo.h"
 #include "log.h"
 #include "sockets.h"
 #include "util.h"
@@ -64,7 +64,8 @@ static int probe_semaphore(struct cr_proc *p, int fd, uint64_t count, bool *sem)
 	return 0;
 }
 
-int eventfd_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+int eventfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+		 struct cr_file *f)
 {
 	const char *c = fdinfo_find(fdinfo, "eventfd-count:");
 	const char *s = fdinfo_find(fdinfo, "eventfd-semaphore:");
@@ -94,12 +95,17 @@ int eventfd_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *
 	return 0;
 }
 
-void eventfd_free_dump(EventfdFile *e)
+void eventfd_save(const struct cr_file *f, FileEntry *e)
 {
-	free(e);
+	e->efd = f->efd;
 }
 
-int eventfd_validate(const FileEntry *e)
+void eventfd_free_dump(struct cr_file *f)
+{
+	free(f->efd);
+}
+
+int eventfd_validate(const struct rfiles *f, const FileEntry *e)
 {
 	if (!e->efd || e->efd->count == UINT64_MAX) {
 		pr_err("image files.img is damaged: eventfd %u is invalid", e->id);
@@ -108,7 +114,8 @@ int eventfd_validate(const FileEntry *e)
 	return 0;
 }
 
-int eventfd_restore(const FileEntry *e, const char *what)
+int eventfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		    const char *what)
 {
 	int flags = EFD_CLOEXEC | (e->flags & O_NONBLOCK ? EFD_NONBLOCK : 0);
 	int fd, ret;

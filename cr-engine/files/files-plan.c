@@ -2,11 +2,13 @@
  * (files_plan): the closest common ancestor of the processes that hold it,
  * or kupdate itself for what several trees share; and the transport fd
  * numbers, above every fd the images name, each description travels on
- * until its holders place it.  The descriptions are made by files.c. */
+ * until its holders place it.  The descriptions are made by files-restore.c,
+ * which calls nothing here: the plan only reads (fdinfo.c's lookups). */
 #include <errno.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "fdinfo.h"
 #include "files.h"
 #include "log.h"
 #include "restore-ctx.h"
@@ -28,31 +30,6 @@ static int depth(const struct rproc *p)
 	for (; p->parent; p = p->parent)
 		d++;
 	return d;
-}
-
-struct rproc files_tool_owner;
-
-bool files_tool_owns(const struct rfiles *f)
-{
-	for (size_t i = 0; i < f->nr_files; i++)
-		if (f->desc[i].owner == FILES_TOOL)
-			return true;
-	return false;
-}
-
-int files_create_for_tool(struct rfiles *f)
-{
-	return files_create_owned(f, FILES_TOOL);
-}
-
-int files_finish_tool(struct rfiles *f)
-{
-	int ret = files_prepare_owned(f, FILES_TOOL);
-
-	for (size_t i = 0; i < f->nr_files; i++)
-		if (f->desc[i].owner == FILES_TOOL && f->desc[i].tfd >= 0)
-			close(f->desc[i].tfd);
-	return ret;
 }
 
 /* closest common ancestor (a process is its own ancestor) */

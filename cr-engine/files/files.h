@@ -15,7 +15,7 @@ struct rshm;
 struct rghost;
 struct rtty;
 
-/* where each open file description comes from at restore (files.c) */
+/* where each open file description comes from at restore (files-plan.c) */
 struct rdesc {
 	struct rproc *owner; /* creates it: the closest common ancestor of its holders */
 	int nholders;
@@ -48,25 +48,10 @@ struct rfiles {
 int files_load(int dirfd, struct rfiles *f);
 void files_free(struct rfiles *f);
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);
-PipeEntry *files_pipe(const struct rfiles *f, uint64_t id);
-/* an fd of ghost id made again, reachable in this process (files.c) */
-int files_ghost_fd(const struct rfiles *f, uint32_t id, const char *path);
-struct rghost *files_ghost(const struct rfiles *f, uint32_t id);
-/* ghost-ID.img loaded (once) into f->ghosts; *out (if not NULL): it */
-int files_load_ghost(int dirfd, struct rfiles *f, uint32_t id, struct rghost **out);
-/* the value of "key" in an fdinfo text (keys start a line), or NULL */
-const char *fdinfo_find(const char *fdinfo, const char *key);
 /* Decide who creates each description; fd_floor: the highest fd in use by
  * kupdate itself (transport fds go above it and every saved fd). */
 int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor);
 
-/* shared by files.c and files-plan.c */
-/* kupdate itself, which creates the roots: the owner of what processes of
- * different trees (a service's several roots) share */
-extern struct rproc files_tool_owner;
-#define FILES_TOOL (&files_tool_owner)
-size_t files_index(const struct rfiles *f, uint32_t id); /* (size_t)-1: no such file */
-bool files_holds(const struct rproc *rp, uint32_t file_id);
 /* In a restoring process, before it forks: the descriptions it owns. */
 int files_create_owned(struct rfiles *f, struct rproc *rp);
 /* Descriptions shared by processes of different trees are made by
@@ -89,5 +74,8 @@ int files_restore(struct rfiles *f, struct rproc *rp);
  * restores it: what is its own (the foreground group of its terminal);
  * the transport fds of what it made for its children closed. */
 int files_restore_sharer(struct rfiles *f, struct rproc *rp);
+
+/* the lookups below the kinds (files_index, files_ghost...) */
+#include "fdinfo.h"
 
 #endif

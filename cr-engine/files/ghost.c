@@ -17,7 +17,7 @@
  * old name if that is free (so /proc/PID/fd and maps show the same path)
  * or a temporary one beside it (the old name is usually the new version's),
  * fills it with its holes, unlinks it, and opens every description of it
- * from that one inode before the tree is created (files.c); a mapped one
+ * from that one inode before the tree is created (files-restore.c); a mapped one
  * is made by kupdate before it forks, and every process maps it from
  * there (memory.c) or makes it its executable (restore-blob.c). */
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * more (a file deleted while the tree holds it open) watches the ghost
  * saved for that fd (ghost.c); one that nothing else holds is refused.
  * Restore: the path must still lead to the same inode; a deleted one is
- * watched through a descriptor of its ghost, made again (files.c).  Watch descriptors
+ * watched through a descriptor of its ghost, made again (fdinfo.c: files_ghost_fd).  Watch descriptors
  * are handed out in increasing order, so each watch is added again and
  * again (and removed) until it gets its number; the IN_IGNORED events those
  * removals queue are read away before the instance is handed over.  Events
@@ -21,7 +21,7 @@
 #include <sys/sysmacros.h>
 
 #include "dump.h"
-#include "files.h"
+#include "fdinfo.h"
 #include "inotify.h"
 #include "log.h"
 #include "proc.h"
@@ -155,7 +155,8 @@ static int events_queued(struct cr_proc *p, int fd)
 	return 0;
 }
 
-int inotify_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+		 struct cr_file *f)
 {
 	InotifyFile *in = calloc(1, sizeof(*in));
 	const char *l;
@@ -256,8 +257,15 @@ int inotify_finish_dump(struct cr_dump_ctx *ctx)
 	return 0;
 }
 
-void inotify_free_dump(InotifyFile *in)
+void inotify_save(const struct cr_file *f, FileEntry *e)
 {
+	e->ify = f->ify;
+}
+
+void inotify_free_dump(struct cr_file *f)
+{
+	InotifyFile *in = f->ify;
+
 	if (!in)
 		return;
 	for (size_t i = 0; i < in->n_watches; i++) {
@@ -268,7 +276,7 @@ void inotify_free_dump(InotifyFile *in)
 	free(in);
 }
 
-int inotify_validate(const FileEntry *e)
+int inotify_validate(const struct rfiles *f, const FileEntry *e)
 {
 	const InotifyFile *in = e->ify;
 
@@ -332,7 +340,8 @@ static int add_watch(const struct rfiles *f, int ifd, const InotifyWatch *w, con
 	}
 }
 
-int inotify_restore(const struct rfiles *f, const FileEntry *e, const char *what)
+int inotify_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		    const char *what)
 {
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), ret = 0;
 	char buf[4096];

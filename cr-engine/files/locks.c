@@ -6,7 +6,7 @@
  * locks its process took through that description.  Leases and anything
  * else are refused.
  * Restore: flock and OFD locks are taken on the description as soon as it
- * is made (files.c); POSIX locks by their process, with its pid, once its
+ * is made (regfile.c); POSIX locks by their process, with its pid, once its
  * fd table is complete and every other fd it had of the file for the
  * restore is closed (closing any fd of a file drops the POSIX locks a
  * process holds on it).  The dumped processes are gone by then, so a lock
@@ -15,7 +15,7 @@
 #include <inttypes.h>
 #include <sys/file.h>
 
-#include "files.h"
+#include "fdinfo.h"
 #include "locks.h"
 #include "log.h"
 #include "util.h"

@@ -6,7 +6,7 @@
  * Restore: the process that owns the pipe (the closest common ancestor of
  * every process holding one of its ends) creates it before it forks, sets
  * its size, writes the data back, and its children inherit the ends (see
- * files.c).  A FIFO whose path was removed is made at its path again,
+ * files-restore.c).  A FIFO whose path was removed is made at its path again,
  * opened there, and removed again. */
 #include <fcntl.h>
 #include <limits.h>
@@ -241,4 +241,22 @@ void fifo_unmake(const FileEntry *e)
 {
 	if (unlink(e->path))
 		pr_warn("cannot remove the FIFO %s again: %s", e->path, strerror(errno));
+}
+
+void pipe_save(const struct cr_file *f, FileEntry *e)
+{
+	e->has_pipe_id = 1;
+	e->pipe_id = f->pipe_id;
+}
+
+void fifo_save(const struct cr_file *f, FileEntry *e)
+{
+	pipe_save(f, e);
+	if (f->fifo_removed) {
+		e->has_fifo_removed = e->fifo_removed = 1;
+		e->has_fifo_mode = e->has_fifo_uid = e->has_fifo_gid = 1;
+		e->fifo_mode = f->fifo_mode;
+		e->fifo_uid = f->fifo_uid;
+		e->fifo_gid = f->fifo_gid;
+	}
 }

@@ -18,13 +18,16 @@ struct stat;
 int fifo_removed_dump(pid_t pid, int fd, const struct stat *st, struct cr_file *f);
 int pipes_write(struct cr_dump_ctx *ctx);
 void pipes_free_dump(struct cr_dump_ctx *ctx);
+/* a pipe's and a FIFO's part of their files.img entry */
+struct FileEntry;
+void pipe_save(const struct cr_file *f, struct FileEntry *e);
+void fifo_save(const struct cr_file *f, struct FileEntry *e);
 
 int pipes_load(int dirfd, PipeEntry ***out, size_t *nr);
 void pipes_free(PipeEntry **p, size_t n);
 int pipe_fill(const PipeEntry *pe, int wfd);
 /* restore: a removed FIFO made at its path (mode, owner), to be opened
  * there and removed (fifo_unmake) */
-struct FileEntry;
 int fifo_make(const struct FileEntry *e, pid_t pid);
 void fifo_unmake(const struct FileEntry *e);
 

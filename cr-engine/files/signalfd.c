@@ -9,12 +9,13 @@
 #include <sys/signalfd.h>
 
 #include "dump.h"
-#include "files.h"
+#include "fdinfo.h"
 #include "log.h"
 #include "signalfd.h"
 #include "util.h"
 
-int signalfd_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file *f)
+int signalfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+		  struct cr_file *f)
 {
 	const char *m = fdinfo_find(fdinfo, "sigmask:");
 	SignalfdFile *s;
@@ -32,12 +33,19 @@ int signalfd_dump(struct cr_proc *p, int fd, const char *fdinfo, struct cr_file 
 	return 0;
 }
 
-void signalfd_free_dump(SignalfdFile *s)
+void signalfd_save(const struct cr_file *f, FileEntry *e)
 {
+	e->sfd = f->sfd;
+}
+
+void signalfd_free_dump(struct cr_file *f)
+{
+	SignalfdFile *s = f->sfd;
+
 	free(s);
 }
 
-int signalfd_validate(const FileEntry *e)
+int signalfd_validate(const struct rfiles *f, const FileEntry *e)
 {
 	if (!e->sfd) {
 		pr_err("image files.img is damaged: signalfd %u has no mask", e->id);
@@ -46,7 +54,8 @@ int signalfd_validate(const FileEntry *e)
 	return 0;
 }
 
-int signalfd_restore(const FileEntry *e, const char *what)
+int signalfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		     const char *what)
 {
 	uint64_t mask = e->sfd->sigmask;
 	sigset_t set;

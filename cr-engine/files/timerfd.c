@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "dump.h"
-#include "files.h"
+#include "fdinfo.h"
 #include "log.h"
 #include "sockets.h"
 #include "timerfd.h"
@@ -33,7 +33,8 @@
 
 #define NSEC 1000000000ULL
 
-int timerfd_dump(struct cr_proc *p, int fd, const char *fdinfo0, struct cr_file *f)
+int timerfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo0,
+		 struct cr_file *f)
 {
 	_cleanup_free_ char *fdinfo = NULL;
 	_cleanup_close_ int tfd = sk_dup(p, fd);
@@ -76,12 +77,19 @@ int timerfd_dump(struct cr_proc *p, int fd, const char *fdinfo0, struct cr_file 
 	return 0;
 }
 
-void timerfd_free_dump(TimerfdFile *t)
+void timerfd_save(const struct cr_file *f, FileEntry *e)
 {
+	e->tmr = f->tmr;
+}
+
+void timerfd_free_dump(struct cr_file *f)
+{
+	TimerfdFile *t = f->tmr;
+
 	free(t);
 }
 
-int timerfd_validate(const FileEntry *e)
+int timerfd_validate(const struct rfiles *f, const FileEntry *e)
 {
 	const TimerfdFile *t = e->tmr;
 
@@ -97,7 +105,8 @@ int timerfd_validate(const FileEntry *e)
 	return 0;
 }
 
-int timerfd_restore(const FileEntry *e, const char *what)
+int timerfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		    const char *what)
 {
 	const TimerfdFile *t = e->tmr;
 	struct itimerspec its;

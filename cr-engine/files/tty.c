@@ -14,7 +14,7 @@
  * that ended) is a description of its own: reads give end of file, writes
  * and terminal calls EIO, and no termios can be read.
  * Restore: the common ancestor of the whole tree makes every pair before
- * it forks (files.c), with its old index: the multiplexer hands out the
+ * it forks (files-restore.c), with its old index: the multiplexer hands out the
  * lowest free index, so it is opened until the index comes up (the
  * stand-ins below it are closed again); a lock taken by nobody is lifted.
  * Slave descriptions are opened through the master (TIOCGPTPEER) with
@@ -79,8 +79,10 @@ static TtyTermios *get_termios(int fd)
 	return tt;
 }
 
-int tty_dump(struct cr_proc *p, int fd, const char *link, struct cr_file *f)
+int tty_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+	     struct cr_file *f)
 {
+	const char *link = f->path; /* its /proc/PID/fd link */
 	_cleanup_close_ int dfd = sk_dup(p, fd);
 	struct winsize ws;
 	TtyFile *t;
@@ -364,8 +366,15 @@ int tty_ctty(struct cr_dump_ctx *ctx, struct cr_proc *p, int *fg)
 	return -1;
 }
 
-void tty_free_dump(TtyFile *t)
+void tty_save(const struct cr_file *f, FileEntry *e)
 {
+	e->tty = f->tty;
+}
+
+void tty_free_dump(struct cr_file *f)
+{
+	TtyFile *t = f->tty;
+
 	if (!t)
 		return;
 	free(t->ptmx);
@@ -375,7 +384,7 @@ void tty_free_dump(TtyFile *t)
 	free(t);
 }
 
-int tty_validate(const FileEntry *e)
+int tty_validate(const struct rfiles *f, const FileEntry *e)
 {
 	const TtyFile *t = e->tty;
 
@@ -388,6 +397,12 @@ int tty_validate(const FileEntry *e)
 		pr_err("image files.img is damaged: pseudo-terminal %u is invalid", e->id);
 		return -EINVAL;
 	}
+	for (size_t k = 0; f->files[k] != e; k++)
+		if (f->files[k]->kind == FILE_KIND__FILE_TTY && t->master &&
+		    f->files[k]->tty->master && f->files[k]->tty->index == t->index) {
+			pr_err("image files.img is damaged: two masters of /dev/pts/%u", t->index);
+			return -EINVAL;
+		}
 	return 0;
 }
 
@@ -501,7 +516,7 @@ static struct rpty *make_pair(struct rtty *t, const TtyFile *tf, const char *wha
 	}
 	if (fd < 0)
 		return NULL;
-	/* out of the way of the fds files.c places meanwhile */
+	/* out of the way of the fds files-restore.c places meanwhile */
 	if (fd < t->floor) {
 		int nfd = fcntl(fd, F_DUPFD_CLOEXEC, t->floor);
 
@@ -539,10 +554,11 @@ static struct rpty *make_pair(struct rtty *t, const TtyFile *tf, const char *wha
 	return &np[t->n++];
 }
 
-int tty_restore(struct rtty *t, const FileEntry *e, const char *what)
+int tty_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		const char *what)
 {
 	const TtyFile *tf = e->tty;
-	struct rpty *pair = make_pair(t, tf, what);
+	struct rpty *pair = make_pair(f->tty, tf, what);
 	int fd, ret;
 
 	if (!pair)

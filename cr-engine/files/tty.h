@@ -11,19 +11,26 @@
 struct cr_dump_ctx;
 struct cr_proc;
 struct cr_file;
+struct rfiles;
+struct rproc;
 
 /* a pseudo-terminal end: the master multiplexer or /dev/pts/N */
 bool tty_is_pty(const char *link, const struct stat *st);
-int tty_dump(struct cr_proc *p, int fd, const char *link, struct cr_file *f);
+/* f->path: its link */
+int tty_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
+	     struct cr_file *f);
 /* once every fd is dumped: each slave's master is in the tree, and every
  * description of a pair carries the pair's state */
 int tty_finish_dump(struct cr_dump_ctx *ctx);
 /* a session leader's controlling terminal, if it is a pair of the tree:
  * its index, or -1 */
 int tty_ctty(struct cr_dump_ctx *ctx, struct cr_proc *p, int *fg);
-void tty_free_dump(TtyFile *t);
+/* its part of the files.img entry; what its dump allocated, freed */
+void tty_save(const struct cr_file *f, FileEntry *e);
+void tty_free_dump(struct cr_file *f);
 
-int tty_validate(const FileEntry *e);
+/* sound, and the only master of its index in f */
+int tty_validate(const struct rfiles *f, const FileEntry *e);
 
 /* restore: the pairs this process made */
 struct rpty {
@@ -35,10 +42,11 @@ struct rpty {
 struct rtty {
 	struct rpty *p;
 	size_t n;
-	int floor; /* the masters are kept at or above this fd (files.c) */
+	int floor; /* the masters are kept at or above this fd (files-restore.c) */
 };
 /* a new description of e's end of its pair, making the pair first */
-int tty_restore(struct rtty *t, const FileEntry *e, const char *what);
+int tty_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
+		const char *what);
 void tty_close_pairs(struct rtty *t);
 /* Make the pair whose master is on master_fd this session leader's
  * controlling terminal. */
