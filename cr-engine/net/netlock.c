@@ -1003,3 +1003,18 @@ int netlock_probe(char *why, size_t len)
 	close_nft(nft);
 	return ret;
 }
+
+int cr_net_unlock_all(void)
+{
+	return netlock_clear();
+}
+
+void cr_net_lock_keep_table(void)
+{
+	netlock_keep_table();
+}
+
+int cr_net_lock(const struct cr_conn *c, size_t nr, bool lock)
+{
+	return lock ? netlock_add(c, nr) : netlock_del(c, nr);
+}

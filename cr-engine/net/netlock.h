@@ -34,4 +34,11 @@ int netlock_prepare(struct netlock *l);
 int netlock_add_one(struct netlock *l, const struct cr_conn *c);
 void netlock_close(struct netlock *l);
 
+/* netlock-dump.c: the lock of a connection during a dump; its table set up
+ * before (dump_lock_prepare), so that a connection's last acknowledgement
+ * is read just before its own element goes in */
+struct cr_dump_ctx;
+int dump_lock_prepare(struct cr_dump_ctx *ctx);
+int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
+
 #endif

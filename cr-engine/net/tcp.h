@@ -18,13 +18,14 @@ int inet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 	      struct cr_file *f);
 void inet_free_dump(InetSk *s);
 void inet_endpoint(int family, const uint8_t *addr, unsigned port, char *buf, size_t len);
+/* tcp-stream.c: the connection of s, as the network lock sees it */
 void inet_conn(const InetSk *s, struct cr_conn *c);
 
 int inet_validate(const FileEntry *e);
 /* the socket, as it was; an established connection stays in repair mode */
 int inet_create(const InetSk *s, const char *what);
 bool inet_is_repaired(const FileEntry *e);
-/* locked: the caller keeps the network lock (lifted meanwhile for what
+/* tcp-release.c.  locked: the caller keeps the network lock (lifted meanwhile for what
  * the restore itself must put to the connection) */
 int inet_release(int sk, const InetSk *s, bool locked, const char *what);
 
@@ -36,12 +37,7 @@ struct rproc;
 int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
 		       bool rto_revert);
 
-/* dump.c: the lock of a connection during a dump; its table set up before
- * (dump_lock_prepare), so that a connection's last acknowledgement is read
- * just before its own element goes in */
-int dump_lock_prepare(struct cr_dump_ctx *ctx);
-int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
-/* The connections a dump holds (out of repair mode once read): when the
+/* tcp-dump.c: the connections a dump holds (out of repair mode once read): when the
  * tree goes on, after the lock is lifted, each leaves repair mode with a
  * window probe, and they are closed; just before the tree is killed, each
  * goes back into repair mode (the close then sends nothing); closed. */

@@ -239,6 +239,99 @@ static ssize_t stream_fds_start(int sk, size_t off, unsigned char *buf, size_t n
 	return r;
 }
 
+/* A pending error: af_unix sets only ECONNRESET (the peer closed with data
+ * of its own unread).  A stream socket reports it at the end of its queue,
+ * which is peeked no further than sock_diag's length: it stays.  A
+ * datagram one reports it before its queue: it is taken (SO_ERROR) to
+ * peek.  The restore makes it again the same way. */
+static int peek_error(int sk, pid_t pid, int fd, int type, UnixSk *u)
+{
+	struct pollfd pfd = { sk, 0, 0 };
+	int err = ECONNRESET;
+	socklen_t elen = sizeof(err);
+
+	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLERR))
+		return 0;
+	if (!u->peer_closed || type == SOCK_DGRAM) {
+		pr_err("pid %d: fd %d: the unix %s socket has a pending error (its peer "
+		       "disconnected), which cannot be made again",
+		       pid, fd, type_name(type));
+		return -EOPNOTSUPP;
+	}
+	if (type != SOCK_STREAM)
+		getsockopt(sk, SOL_SOCKET, SO_ERROR, &err, &elen);
+	u->has_error = 1;
+	u->error = err;
+	return 0;
+}
+
+/* a message whose fds did not all come (MSG_CTRUNC): they are closed */
+static int peek_fds_truncated(struct cr_dump_ctx *ctx, pid_t pid, int fd, int type, int *fds,
+			      int nfds)
+{
+	struct rlimit rl = { 0, 0 };
+
+	close_fds(fds, nfds);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	pr_err("pid %d: fd %d: a message queued on the unix %s socket carries file "
+	       "descriptors in flight (SCM_RIGHTS) that kupdate cannot all receive "
+	       "to dump them (it holds %d of them already, and its RLIMIT_NOFILE "
+	       "is %llu)",
+	       pid, fd, type_name(type), ctx->nr_inflight, (unsigned long long)rl.rlim_cur);
+	return -EMFILE;
+}
+
+/* a record past the most a queue may hold, or larger than the buffer:
+ * its fds closed, and why */
+static int peek_refused(pid_t pid, int fd, const UnixSk *u, const struct msghdr *mh, int *fds,
+			int nfds)
+{
+	if (u->n_queue >= MAX_RECORDS) {
+		close_fds(fds, nfds);
+		pr_err("pid %d: fd %d: the unix socket's queue does not end after %d "
+		       "records",
+		       pid, fd, MAX_RECORDS);
+		return -EOVERFLOW;
+	}
+	if (mh->msg_flags & MSG_TRUNC) {
+		close_fds(fds, nfds);
+		pr_err("pid %d: fd %d: a queued message is larger than %d bytes", pid, fd,
+		       PEEK_BUF);
+		return -EMSGSIZE;
+	}
+	return 0;
+}
+
+/* the record: its bytes, fds and (not a stream) sender */
+static int peek_record(struct cr_dump_ctx *ctx, pid_t pid, int fd, int type, UnixSk *u,
+		       const unsigned char *buf, size_t n, int *fds, int nfds,
+		       const struct msghdr *mh, const struct sockaddr_un *from)
+{
+	UnixMsg *m = add_msg(u, buf, n);
+	int ret;
+
+	if (!m) {
+		close_fds(fds, nfds);
+		return -ENOMEM;
+	}
+	if (nfds) {
+		ret = add_fds(ctx, pid, fd, m, fds, nfds);
+		if (ret)
+			return ret;
+	}
+	if (type != SOCK_STREAM && mh->msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
+		size_t nl = mh->msg_namelen - offsetof(struct sockaddr_un, sun_path);
+
+		m->has_sender = 1;
+		m->sender.data = malloc(nl);
+		if (m->sender.data) {
+			memcpy(m->sender.data, from->sun_path, nl);
+			m->sender.len = nl;
+		}
+	}
+	return 0;
+}
+
 /* The receive queue, peeked message by message with SO_PEEK_OFF.  pid and
  * fd name the socket: its holder's, or for a socket itself in flight, the
  * holder of the socket whose queue holds it. */
@@ -250,33 +343,15 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 	int old_cred = 0, one = 1, type = d->type;
 	socklen_t olen = sizeof(old_off), clen = sizeof(old_cred);
 	bool creds = type == SOCK_SEQPACKET && (d->shutdown & 1);
-	struct pollfd pfd = { sk, 0, 0 };
 	void *guard = NULL;
 	size_t got = 0;
 	int ret = 0;
 
 	if (!buf)
 		return -ENOMEM;
-	/* A pending error: af_unix sets only ECONNRESET (the peer closed with
-	 * data of its own unread).  A stream socket reports it at the end of
-	 * its queue, which is peeked no further than sock_diag's length: it
-	 * stays.  A datagram one reports it before its queue: it is taken
-	 * (SO_ERROR) to peek.  The restore makes it again the same way. */
-	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)) {
-		int err = ECONNRESET;
-		socklen_t elen = sizeof(err);
-
-		if (!u->peer_closed || type == SOCK_DGRAM) {
-			pr_err("pid %d: fd %d: the unix %s socket has a pending error (its peer "
-			       "disconnected), which cannot be made again",
-			       pid, fd, type_name(type));
-			return -EOPNOTSUPP;
-		}
-		if (type != SOCK_STREAM)
-			getsockopt(sk, SOL_SOCKET, SO_ERROR, &err, &elen);
-		u->has_error = 1;
-		u->error = err;
-	}
+	ret = peek_error(sk, pid, fd, type, u);
+	if (ret)
+		return ret;
 	raise_nofile();
 	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
 	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
@@ -299,7 +374,6 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		struct iovec iov = { buf, PEEK_BUF };
 		struct msghdr mh = { &from, sizeof(from), &iov, 1, ctl.buf, sizeof(ctl.buf), 0 };
 		int fds[MAX_FDS], nfds;
-		UnixMsg *m;
 		ssize_t n;
 
 		if (type == SOCK_STREAM && u->has_error) {
@@ -320,38 +394,16 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		}
 		nfds = take_fds(&mh, fds);
 		if (mh.msg_flags & MSG_CTRUNC) {
-			struct rlimit rl = { 0, 0 };
-
-			close_fds(fds, nfds);
-			getrlimit(RLIMIT_NOFILE, &rl);
-			pr_err("pid %d: fd %d: a message queued on the unix %s socket carries file "
-			       "descriptors in flight (SCM_RIGHTS) that kupdate cannot all receive "
-			       "to dump them (it holds %d of them already, and its RLIMIT_NOFILE "
-			       "is %llu)",
-			       pid, fd, type_name(type), ctx->nr_inflight,
-			       (unsigned long long)rl.rlim_cur);
-			ret = -EMFILE;
+			ret = peek_fds_truncated(ctx, pid, fd, type, fds, nfds);
 			break;
 		}
 		if (n == 0 && type == SOCK_STREAM)
 			break;
 		if (n == 0 && creds && !has_creds(&mh))
 			break; /* the end of a shut seqpacket socket's queue */
-		if (u->n_queue >= MAX_RECORDS) {
-			close_fds(fds, nfds);
-			pr_err("pid %d: fd %d: the unix socket's queue does not end after %d "
-			       "records",
-			       pid, fd, MAX_RECORDS);
-			ret = -EOVERFLOW;
+		ret = peek_refused(pid, fd, u, &mh, fds, nfds);
+		if (ret)
 			break;
-		}
-		if (mh.msg_flags & MSG_TRUNC) {
-			close_fds(fds, nfds);
-			pr_err("pid %d: fd %d: a queued message is larger than %d bytes", pid, fd,
-			       PEEK_BUF);
-			ret = -EMSGSIZE;
-			break;
-		}
 		/* A stream peek glues the bytes of several writes, up to and
 		 * including the first one that carries fds (it stops after it),
 		 * and shows its fds for every offset before its end.  The bytes
@@ -378,28 +430,9 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 				n = b;
 			}
 		}
-		m = add_msg(u, buf, n);
-		if (!m) {
-			close_fds(fds, nfds);
-			ret = -ENOMEM;
+		ret = peek_record(ctx, pid, fd, type, u, buf, n, fds, nfds, &mh, &from);
+		if (ret)
 			break;
-		}
-		if (nfds) {
-			ret = add_fds(ctx, pid, fd, m, fds, nfds);
-			if (ret)
-				break;
-		}
-		if (type != SOCK_STREAM &&
-		    mh.msg_namelen > offsetof(struct sockaddr_un, sun_path)) {
-			size_t nl = mh.msg_namelen - offsetof(struct sockaddr_un, sun_path);
-
-			m->has_sender = 1;
-			m->sender.data = malloc(nl);
-			if (m->sender.data) {
-				memcpy(m->sender.data, from.sun_path, nl);
-				m->sender.len = nl;
-			}
-		}
 	}
 	if (creds)
 		setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, sizeof(old_cred));
