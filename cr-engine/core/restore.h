@@ -14,6 +14,7 @@
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
+#include "blob-builder.h"
 #include "restorer/restorer.h"
 #include "shmem.h"
 #include "signals.h"
@@ -77,24 +78,6 @@ struct rproc {
 	int parked;
 	bool seized;
 };
-
-/* what the restore of one process hands to the blob */
-struct rst_builder {
-	struct rst_args args;
-	struct rst_vma *vmas;
-	size_t nr_vmas;
-	struct rst_run *runs;
-	size_t nr_runs;
-	struct rst_thread *threads;
-	size_t nr_threads;
-	char *strings; /* NUL-separated; offset 0 is the empty string */
-	size_t strings_len;
-	int next_fd; /* helper fds are opened from here up */
-};
-
-int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off);
-/* Put fd at the next helper number (>= args.close_from); closes fd. */
-int builder_place_fd(struct rst_builder *b, int fd);
 
 /* memory.c */
 int mem_load(int dirfd, pid_t pid, struct rmm *mm);
