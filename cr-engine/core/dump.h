@@ -375,17 +375,6 @@ void release_tree(struct cr_dump_ctx *ctx, bool kill);
 int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
 int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
-/* memory.c */
-int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* the page runs of p (present, not zero), in_parent where p->inpar says */
-int mem_scan_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* pre-dump: copy the runs of a process that runs again, dropping the pages
- * that went away meanwhile; then the pagemap */
-int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p);
-
 /* predump.c: dirty tracking between a pre-dump and the dump that follows */
 int track_method(int *track);
 int prev_open(struct cr_dump_ctx *ctx);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "files.h"
+#include "memory.h"
 #include "restore.h"
 #include "sysvshm.h"
 

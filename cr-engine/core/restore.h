@@ -21,7 +21,7 @@
 #include "timers.h"
 
 /* A private anonymous mapping whose pages a process shares copy-on-write
- * with its parent or a child (memory.c: premaps) is made and filled before
+ * with its parent or a child (premap.c) is made and filled before
  * the process forks its children, then moved into place by the restorer. */
 struct rpremap {
 	bool want;
@@ -29,7 +29,7 @@ struct rpremap {
 	uint64_t at; /* where it was made (0: not yet) */
 };
 
-/* memory of one process (memory.c) */
+/* memory of one process (mm-load.c) */
 struct rmm {
 	MmCore *core;
 	VmaEntry **vmas;
@@ -78,26 +78,6 @@ struct rproc {
 	int parked;
 	bool seized;
 };
-
-/* memory.c */
-int mem_load(int dirfd, pid_t pid, struct rmm *mm);
-void mem_free(struct rmm *mm);
-/* A process whose pages are said to be its parent's (cow_parent runs):
- * check that the parent has them, and mark the mappings of both that are
- * premapped.  parent: NULL if it has no parent in the tree. */
-int mem_link_cow(pid_t pid, struct rmm *mm, pid_t ppid, struct rmm *parent);
-/* In the process, before it forks its children: make and fill its
- * premapped mappings (sharing its parent's pages where its own
- * mappings inherit them: parent is the parent's rmm, as it was filled
- * before this process was forked). */
-int mem_premap(int dirfd, pid_t pid, struct rmm *mm, const struct rmm *parent, bool verify);
-/* the room the restorer needs to park the premapped mappings */
-uint64_t mem_premap_park_len(const struct rmm *mm);
-/* Fill b's mappings and page runs, opening the mapped files and the page
- * image (as helper fds); the deleted ones are files->ghosts' map_fd. */
-struct rfiles;
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     const struct rfiles *files, struct rst_builder *b, bool verify);
 
 /* pages.c */
 /* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */

@@ -12,6 +12,8 @@ struct cr_dump_ctx;
 struct cr_proc;
 struct rst_builder;
 
+/* the name of page file N of process pid: pages-PID.img, pages-PID.N.img */
+int mem_pages_name(char *buf, size_t size, pid_t pid, uint32_t file);
 /* the header page of page file `file` of process pid (PAGES_DATA_OFFSET bytes) */
 void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_pages);
 /* layers of images a restore reads pages from: a dump and the pre-dumps
