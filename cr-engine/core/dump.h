@@ -98,7 +98,7 @@ struct cr_vma {
 struct cr_pagerun {
 	uint64_t vaddr, nr_pages;
 	uint32_t crc;
-	uint32_t file;	/* its data is in page file N (memory.c: mem_pages_name) */
+	uint32_t file;	/* its data is in page file N (pages.c: mem_pages_name) */
 	bool in_parent; /* unchanged since the --prev dump: no data here */
 	bool cow;	/* its parent process's, shared copy-on-write: no data */
 };

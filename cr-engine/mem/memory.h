@@ -13,14 +13,15 @@
  * address) are the parent's: the child's pagemap says so (cow_parent) and
  * holds no data for them.
  *
- * Restore: mem_load() reads the images (mm-load.c), mem_plan() turns the images into the restorer's list of
- * mappings and page runs (plan.c; restorer/restorer.c maps them, the layers of images below a
- * dump made with --prev giving the pages it left out: layers.c).  A mapping whose
- * pages a process shares with its parent or a child is premapped: made and
- * filled before the process forks its children (mem_premap, in the
- * process: premap.c), at an address of its own; a child that inherits it clears what
- * is not its parent's and writes its own pages; each restorer then moves
- * it into place (RST_VMA_PREMAP). */
+ * Restore: mem_load() reads the images (mm-load.c); mem_plan() turns them
+ * into the restorer's list of mappings and page runs (plan.c;
+ * restorer/restorer.c maps them), the layers of images below a dump made
+ * with --prev giving the pages it left out (layers.c).  A mapping whose
+ * pages a process shares with its parent or a child is premapped: made
+ * and filled before the process forks its children (mem_premap, in the
+ * process: premap.c), at an address of its own; a child that inherits it
+ * clears what is not its parent's and writes its own pages; each restorer
+ * then moves it into place (RST_VMA_PREMAP). */
 #ifndef CR_MEMORY_H
 #define CR_MEMORY_H
 
