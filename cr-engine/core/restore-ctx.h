@@ -9,6 +9,7 @@
 
 #include "files.h"
 #include "memory.h"
+#include "pages.h"
 #include "restore.h"
 #include "sysvshm.h"
 

@@ -79,18 +79,6 @@ struct rproc {
 	bool seized;
 };
 
-/* pages.c */
-/* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
-void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size);
-/* The blob stopped at RST_HELPER_START_OFFSET with these registers: fill
- * the share they name from outside, on a thread of ours (inline when no
- * thread can be had).  Then, at RST_HELPER_WAIT_OFFSET: the value for its
- * %rax. */
-int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
-		     uint64_t end_run, struct fill_helper **out);
-/* bad_addr: set to the run whose data did not match its checksum, if one */
-long mem_helper_wait(struct fill_helper **h, uint64_t *bad_addr);
-
 /* regs.c */
 int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);
 void core_free(struct rcore *core);
