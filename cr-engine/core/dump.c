@@ -163,18 +163,6 @@ static void sockets_resume(struct cr_dump_ctx *ctx)
 	udp_dump_resume(ctx);
 }
 
-static volatile sig_atomic_t stop_signal;
-
-void cr_request_stop(int sig)
-{
-	stop_signal = sig;
-}
-
-int cr_stop_requested(void)
-{
-	return stop_signal;
-}
-
 /* test only (KUPDATE_FAULT=kill-dump, interrupt-dump: fault.h): kupdate
  * dies, or gets SIGINT, in the middle of a dump, the first process dumped
  * (its connections read), nothing written yet */
@@ -200,7 +188,7 @@ static void fault_kill_dump(void)
 
 static int check_stop(void)
 {
-	return stop_signal ? -EINTR : 0;
+	return cr_stop_requested() ? -EINTR : 0;
 }
 
 /* Where a dump's time goes, at debug level (-vv, and always in a log
@@ -494,7 +482,8 @@ static int pre_dump(struct cr_dump_ctx *ctx, const struct cr_dump_opts *o, bool 
 		ret = write_inventory(ctx);
 	if (ret) {
 		pr_err("pre-dump of pid %d failed: %s", ctx->procs[0]->pid,
-		       ret == -EINTR && stop_signal ? strsignal(stop_signal) : strerror(-ret));
+		       ret == -EINTR && cr_stop_requested() ? strsignal(cr_stop_requested())
+							    : strerror(-ret));
 		remove_images(ctx->dirfd, o->imgdir, created);
 	}
 	return ret;
@@ -593,10 +582,11 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		release_tree(ctx, false);
 		if (ret && !o->check_only)
 			remove_images(ctx->dirfd, o->imgdir, created);
-		if (ret == -EINTR && stop_signal)
+		if (ret == -EINTR && cr_stop_requested())
 			pr_err("pid %d: dump interrupted (%s): the tree runs on as it was, its "
 			       "connections flow, no image is left",
-			       ctx->procs ? ctx->procs[0]->pid : o->root, strsignal(stop_signal));
+			       ctx->procs ? ctx->procs[0]->pid : o->root,
+			       strsignal(cr_stop_requested()));
 		if (ret && !cr_log_errors())
 			pr_err("dump of pid %d failed: %s",
 			       ctx->procs ? ctx->procs[0]->pid : o->root, strerror(-ret));

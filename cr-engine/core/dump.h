@@ -98,7 +98,7 @@ struct cr_vma {
 struct cr_pagerun {
 	uint64_t vaddr, nr_pages;
 	uint32_t crc;
-	uint32_t file;	/* its data is in page file N (memory.c: mem_pages_name) */
+	uint32_t file;	/* its data is in page file N (pages.c: mem_pages_name) */
 	bool in_parent; /* unchanged since the --prev dump: no data here */
 	bool cow;	/* its parent process's, shared copy-on-write: no data */
 };
@@ -377,17 +377,6 @@ void release_tree(struct cr_dump_ctx *ctx, bool kill);
 /* regs.c: per-thread state */
 int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
 int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p);
-
-/* memory.c */
-int dump_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int dump_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* the page runs of p (present, not zero), in_parent where p->inpar says */
-int mem_scan_pages(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* pre-dump: copy the runs of a process that runs again, dropping the pages
- * that went away meanwhile; then the pagemap */
-int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int write_pagemap(struct cr_dump_ctx *ctx, struct cr_proc *p);
 
 /* predump.c: dirty tracking between a pre-dump and the dump that follows */
 int track_method(int *track);

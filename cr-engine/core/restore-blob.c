@@ -25,53 +25,6 @@ extern const unsigned char restorer_blob[], restorer_blob_end[];
 
 /* ------------------------------------------------------- blob building */
 
-int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off)
-{
-	size_t len = strlen(s) + 1;
-	char *ns;
-
-	if (!b->strings_len) {
-		b->strings = malloc(1);
-		if (!b->strings)
-			return -ENOMEM;
-		b->strings[0] = 0;
-		b->strings_len = 1;
-	}
-	ns = realloc(b->strings, b->strings_len + len);
-	if (!ns)
-		return -ENOMEM;
-	b->strings = ns;
-	memcpy(ns + b->strings_len, s, len);
-	*off = b->strings_len; /* relative to the string table; fixed up later */
-	b->strings_len += len;
-	return 0;
-}
-
-int builder_place_fd(struct rst_builder *b, int fd)
-{
-	int nfd = fd_move_above(fd, b->next_fd);
-
-	if (nfd >= 0)
-		b->next_fd = nfd + 1;
-	return nfd;
-}
-
-/* The same, leaving fd open: in an fd table shared with a process that
- * prepares after us, fd is that process's too. */
-static int builder_copy_fd(struct rst_builder *b, int fd)
-{
-	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, b->next_fd);
-
-	if (nfd < 0) {
-		int ret = -errno;
-
-		pr_perror("cannot copy a descriptor above %d", b->next_fd);
-		return ret;
-	}
-	b->next_fd = nfd + 1;
-	return nfd;
-}
-
 int fdt_base(const struct rproc *rp)
 {
 	const struct rproc *t = rp->fdt ? rp->fdt : rp;
@@ -229,45 +182,39 @@ void close_gone_dirs(struct rctx *c)
 	}
 }
 
-int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
-		uint64_t *stack_p)
+/* Our own fds (stderr, the log, the image directory) and those kupdate
+ * made for the process (shared memory objects, its removed cwd, deleted
+ * files it maps) go above the saved fd table, from base up; then nothing
+ * below base survives but what is restored.  *dirfd: the image
+ * directory's. */
+static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *b, int *dirfd)
 {
-	struct rst_builder b;
-	struct vdso_plan vp;
-	const struct rcore *core = &rp->core;
-	uint64_t code_len = PAGE_ALIGN(restorer_blob_end - restorer_blob);
-	uint64_t park_len, args_len, stacks_len, total, task_size = 0x7ffffffff000ULL;
-	int base = fdt_base(rp), dirfd, errfd, logfd = -1, ret;
-	unsigned char *region;
-	struct rst_args *a;
-	size_t off;
+	int base = fdt_base(rp), errfd, logfd = -1;
 	/* an fd table shared with the process that restores it (rp->fdt),
 	 * which prepares after us: we leave what is below base and every fd
 	 * we inherited as they are, and restore no fd */
 	int (*place_fd)(struct rst_builder *, int) = rp->fdt ? builder_copy_fd : builder_place_fd;
 
-	memset(&b, 0, sizeof(b));
-	/* our own fds go above the saved ones */
 	errfd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, base);
 	if (cr_log_fd() >= 0)
 		logfd = fcntl(cr_log_fd(), F_DUPFD_CLOEXEC, base);
-	dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, base);
-	if (dirfd < 0) {
+	*dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, base);
+	if (*dirfd < 0) {
 		pr_perror("pid %d: cannot move descriptors above %d", rp->pid, base);
 		return -EMFILE;
 	}
 	cr_log_redirect(errfd, logfd);
-	b.next_fd = MAX(MAX(errfd, dirfd), logfd) + 1;
+	b->next_fd = MAX(MAX(errfd, *dirfd), logfd) + 1;
 	/* in a shared table, kupdate closes them once every process of it is
 	 * done (restore.c: finish) */
-	b.args.close_from = rp->fdt || rp->fdt_shared ? -1 : base;
+	b->args.close_from = rp->fdt || rp->fdt_shared ? -1 : base;
 	/* the shared memory objects kupdate created, too */
 	for (size_t i = 0; i < c->shm.n; i++) {
 		int fd;
 
 		if (c->shm.fds[i] < 0) /* a System V segment, attached by id */
 			continue;
-		fd = place_fd(&b, c->shm.fds[i]);
+		fd = place_fd(b, c->shm.fds[i]);
 
 		if (fd < 0)
 			return fd;
@@ -275,7 +222,7 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 	}
 	/* its removed working directory, made again */
 	if (rp->cwd_fd >= 0) {
-		rp->cwd_fd = place_fd(&b, rp->cwd_fd);
+		rp->cwd_fd = place_fd(b, rp->cwd_fd);
 		if (rp->cwd_fd < 0)
 			return rp->cwd_fd;
 	}
@@ -285,7 +232,7 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 
 		if (g->map_fd < 0)
 			continue;
-		g->map_fd = place_fd(&b, g->map_fd);
+		g->map_fd = place_fd(b, g->map_fd);
 		if (g->map_fd < 0)
 			return g->map_fd;
 	}
@@ -294,196 +241,245 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 		for (int fd = 0; fd < base; fd++)
 			close(fd);
 	}
-	ret = files_prepare_owned(&c->files, rp);
-	if (!ret)
-		ret = rp->fdt ? files_restore_sharer(&c->files, rp) : files_restore(&c->files, rp);
-	if (ret)
-		return ret;
-	pr_debug("pid %d: files restored", rp->pid);
-	if (core->task->root && strcmp(core->task->root, "/") && chroot(core->task->root)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot change root to %s", rp->pid, core->task->root);
+	return 0;
+}
+
+static int set_oom_score_adj(const struct rproc *rp, int adj)
+{
+	char v[16];
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int n = snprintf(v, sizeof(v), "%d", adj);
+
+	if (fd < 0 || write(fd, v, n) != n) {
+		int ret = -errno;
+
+		pr_perror("pid %d: cannot set its oom_score_adj to %d (lowering it needs "
+			  "CAP_SYS_RESOURCE)",
+			  rp->pid, adj);
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
-	if (core->task->has_umask)
-		umask(core->task->umask);
-	if (core->task->has_personality && personality(core->task->personality) < 0) {
+	close(fd);
+	return 0;
+}
+
+/* What the process sets on itself before the blob: its root, umask,
+ * personality, subreaper flag, oom_score_adj and working directory. */
+static int set_task_state(const struct rproc *rp)
+{
+	const TaskCore *t = rp->core.task;
+	int ret;
+
+	if (t->root && strcmp(t->root, "/") && chroot(t->root)) {
 		ret = -errno;
-		pr_perror("pid %d: cannot set its personality %#x", rp->pid,
-			  core->task->personality);
+		pr_perror("pid %d: cannot change root to %s", rp->pid, t->root);
 		return ret;
 	}
-	if (core->task->child_subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+	if (t->has_umask)
+		umask(t->umask);
+	if (t->has_personality && personality(t->personality) < 0) {
+		ret = -errno;
+		pr_perror("pid %d: cannot set its personality %#x", rp->pid, t->personality);
+		return ret;
+	}
+	if (t->child_subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot make it a child subreaper", rp->pid);
 		return ret;
 	}
-	if (core->task->has_oom_score_adj) {
-		char v[16];
-		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-		int n = snprintf(v, sizeof(v), "%d", core->task->oom_score_adj);
-
-		if (fd < 0 || write(fd, v, n) != n) {
-			ret = -errno;
-			pr_perror("pid %d: cannot set its oom_score_adj to %d (lowering it needs "
-				  "CAP_SYS_RESOURCE)",
-				  rp->pid, core->task->oom_score_adj);
-			if (fd >= 0)
-				close(fd);
+	if (t->has_oom_score_adj) {
+		ret = set_oom_score_adj(rp, t->oom_score_adj);
+		if (ret)
 			return ret;
-		}
-		close(fd);
 	}
 	/* a removed one: the directory kupdate made again */
-	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : core->task->cwd && chdir(core->task->cwd)) {
+	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : t->cwd && chdir(t->cwd)) {
 		ret = -errno;
-		pr_perror("pid %d: cannot change directory to %s", rp->pid, core->task->cwd);
+		pr_perror("pid %d: cannot change directory to %s", rp->pid, t->cwd);
 		return ret;
 	}
+	return 0;
+}
 
-	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, &b, !c->opts->no_page_verify);
-	if (ret)
-		return ret;
-	pr_debug("pid %d: memory planned", rp->pid);
-	b.args.exe_fd = -1;
-	if (core->task->has_exe_ghost_id) {
+/* The executable the blob links (PR_SET_MM_MAP's exe_fd): the file
+ * kupdate made again for a deleted one, or the same file as at dump. */
+static int plan_exe(struct rctx *c, const struct rproc *rp, struct rst_builder *b)
+{
+	const TaskCore *t = rp->core.task;
+
+	b->args.exe_fd = -1;
+	if (t->has_exe_ghost_id) {
 		/* a deleted executable: the file kupdate made again */
-		const struct rghost *g = files_ghost(&c->files, core->task->exe_ghost_id);
+		const struct rghost *g = files_ghost(&c->files, t->exe_ghost_id);
 		int fd = g && g->map_fd >= 0 ? fcntl(g->map_fd, F_DUPFD_CLOEXEC, 0) : -1;
 
 		if (fd < 0) {
 			pr_err("pid %d: its deleted executable %s was not made again", rp->pid,
-			       core->task->exe_path ? core->task->exe_path : "");
+			       t->exe_path ? t->exe_path : "");
 			return -EINVAL;
 		}
-		b.args.exe_fd = builder_place_fd(&b, fd);
-		if (b.args.exe_fd < 0)
-			return b.args.exe_fd;
-	} else if (core->task->exe_path) {
-		int fd = open(core->task->exe_path, O_RDONLY | O_CLOEXEC);
+		b->args.exe_fd = builder_place_fd(b, fd);
+		if (b->args.exe_fd < 0)
+			return b->args.exe_fd;
+	} else if (t->exe_path) {
+		int fd = open(t->exe_path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 
-		if (fd < 0 || fstat(fd, &st) ||
-		    (core->task->has_exe_ino && st.st_ino != core->task->exe_ino)) {
+		if (fd < 0 || fstat(fd, &st) || (t->has_exe_ino && st.st_ino != t->exe_ino)) {
 			pr_err("pid %d: its executable %s is gone or was replaced since the dump",
-			       rp->pid, core->task->exe_path);
+			       rp->pid, t->exe_path);
 			if (fd >= 0)
 				close(fd);
 			return -ESTALE;
 		}
-		b.args.exe_fd = builder_place_fd(&b, fd);
-		if (b.args.exe_fd < 0)
-			return b.args.exe_fd;
+		b->args.exe_fd = builder_place_fd(b, fd);
+		if (b->args.exe_fd < 0)
+			return b->args.exe_fd;
 	}
-	ret = vdso_plan(rp->pid, &rp->mm, &b, &vp);
-	if (ret)
-		return ret;
-	park_len = vp.park_len + mem_premap_park_len(&rp->mm);
+	return 0;
+}
 
-	/* layout: code | args (vmas, runs, threads, auxv, strings) | park | stacks */
-	b.nr_threads = core->nr_threads;
-	args_len = sizeof(struct rst_args) + b.nr_vmas * sizeof(struct rst_vma) +
-		   b.nr_runs * sizeof(struct rst_run) + b.nr_threads * sizeof(struct rst_thread) +
-		   rp->mm.core->n_auxv * 8 + b.strings_len + 64 * sizeof(struct rst_sigaction) +
-		   rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
-		   (core->task->creds ? core->task->creds->n_groups * 4 : 0) +
-		   vdso_args_len(&rp->mm) + seccomp_args_len(core->task->seccomp) +
-		   (b.args.verify_crc == 2 ? sizeof(struct crc32c_tab) : 0) + 64;
+/* The blob's region: code | args (vmas, runs, threads, auxv, strings) |
+ * park | stacks */
+struct blob_layout {
+	unsigned char *region;
+	uint64_t code_len, args_len, stacks_len, total, task_size;
+};
+
+/* the room the arguments take (an upper bound, page aligned) */
+static uint64_t args_room(const struct rproc *rp, const struct rst_builder *b)
+{
+	const struct rcore *core = &rp->core;
+	uint64_t len;
+
+	len = sizeof(struct rst_args) + b->nr_vmas * sizeof(struct rst_vma) +
+	      b->nr_runs * sizeof(struct rst_run) + b->nr_threads * sizeof(struct rst_thread) +
+	      rp->mm.core->n_auxv * 8 + b->strings_len + 64 * sizeof(struct rst_sigaction) +
+	      rp->timers.nr * sizeof(struct rst_timer) + 128 * rp->sig.core->n_pending +
+	      (core->task->creds ? core->task->creds->n_groups * 4 : 0) + vdso_args_len(&rp->mm) +
+	      seccomp_args_len(core->task->seccomp) +
+	      (b->args.verify_crc == 2 ? sizeof(struct crc32c_tab) : 0) + 64;
 	for (size_t i = 0; i < core->nr_threads; i++)
-		args_len +=
-			128 * core->threads[i]->n_pending +
-			(core->threads[i]->creds ? core->threads[i]->creds->n_groups * 4 + 8 : 0);
-	args_len = PAGE_ALIGN(args_len);
-	stacks_len = b.nr_threads * RST_STACK_SIZE;
-	total = code_len + args_len + PAGE_ALIGN(park_len) + stacks_len;
+		len += 128 * core->threads[i]->n_pending +
+		       (core->threads[i]->creds ? core->threads[i]->creds->n_groups * 4 + 8 : 0);
+	return PAGE_ALIGN(len);
+}
+
+/* Lay the region out, map it in a hole of the saved layout and copy the
+ * blob's code in. */
+static int map_blob(struct rproc *rp, struct rst_builder *b, uint64_t park_len,
+		    struct blob_layout *l)
+{
+	int ret;
+
+	l->code_len = PAGE_ALIGN(restorer_blob_end - restorer_blob);
+	l->args_len = args_room(rp, b);
+	l->stacks_len = b->nr_threads * RST_STACK_SIZE;
+	l->total = l->code_len + l->args_len + PAGE_ALIGN(park_len) + l->stacks_len;
+	l->task_size = 0x7ffffffff000ULL;
 	for (size_t i = 0; i < rp->mm.nr_vmas; i++)
-		if (rp->mm.vmas[i]->end > task_size)
-			task_size = (1ULL << 56) - PAGE_SIZE;
-	region = map_blob_region(rp, total, task_size);
-	if (!region)
+		if (rp->mm.vmas[i]->end > l->task_size)
+			l->task_size = (1ULL << 56) - PAGE_SIZE;
+	l->region = map_blob_region(rp, l->total, l->task_size);
+	if (!l->region)
 		return -ENOMEM;
-	if (mprotect(region, code_len + args_len, PROT_READ | PROT_WRITE) ||
-	    mprotect(region + total - stacks_len, stacks_len, PROT_READ | PROT_WRITE)) {
+	if (mprotect(l->region, l->code_len + l->args_len, PROT_READ | PROT_WRITE) ||
+	    mprotect(l->region + l->total - l->stacks_len, l->stacks_len, PROT_READ | PROT_WRITE)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot set up the restorer", rp->pid);
 		return ret;
 	}
-	memcpy(region, restorer_blob, restorer_blob_end - restorer_blob);
-	vdso_place(&vp, &b, (uintptr_t)region);
+	memcpy(l->region, restorer_blob, restorer_blob_end - restorer_blob);
+	return 0;
+}
 
-	a = (struct rst_args *)(region + code_len);
-	b.args.magic = RST_MAGIC;
-	b.args.version = RST_VERSION;
-	b.args.size = args_len;
-	b.args.blob_start = (uintptr_t)region;
-	b.args.blob_len = total;
-	b.args.park_start = (uintptr_t)region + code_len + args_len;
-	b.args.task_size = task_size;
-	off = sizeof(struct rst_args);
-	b.args.nr_vmas = b.nr_vmas;
-	b.args.vmas_off = off;
-	memcpy((char *)a + off, b.vmas, b.nr_vmas * sizeof(struct rst_vma));
-	off += b.nr_vmas * sizeof(struct rst_vma);
-	b.args.nr_runs = b.nr_runs;
-	b.args.runs_off = off;
-	memcpy((char *)a + off, b.runs, b.nr_runs * sizeof(struct rst_run));
-	off += b.nr_runs * sizeof(struct rst_run);
-	b.args.nr_threads = b.nr_threads;
-	b.args.threads_off = off;
-	for (size_t i = 0; i < b.nr_threads; i++) {
-		struct rst_thread *t = (struct rst_thread *)((char *)a + off) + i;
-		const ThreadCore *tc = core->threads[i];
-
-		t->tid = tc->tid;
-		t->stack_top = (uintptr_t)region + total - i * RST_STACK_SIZE;
-		t->clear_child_tid = tc->clear_child_tid;
-		t->robust_list = tc->robust_list;
-		t->robust_len = tc->robust_list_len;
-		if (tc->rseq) {
-			t->has_rseq = 1;
-			t->rseq_ptr = tc->rseq->abi_pointer;
-			t->rseq_len = tc->rseq->abi_size;
-			t->rseq_sig = tc->rseq->signature;
-		}
-		snprintf(t->comm, sizeof(t->comm), "%s",
-			 tc->comm ? tc->comm : (i ? "" : core->task->comm));
-		if (tc->has_altstack_sp) {
-			t->has_altstack = 1;
-			t->altstack_sp = tc->altstack_sp;
-			t->altstack_size = tc->altstack_size;
-			t->altstack_flags = tc->altstack_flags;
-		}
-		if (tc->has_sched_attr) {
-			memcpy(t->sched_attr, tc->sched_attr.data, tc->sched_attr.len);
-			t->sched_attr_len = tc->sched_attr.len;
-		}
-		if (tc->has_affinity) {
-			memcpy(t->affinity, tc->affinity.data, tc->affinity.len);
-			t->affinity_len = tc->affinity.len;
-		}
-		t->pdeathsig = tc->pdeathsig;
+static void fill_thread(struct rst_thread *t, const ThreadCore *tc, const TaskCore *task, size_t i,
+			uint64_t stack_top)
+{
+	t->tid = tc->tid;
+	t->stack_top = stack_top;
+	t->clear_child_tid = tc->clear_child_tid;
+	t->robust_list = tc->robust_list;
+	t->robust_len = tc->robust_list_len;
+	if (tc->rseq) {
+		t->has_rseq = 1;
+		t->rseq_ptr = tc->rseq->abi_pointer;
+		t->rseq_len = tc->rseq->abi_size;
+		t->rseq_sig = tc->rseq->signature;
 	}
-	off += b.nr_threads * sizeof(struct rst_thread);
+	snprintf(t->comm, sizeof(t->comm), "%s", tc->comm ? tc->comm : (i ? "" : task->comm));
+	if (tc->has_altstack_sp) {
+		t->has_altstack = 1;
+		t->altstack_sp = tc->altstack_sp;
+		t->altstack_size = tc->altstack_size;
+		t->altstack_flags = tc->altstack_flags;
+	}
+	if (tc->has_sched_attr) {
+		memcpy(t->sched_attr, tc->sched_attr.data, tc->sched_attr.len);
+		t->sched_attr_len = tc->sched_attr.len;
+	}
+	if (tc->has_affinity) {
+		memcpy(t->affinity, tc->affinity.data, tc->affinity.len);
+		t->affinity_len = tc->affinity.len;
+	}
+	t->pdeathsig = tc->pdeathsig;
+}
+
+/* the thread i of the args at a */
+static struct rst_thread *args_thread(void *a, const struct rst_builder *b, size_t i)
+{
+	return (struct rst_thread *)((char *)a + b->args.threads_off) + i;
+}
+
+/* At *off in a: the mappings, page runs and threads, then the queued
+ * signals, per thread and for the whole process. */
+static void write_vmas_threads(const struct rproc *rp, struct rst_builder *b,
+			       const struct blob_layout *l, void *a, size_t *off)
+{
+	const struct rcore *core = &rp->core;
+
+	b->args.nr_vmas = b->nr_vmas;
+	b->args.vmas_off = *off;
+	memcpy((char *)a + *off, b->vmas, b->nr_vmas * sizeof(struct rst_vma));
+	*off += b->nr_vmas * sizeof(struct rst_vma);
+	b->args.nr_runs = b->nr_runs;
+	b->args.runs_off = *off;
+	memcpy((char *)a + *off, b->runs, b->nr_runs * sizeof(struct rst_run));
+	*off += b->nr_runs * sizeof(struct rst_run);
+	b->args.nr_threads = b->nr_threads;
+	b->args.threads_off = *off;
+	for (size_t i = 0; i < b->nr_threads; i++)
+		fill_thread(args_thread(a, b, i), core->threads[i], core->task, i,
+			    (uintptr_t)l->region + l->total - i * RST_STACK_SIZE);
+	*off += b->nr_threads * sizeof(struct rst_thread);
 	/* queued signals, per thread then for the whole process */
-	for (size_t i = 0; i < b.nr_threads; i++) {
-		struct rst_thread *t = (struct rst_thread *)((char *)a + b.args.threads_off) + i;
+	for (size_t i = 0; i < b->nr_threads; i++) {
+		struct rst_thread *t = args_thread(a, b, i);
 		const ThreadCore *tc = core->threads[i];
 
-		t->pending_off = off;
+		t->pending_off = *off;
 		t->nr_pending = tc->n_pending;
-		for (size_t k = 0; k < tc->n_pending; k++, off += 128)
-			memcpy((char *)a + off, tc->pending[k].data, 128);
+		for (size_t k = 0; k < tc->n_pending; k++, *off += 128)
+			memcpy((char *)a + *off, tc->pending[k].data, 128);
 	}
-	b.args.shared_pending_off = off;
-	b.args.nr_shared_pending = rp->sig.core->n_pending;
-	for (size_t k = 0; k < rp->sig.core->n_pending; k++, off += 128)
-		memcpy((char *)a + off, rp->sig.core->pending[k].data, 128);
-	/* timers */
-	b.args.timers_off = off;
-	b.args.nr_timers = rp->timers.nr;
-	for (size_t i = 0; i < rp->timers.nr; i++, off += sizeof(struct rst_timer)) {
+	b->args.shared_pending_off = *off;
+	b->args.nr_shared_pending = rp->sig.core->n_pending;
+	for (size_t k = 0; k < rp->sig.core->n_pending; k++, *off += 128)
+		memcpy((char *)a + *off, rp->sig.core->pending[k].data, 128);
+}
+
+/* At *off in a: the POSIX timers; the interval timers go in b->args. */
+static void write_timers(const struct rproc *rp, struct rst_builder *b, void *a, size_t *off)
+{
+	const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
+				rp->timers.core->prof };
+
+	b->args.timers_off = *off;
+	b->args.nr_timers = rp->timers.nr;
+	for (size_t i = 0; i < rp->timers.nr; i++, *off += sizeof(struct rst_timer)) {
 		const PosixTimer *pt = rp->timers.timers[i];
-		struct rst_timer *tm = (struct rst_timer *)((char *)a + off);
+		struct rst_timer *tm = (struct rst_timer *)((char *)a + *off);
 
 		tm->id = pt->id;
 		tm->clock = pt->clock;
@@ -497,60 +493,153 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 		tm->sig_pending = pt->sig_pending;
 	}
 	if (rp->timers.core->has_read_mono_ns)
-		b.args.timers_mono = rp->timers.core->read_mono_ns;
-	{
-		const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
-					rp->timers.core->prof };
+		b->args.timers_mono = rp->timers.core->read_mono_ns;
+	for (int w = 0; w < 3; w++)
+		if (it[w]) {
+			b->args.itimers[w][0] = it[w]->value_us;
+			b->args.itimers[w][1] = it[w]->interval_us;
+		}
+}
 
-		for (int w = 0; w < 3; w++)
-			if (it[w]) {
-				b.args.itimers[w][0] = it[w]->value_us;
-				b.args.itimers[w][1] = it[w]->interval_us;
-			}
-	}
-	/* limits and credentials */
-	b.args.nr_rlimits = core->task->n_rlimits;
+/* Limits in b->args; credentials (the groups at *off in a), seccomp,
+ * signal dispositions and auxv at *off. */
+static void write_task(const struct rproc *rp, struct rst_builder *b, void *a, size_t *off)
+{
+	const struct rcore *core = &rp->core;
+
+	b->args.nr_rlimits = core->task->n_rlimits;
 	for (size_t i = 0; i < core->task->n_rlimits; i++) {
-		b.args.rlimits[i][0] = core->task->rlimits[i]->cur;
-		b.args.rlimits[i][1] = core->task->rlimits[i]->max;
+		b->args.rlimits[i][0] = core->task->rlimits[i]->cur;
+		b->args.rlimits[i][1] = core->task->rlimits[i]->max;
 	}
 	if (core->task->creds)
-		plan_creds(core->task->creds, &b.args.creds,
-			   core->task->has_dumpable ? core->task->dumpable : 1, a, &off);
-	for (size_t i = 0; i < b.nr_threads; i++) {
-		struct rst_thread *t = (struct rst_thread *)((char *)a + b.args.threads_off) + i;
+		plan_creds(core->task->creds, &b->args.creds,
+			   core->task->has_dumpable ? core->task->dumpable : 1, a, off);
+	for (size_t i = 0; i < b->nr_threads; i++) {
+		struct rst_thread *t = args_thread(a, b, i);
 
 		if (i && core->threads[i]->creds)
-			plan_creds(core->threads[i]->creds, &t->creds, 1, a, &off);
+			plan_creds(core->threads[i]->creds, &t->creds, 1, a, off);
 	}
-	seccomp_plan(core->task->seccomp, &b.args, (uint8_t *)a, &off);
-	b.args.sigacts_off = off;
-	b.args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + off));
-	off += b.args.nr_sigacts * sizeof(struct rst_sigaction);
-	b.args.auxv_off = off;
-	b.args.auxv_size = rp->mm.core->n_auxv * 8;
-	memcpy((char *)a + off, rp->mm.core->auxv, b.args.auxv_size);
-	off += b.args.auxv_size;
-	if (b.args.verify_crc == 2) { /* the restorer sums without SSE4.2 */
-		off = (off + 7) & ~7UL;
-		b.args.crc_tab_off = off;
-		memcpy((char *)a + off, crc32c_soft_tab(), sizeof(struct crc32c_tab));
-		off += sizeof(struct crc32c_tab);
+	seccomp_plan(core->task->seccomp, &b->args, (uint8_t *)a, off);
+	b->args.sigacts_off = *off;
+	b->args.nr_sigacts = signals_plan(&rp->sig, (struct rst_sigaction *)((char *)a + *off));
+	*off += b->args.nr_sigacts * sizeof(struct rst_sigaction);
+	b->args.auxv_off = *off;
+	b->args.auxv_size = rp->mm.core->n_auxv * 8;
+	memcpy((char *)a + *off, rp->mm.core->auxv, b->args.auxv_size);
+	*off += b->args.auxv_size;
+}
+
+/* At *off in a: the crc table (for a restorer that sums without SSE4.2),
+ * then the strings, the mappings' names pointed at them. */
+static void write_strings(struct rst_builder *b, void *a, size_t *off)
+{
+	if (b->args.verify_crc == 2) { /* the restorer sums without SSE4.2 */
+		*off = (*off + 7) & ~7UL;
+		b->args.crc_tab_off = *off;
+		memcpy((char *)a + *off, crc32c_soft_tab(), sizeof(struct crc32c_tab));
+		*off += sizeof(struct crc32c_tab);
 	}
-	for (size_t i = 0; i < b.nr_vmas; i++) {
-		struct rst_vma *v = (struct rst_vma *)((char *)a + b.args.vmas_off) + i;
+	for (size_t i = 0; i < b->nr_vmas; i++) {
+		struct rst_vma *v = (struct rst_vma *)((char *)a + b->args.vmas_off) + i;
 		if (v->name_off)
-			v->name_off += off;
+			v->name_off += *off;
 	}
-	if (b.strings_len)
-		memcpy((char *)a + off, b.strings, b.strings_len);
-	off = PAGE_ALIGN(off + b.strings_len);
-	ret = vdso_fill(rp->pid, &rp->mm, &vp, (struct rst_vma *)((char *)a + b.args.vmas_off),
+	if (b->strings_len)
+		memcpy((char *)a + *off, b->strings, b->strings_len);
+	*off = PAGE_ALIGN(*off + b->strings_len);
+}
+
+/* Write the blob's arguments at a, after its code in l->region. */
+static int write_args(const struct rproc *rp, struct rst_builder *b, const struct vdso_plan *vp,
+		      const struct blob_layout *l, void *a)
+{
+	size_t off = sizeof(struct rst_args);
+	int ret;
+
+	b->args.magic = RST_MAGIC;
+	b->args.version = RST_VERSION;
+	b->args.size = l->args_len;
+	b->args.blob_start = (uintptr_t)l->region;
+	b->args.blob_len = l->total;
+	b->args.park_start = (uintptr_t)l->region + l->code_len + l->args_len;
+	b->args.task_size = l->task_size;
+	write_vmas_threads(rp, b, l, a, &off);
+	write_timers(rp, b, a, &off);
+	write_task(rp, b, a, &off);
+	write_strings(b, a, &off);
+	ret = vdso_fill(rp->pid, &rp->mm, vp, (struct rst_vma *)((char *)a + b->args.vmas_off),
 			(uint8_t *)a, &off);
 	if (ret)
 		return ret;
-	memcpy(a, &b.args, sizeof(b.args));
-	if (mprotect(region, code_len, PROT_READ | PROT_EXEC)) {
+	memcpy(a, &b->args, sizeof(b->args));
+	return 0;
+}
+
+/* at debug level: the fds the process has as it jumps to the blob */
+static void log_fds(const struct rproc *rp, int close_from)
+{
+	DIR *d;
+	struct dirent *de;
+	char line[512] = "";
+
+	if (cr_log_level() < CR_LOG_DEBUG)
+		return;
+	d = opendir("/proc/self/fd");
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' && strlen(line) < 480)
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s",
+				 de->d_name);
+	if (d)
+		closedir(d);
+	pr_debug("pid %d: fds before the restorer:%s (close from %d)", rp->pid, line, close_from);
+}
+
+int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
+		uint64_t *stack_p)
+{
+	struct rst_builder b;
+	struct vdso_plan vp;
+	struct blob_layout l;
+	int dirfd, ret;
+	void *a;
+
+	memset(&b, 0, sizeof(b));
+	/* our own fds go above the saved ones */
+	ret = place_tool_fds(c, rp, &b, &dirfd);
+	if (ret)
+		return ret;
+	ret = files_prepare_owned(&c->files, rp);
+	if (!ret)
+		ret = rp->fdt ? files_restore_sharer(&c->files, rp) : files_restore(&c->files, rp);
+	if (ret)
+		return ret;
+	pr_debug("pid %d: files restored", rp->pid);
+	ret = set_task_state(rp);
+	if (ret)
+		return ret;
+
+	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, &b, !c->opts->no_page_verify);
+	if (ret)
+		return ret;
+	pr_debug("pid %d: memory planned", rp->pid);
+	ret = plan_exe(c, rp, &b);
+	if (!ret)
+		ret = vdso_plan(rp->pid, &rp->mm, &b, &vp);
+	if (ret)
+		return ret;
+
+	b.nr_threads = rp->core.nr_threads;
+	ret = map_blob(rp, &b, vp.park_len + mem_premap_park_len(&rp->mm), &l);
+	if (ret)
+		return ret;
+	vdso_place(&vp, &b, (uintptr_t)l.region);
+	a = l.region + l.code_len;
+	ret = write_args(rp, &b, &vp, &l, a);
+	if (ret)
+		return ret;
+	if (mprotect(l.region, l.code_len, PROT_READ | PROT_EXEC)) {
 		ret = -errno;
 		pr_perror("pid %d: cannot set up the restorer", rp->pid);
 		return ret;
@@ -559,26 +648,13 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 	free(b.runs);
 	free(b.strings);
 
-	if (cr_log_level() >= CR_LOG_DEBUG) {
-		DIR *d = opendir("/proc/self/fd");
-		struct dirent *de;
-		char line[512] = "";
-
-		while (d && (de = readdir(d)))
-			if (de->d_name[0] != '.' && strlen(line) < 480)
-				snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s",
-					 de->d_name);
-		if (d)
-			closedir(d);
-		pr_debug("pid %d: fds before the restorer:%s (close from %d)", rp->pid, line,
-			 b.args.close_from);
-	}
-	c->sh->procs[idx].blob_start = (uintptr_t)region;
-	c->sh->procs[idx].blob_len = total;
+	log_fds(rp, b.args.close_from);
+	c->sh->procs[idx].blob_start = (uintptr_t)l.region;
+	c->sh->procs[idx].blob_len = l.total;
 	c->sh->procs[idx].args_addr = (uintptr_t)a;
-	*entry = (uintptr_t)region;
+	*entry = (uintptr_t)l.region;
 	*args_p = (uintptr_t)a;
 	/* as if called: the return address slot keeps the stack ABI-aligned */
-	*stack_p = (uintptr_t)region + total - 8;
+	*stack_p = (uintptr_t)l.region + l.total - 8;
 	return 0;
 }

@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 
 #include "files.h"
+#include "memory.h"
+#include "pages.h"
 #include "restore.h"
 #include "sysvshm.h"
 

@@ -1030,6 +1030,142 @@ static bool has_launched_roots(const struct rctx *c)
 	return false;
 }
 
+/* Before anything is created: the images loaded and checked, the shared
+ * memory objects, deleted files and removed directories made, the files
+ * planned. */
+static int prepare_tree(struct rctx *c)
+{
+	const struct cr_restore_opts *o = c->opts;
+	int ret = load_images(c);
+
+	step_done(c, "images loaded");
+	c->files.open_external = o->open_external;
+	c->files.cb_arg = o->cb_arg;
+	c->files.shm = &c->shm; /* memfd fds are new descriptions of these objects */
+	if (!ret)
+		ret = find_helpers(c);
+	if (!ret)
+		ret = find_launchers(c);
+	if (!ret)
+		ret = check_ids_free(c);
+	if (!ret)
+		ret = shmem_restore(c->dirfd, &c->shm, !o->no_page_verify);
+	/* the deleted files the processes map, made once for all of them */
+	if (!ret)
+		ret = ghost_make_mapped(c->files.ghosts, c->files.nr_ghosts);
+	if (!ret)
+		ret = make_gone_dirs(c);
+	if (!ret)
+		ret = files_plan(&c->files, c->procs, c->nr, highest_fd());
+	if (ret)
+		return ret;
+	raise_nofile_for_shared(c);
+	step_done(c, "shared memory restored, files planned");
+	return 0;
+}
+
+/* Fork the tree: what the roots share, then every root (a service may
+ * have several trees) and the session helpers; wait until every process
+ * exists.  *subreaper: whether kupdate was a subreaper before (0: it was
+ * made one here). */
+static int create_tree(struct rctx *c, pid_t *root_pid, int *subreaper)
+{
+	int ret;
+
+	open_stage(c, ST_FORK);
+	if (files_tool_owns(&c->files)) {
+		ret = files_create_for_tool(&c->files);
+		if (ret)
+			return ret;
+	}
+	/* roots forked from a session of the tree or a rebuilt one come back
+	 * to us, and a non-detached restore can wait for them */
+	if ((c->nr_sessions || has_launched_roots(c)) &&
+	    prctl(PR_GET_CHILD_SUBREAPER, subreaper) == 0 && !*subreaper)
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+	for (size_t i = 0; i < c->nr; i++) {
+		if (c->procs[i].parent || c->procs[i].launcher || c->procs[i].pe->new_session)
+			continue;
+		ret = spawn(c, &c->procs[i], c->opts->detach);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < c->nr_sessions; i++) {
+		ret = spawn_session_helper(c, c->sessions[i].sid);
+		if (ret)
+			return ret;
+	}
+	*root_pid = c->procs[0].pid;
+
+	ret = wait_count(c, c->nr + c->nr_helpers, "creating processes", false);
+	if (!ret)
+		ret = files_finish_tool(&c->files);
+	if (ret)
+		return ret;
+	step_done(c, "processes created");
+	return 0;
+}
+
+/* The created tree through its stages: process groups, files and memory
+ * prepared, seized, the restorer blobs run, the tree let go. */
+static int run_tree(struct rctx *c)
+{
+	int ret;
+
+	open_stage(c, ST_PGID);
+	ret = wait_count(c, c->nr + c->nr_helpers, "joining process groups", true);
+	if (ret)
+		return ret;
+	open_stage(c, ST_PREPARE);
+	ret = wait_count(c, c->nr_live, "restoring files and preparing memory", true);
+	if (!ret)
+		files_unlink_removed(&c->files, false);
+	if (!ret)
+		ret = wait_zombies(c);
+	if (ret)
+		return ret;
+	step_done(c, "files restored, memory prepared");
+	ret = seize_all(c);
+	if (!ret && cr_fault("restore")) {
+		pr_err("restore: fault injected by KUPDATE_FAULT after the %zu processes were "
+		       "created",
+		       c->nr);
+		ret = -EIO;
+	}
+	if (ret)
+		return ret;
+	step_done(c, "processes seized");
+	open_stage(c, ST_GO);
+	ret = run_blobs(c);
+	/* every process has attached its System V segments: the ones marked
+	 * for removal can be marked again */
+	if (!ret)
+		ret = sysvshm_commit(&c->shm);
+	if (ret)
+		return ret;
+	step_done(c, "memory and threads restored (restorer)");
+	ret = finish(c);
+	if (ret)
+		return ret;
+	if (c->opts->pidfile)
+		write_pidfile(c->opts->pidfile, c->procs[0].pid);
+	step_done(c, "tree running");
+	pr_info("restored %zu processes, %zu threads", c->nr, c->nr_threads);
+	return 0;
+}
+
+/* whatever failed has been reported; nothing of the tree survives */
+static void abandon_tree(struct rctx *c)
+{
+	atomic_store(&c->sh->failed, 1);
+	kill_all(c);
+	c->shm.sysv_committed = false; /* the segments created go with the tree */
+	/* reap what is ours to reap */
+	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+		;
+	files_unlink_removed(&c->files, true);
+}
+
 int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_status)
 {
 	struct rctx c;
@@ -1045,30 +1181,9 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 		pr_perror("cannot open image directory %s", o->imgdir);
 		return ret;
 	}
-	ret = load_images(&c);
-	step_done(&c, "images loaded");
-	c.files.open_external = o->open_external;
-	c.files.cb_arg = o->cb_arg;
-	c.files.shm = &c.shm; /* memfd fds are new descriptions of these objects */
-	if (!ret)
-		ret = find_helpers(&c);
-	if (!ret)
-		ret = find_launchers(&c);
-	if (!ret)
-		ret = check_ids_free(&c);
-	if (!ret)
-		ret = shmem_restore(c.dirfd, &c.shm, !o->no_page_verify);
-	/* the deleted files the processes map, made once for all of them */
-	if (!ret)
-		ret = ghost_make_mapped(c.files.ghosts, c.files.nr_ghosts);
-	if (!ret)
-		ret = make_gone_dirs(&c);
-	if (!ret)
-		ret = files_plan(&c.files, c.procs, c.nr, highest_fd());
+	ret = prepare_tree(&c);
 	if (ret)
 		goto out;
-	raise_nofile_for_shared(&c);
-	step_done(&c, "shared memory restored, files planned");
 
 	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));
 	c.sh = mmap(NULL, c.sh_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1088,96 +1203,18 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
-	open_stage(&c, ST_FORK);
-	/* what the roots share, then every root (a service may have several trees) */
-	if (files_tool_owns(&c.files)) {
-		ret = files_create_for_tool(&c.files);
-		if (ret)
-			goto fail;
-	}
-	/* roots forked from a session of the tree or a rebuilt one come back
-	 * to us, and a non-detached restore can wait for them */
-	if ((c.nr_sessions || has_launched_roots(&c)) &&
-	    prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && !subreaper)
-		prctl(PR_SET_CHILD_SUBREAPER, 1);
-	for (size_t i = 0; i < c.nr; i++) {
-		if (c.procs[i].parent || c.procs[i].launcher || c.procs[i].pe->new_session)
-			continue;
-		ret = spawn(&c, &c.procs[i], o->detach);
-		if (ret)
-			goto fail;
-	}
-	for (size_t i = 0; i < c.nr_sessions; i++) {
-		ret = spawn_session_helper(&c, c.sessions[i].sid);
-		if (ret)
-			goto fail;
-	}
-	*root_pid = c.procs[0].pid;
-
-	ret = wait_count(&c, c.nr + c.nr_helpers, "creating processes", false);
+	ret = create_tree(&c, root_pid, &subreaper);
 	if (!ret)
-		ret = files_finish_tool(&c.files);
-	if (ret)
-		goto fail;
-	step_done(&c, "processes created");
-	open_stage(&c, ST_PGID);
-	ret = wait_count(&c, c.nr + c.nr_helpers, "joining process groups", true);
-	if (ret)
-		goto fail;
-	open_stage(&c, ST_PREPARE);
-	ret = wait_count(&c, c.nr_live, "restoring files and preparing memory", true);
-	if (!ret)
-		files_unlink_removed(&c.files, false);
-	if (!ret)
-		ret = wait_zombies(&c);
-	if (ret)
-		goto fail;
-	step_done(&c, "files restored, memory prepared");
-	ret = seize_all(&c);
-	if (!ret && cr_fault("restore")) {
-		pr_err("restore: fault injected by KUPDATE_FAULT after the %zu processes were "
-		       "created",
-		       c.nr);
-		ret = -EIO;
-	}
-	if (ret)
-		goto fail;
-	step_done(&c, "processes seized");
-	open_stage(&c, ST_GO);
-	ret = run_blobs(&c);
-	/* every process has attached its System V segments: the ones marked
-	 * for removal can be marked again */
-	if (!ret)
-		ret = sysvshm_commit(&c.shm);
-	if (ret)
-		goto fail;
-	step_done(&c, "memory and threads restored (restorer)");
-	ret = finish(&c);
-	if (ret)
-		goto fail;
-	if (o->pidfile)
-		write_pidfile(o->pidfile, c.procs[0].pid);
-	step_done(&c, "tree running");
-	pr_info("restored %zu processes, %zu threads", c.nr, c.nr_threads);
-
-	if (!o->detach) {
+		ret = run_tree(&c);
+	if (ret) {
+		abandon_tree(&c);
+	} else if (!o->detach) {
 		int st;
 
 		while (waitpid(c.procs[0].pid, &st, 0) < 0 && errno == EINTR)
 			;
 		*root_status = st;
 	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	goto out;
-fail:
-	/* whatever failed has been reported; nothing of the tree survives */
-	atomic_store(&c.sh->failed, 1);
-	kill_all(&c);
-	c.shm.sysv_committed = false; /* the segments created go with the tree */
-	/* reap what is ours to reap */
-	while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
-		;
-	files_unlink_removed(&c.files, true);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	timens_leave(timens_fd);

@@ -14,13 +14,14 @@
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
+#include "blob-builder.h"
 #include "restorer/restorer.h"
 #include "shmem.h"
 #include "signals.h"
 #include "timers.h"
 
 /* A private anonymous mapping whose pages a process shares copy-on-write
- * with its parent or a child (memory.c: premaps) is made and filled before
+ * with its parent or a child (premap.c) is made and filled before
  * the process forks its children, then moved into place by the restorer. */
 struct rpremap {
 	bool want;
@@ -28,7 +29,7 @@ struct rpremap {
 	uint64_t at; /* where it was made (0: not yet) */
 };
 
-/* memory of one process (memory.c) */
+/* memory of one process (mm-load.c) */
 struct rmm {
 	MmCore *core;
 	VmaEntry **vmas;
@@ -77,56 +78,6 @@ struct rproc {
 	int parked;
 	bool seized;
 };
-
-/* what the restore of one process hands to the blob */
-struct rst_builder {
-	struct rst_args args;
-	struct rst_vma *vmas;
-	size_t nr_vmas;
-	struct rst_run *runs;
-	size_t nr_runs;
-	struct rst_thread *threads;
-	size_t nr_threads;
-	char *strings; /* NUL-separated; offset 0 is the empty string */
-	size_t strings_len;
-	int next_fd; /* helper fds are opened from here up */
-};
-
-int builder_add_string(struct rst_builder *b, const char *s, uint32_t *off);
-/* Put fd at the next helper number (>= args.close_from); closes fd. */
-int builder_place_fd(struct rst_builder *b, int fd);
-
-/* memory.c */
-int mem_load(int dirfd, pid_t pid, struct rmm *mm);
-void mem_free(struct rmm *mm);
-/* A process whose pages are said to be its parent's (cow_parent runs):
- * check that the parent has them, and mark the mappings of both that are
- * premapped.  parent: NULL if it has no parent in the tree. */
-int mem_link_cow(pid_t pid, struct rmm *mm, pid_t ppid, struct rmm *parent);
-/* In the process, before it forks its children: make and fill its
- * premapped mappings (sharing its parent's pages where its own
- * mappings inherit them: parent is the parent's rmm, as it was filled
- * before this process was forked). */
-int mem_premap(int dirfd, pid_t pid, struct rmm *mm, const struct rmm *parent, bool verify);
-/* the room the restorer needs to park the premapped mappings */
-uint64_t mem_premap_park_len(const struct rmm *mm);
-/* Fill b's mappings and page runs, opening the mapped files and the page
- * image (as helper fds); the deleted ones are files->ghosts' map_fd. */
-struct rfiles;
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     const struct rfiles *files, struct rst_builder *b, bool verify);
-
-/* pages.c */
-/* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
-void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size);
-/* The blob stopped at RST_HELPER_START_OFFSET with these registers: fill
- * the share they name from outside, on a thread of ours (inline when no
- * thread can be had).  Then, at RST_HELPER_WAIT_OFFSET: the value for its
- * %rax. */
-int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
-		     uint64_t end_run, struct fill_helper **out);
-/* bad_addr: set to the run whose data did not match its checksum, if one */
-long mem_helper_wait(struct fill_helper **h, uint64_t *bad_addr);
 
 /* regs.c */
 int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);

@@ -19,7 +19,6 @@
 #include "image.h"
 #include "images/pagemap.pb-c.h"
 #include "log.h"
-#include "memory.h"
 #include "pages.h"
 #include "restore.h"
 #include "restorer/restorer.h"

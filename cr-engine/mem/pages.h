@@ -12,6 +12,8 @@ struct cr_dump_ctx;
 struct cr_proc;
 struct rst_builder;
 
+/* the name of page file N of process pid: pages-PID.img, pages-PID.N.img */
+int mem_pages_name(char *buf, size_t size, pid_t pid, uint32_t file);
 /* the header page of page file `file` of process pid (PAGES_DATA_OFFSET bytes) */
 void mem_pages_header(unsigned char *hdr, pid_t pid, uint32_t file, uint64_t nr_pages);
 /* layers of images a restore reads pages from: a dump and the pre-dumps
@@ -78,5 +80,19 @@ static inline bool mem_run_nodata(const PagemapEntry *e)
 int mem_open_page_files(int dirfd, pid_t pid, const char *name, const PagemapHead *head,
 			PagemapEntry *const *runs, size_t nr, uint64_t *off, int *fds,
 			struct rst_builder *b);
+
+/* restore side */
+struct rmm;
+struct fill_helper;
+/* the page file holding addr (for errors): pages-PID.img, pages-PID.N.img */
+void mem_pages_name_at(const struct rmm *mm, pid_t pid, uint64_t addr, char *buf, size_t size);
+/* The blob stopped at RST_HELPER_START_OFFSET with these registers: fill
+ * the share they name from outside, on a thread of ours (inline when no
+ * thread can be had).  Then, at RST_HELPER_WAIT_OFFSET: the value for its
+ * %rax. */
+int mem_helper_start(pid_t pid, uint64_t args_addr, uint64_t first_run, uint64_t off,
+		     uint64_t end_run, struct fill_helper **out);
+/* bad_addr: set to the run whose data did not match its checksum, if one */
+long mem_helper_wait(struct fill_helper **h, uint64_t *bad_addr);
 
 #endif

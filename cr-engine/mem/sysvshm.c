@@ -68,7 +68,7 @@ static int same_ipc_ns(pid_t pid)
 	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
-int sysvshm_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
+int sysvshm_check_vma(const struct cr_proc *p, const struct cr_vma *v)
 {
 	int ret = same_ipc_ns(p->pid);
 
@@ -80,7 +80,7 @@ int sysvshm_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *
 		       p->pid, v->s.start, v->s.end, v->s.path);
 		return -EOPNOTSUPP;
 	}
-	return shmem_dump_vma(ctx, p, v);
+	return 0;
 }
 
 int sysvshm_describe(int fd, const struct stat *st, struct cr_shm *s, const char *where)

@@ -21,8 +21,9 @@ struct rst_vma;
 
 /* a mapping of a System V segment: /SYSV<key> (deleted) */
 bool sysvshm_mapping(const char *path);
-/* save the segment behind v once (shmem.c keeps it as an object); sets v->shmid */
-int sysvshm_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v);
+/* can the segment behind v be saved (an attach in kupdate's IPC namespace)?
+ * 0 if so; the caller then saves it as an object (shmem_dump_vma) */
+int sysvshm_check_vma(const struct cr_proc *p, const struct cr_vma *v);
 /* shmem.c, for a new object: what IPC_STAT says of the segment fd maps */
 int sysvshm_describe(int fd, const struct stat *st, struct cr_shm *s, const char *where);
 /* every attach of p covers its whole segment, in one piece of address space */

@@ -598,25 +598,14 @@ __asm__(".section .text.entry,\"ax\",@progbits\n"
 	"	ret\n"
 	".text\n");
 
-__attribute__((used, noreturn)) void rst_main(struct rst_args *a);
-__attribute__((used, noreturn)) void rst_main(struct rst_args *a)
+/* 1. the kernel's special mappings wait inside the blob while ... with
+ * the mappings made before the children were forked (their page offset
+ * in 2 MiB kept, so that huge pages stay whole) */
+static void park_mappings(struct rst_args *a)
 {
-	uint64_t blob_end = a->blob_start + a->blob_len, park_at = a->park_start;
-	struct r_prctl_mm_map mm;
-	struct rst_thread *th = AT(a, a->threads_off);
+	uint64_t park_at = a->park_start;
 	long r;
 
-	if (a->magic != RST_MAGIC || a->version != RST_VERSION)
-		fail(a, RST_STEP_NONE, -22, 0, 0);
-	/* nothing is delivered until kupdate sets the final masks (SIGCHLD was
-	 * left open for the zombies, which are dead by now) */
-	{
-		uint64_t all = ~0ULL;
-
-		rsys4(NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
-	}
-
-	/* 1. the kernel's special mappings wait inside the blob while ... */
 	for (uint32_t i = 0; i < a->nr_moves; i++) {
 		struct rst_move *m = &a->moves[i];
 
@@ -627,8 +616,6 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 		m->from = park_at;
 		park_at += m->len;
 	}
-	/* ... with the mappings made before the children were forked (their
-	 * page offset in 2 MiB kept, so that huge pages stay whole) ... */
 	for (uint32_t i = 0; i < a->nr_vmas; i++) {
 		struct rst_vma *v = (struct rst_vma *)AT(a, a->vmas_off) + i;
 		uint64_t len = v->end - v->start;
@@ -644,27 +631,41 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 		v->premap = park_at;
 		park_at += len;
 	}
-	/* 2. ... everything of the old address space but the blob goes ... */
+}
+
+/* 2. ... everything of the old address space but the blob goes ... */
+static void unmap_old(struct rst_args *a)
+{
+	uint64_t blob_end = a->blob_start + a->blob_len;
+	long r;
+
 	r = rsys2(NR_munmap, 0, a->blob_start);
 	if (r)
 		fail(a, RST_STEP_UNMAP, r, 0, 0);
 	r = rsys2(NR_munmap, blob_end, a->task_size - blob_end);
 	if (r)
 		fail(a, RST_STEP_UNMAP, r, blob_end, 0);
-	/* 3. ... and they move to where the saved process had them */
+}
+
+/* 3. ... and they move to where the saved process had them */
+static void move_specials(struct rst_args *a)
+{
 	for (uint32_t i = 0; i < a->nr_moves; i++) {
 		struct rst_move *m = &a->moves[i];
+		long r = rsys5(NR_mremap, m->from, m->len, m->len,
+			       R_MREMAP_MAYMOVE | R_MREMAP_FIXED, m->to);
 
-		r = rsys5(NR_mremap, m->from, m->len, m->len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED,
-			  m->to);
 		if (r != (long)m->to)
 			fail(a, RST_STEP_MOVE, r, m->to, i);
 	}
+}
 
-	/* 4. the saved mappings and their pages */
-	map_vmas(a);
+/* 5. mm fields, auxv, exe link */
+static void set_mm(struct rst_args *a)
+{
+	struct r_prctl_mm_map mm;
+	long r;
 
-	/* 5. mm fields, auxv, exe link */
 	mm.start_code = a->start_code;
 	mm.end_code = a->end_code;
 	mm.start_data = a->start_data;
@@ -682,12 +683,13 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 	r = rsys5(NR_prctl, R_PR_SET_MM, R_PR_SET_MM_MAP, &mm, sizeof(mm), 0);
 	if (r)
 		fail(a, RST_STEP_MM, r, 0, 0);
+}
 
-	/* 6. descriptors that only served the restore */
-	if (a->close_from >= 0)
-		rsys3(NR_close_range, a->close_from, ~0U, 0);
+/* 7a. resource limits and interval timers */
+static void set_limits_itimers(struct rst_args *a)
+{
+	long r;
 
-	/* 7a. resource limits and interval timers */
 	for (uint32_t i = 0; i < a->nr_rlimits; i++) {
 		r = rsys4(NR_prlimit64, 0, i, a->rlimits[i], 0);
 		if (r)
@@ -708,11 +710,17 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 		if (r)
 			fail(a, RST_STEP_ITIMER, r, a->itimers[w][0], w);
 	}
+}
 
-	/* 7. threads, each with its own tid */
+/* 7. threads, each with its own tid */
+static void clone_threads(struct rst_args *a)
+{
+	struct rst_thread *th = AT(a, a->threads_off);
+
 	for (uint32_t i = 1; i < a->nr_threads; i++) {
 		struct r_clone_args ca;
 		uint64_t tid = th[i].tid;
+		long r;
 
 		memset(&ca, 0, sizeof(ca));
 		ca.flags = R_CLONE_VM | R_CLONE_FS | R_CLONE_FILES | R_CLONE_SIGHAND |
@@ -725,67 +733,106 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 		if (r != th[i].tid)
 			fail(a, RST_STEP_CLONE, r < 0 ? r : -R_EAGAIN, th[i].tid, i);
 	}
+}
 
-	/* 8. signal dispositions, now that nothing of the restore can raise one */
+/* 8. signal dispositions, now that nothing of the restore can raise one */
+static void set_sigactions(struct rst_args *a)
+{
 	for (uint32_t i = 0; i < a->nr_sigacts; i++) {
 		struct rst_sigaction *sa = (struct rst_sigaction *)AT(a, a->sigacts_off) + i;
 		uint64_t act[4] = { sa->handler, sa->flags, sa->restorer, sa->mask };
+		long r = rsys4(NR_rt_sigaction, sa->sig, act, 0, 8);
 
-		r = rsys4(NR_rt_sigaction, sa->sig, act, 0, 8);
 		if (r)
 			fail(a, RST_STEP_SIGACTION, r, sa->handler, sa->sig);
 	}
+}
+
+/* POSIX timer i with its id (stand-ins fill the gap below it), armed */
+static void create_timer(struct rst_args *a, struct rst_timer *tm, uint32_t i, int main_tid)
+{
+	struct {
+		uint64_t value;
+		int32_t signo, notify, tid;
+		int32_t pad[11];
+	} sev;
+	int32_t id = -1;
+	long r;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.value = tm->sival;
+	sev.signo = tm->signo;
+	sev.notify = tm->notify;
+	sev.tid = tm->tid;
+	for (;;) {
+		r = rsys3(NR_timer_create, tm->clock, &sev, &id);
+		if (r)
+			fail(a, RST_STEP_TIMER, r, tm->id, i);
+		if (id == tm->id)
+			break;
+		/* ids come from a counter that only goes up: a stand-in
+		 * moves it on and can go at once */
+		rsys1(NR_timer_delete, id);
+		if (id > tm->id)
+			fail(a, RST_STEP_TIMER, -R_EINVAL, tm->id, i);
+	}
+	{
+		/* wall clocks keep step with the monotonic one; CPU
+		 * clocks (negative ids) keep what they had left */
+		uint64_t left =
+			tm->clock >= 0 && tm->value_ns ? time_left(a, tm->value_ns) : tm->value_ns;
+		/* struct itimerspec: interval first */
+		int64_t its[4] = { (int64_t)(tm->interval_ns / 1000000000ULL),
+				   (int64_t)(tm->interval_ns % 1000000000ULL),
+				   (int64_t)(left / 1000000000ULL),
+				   (int64_t)(left % 1000000000ULL) };
+
+		if (!restore_overrun(a, tm, id, left, main_tid))
+			return;
+		r = rsys4(NR_timer_settime, id, 0, its, 0);
+		if (r)
+			fail(a, RST_STEP_TIMER, r, tm->id, i);
+	}
+}
+
+__attribute__((used, noreturn)) void rst_main(struct rst_args *a);
+__attribute__((used, noreturn)) void rst_main(struct rst_args *a)
+{
+	struct rst_thread *th = AT(a, a->threads_off);
+
+	if (a->magic != RST_MAGIC || a->version != RST_VERSION)
+		fail(a, RST_STEP_NONE, -22, 0, 0);
+	/* nothing is delivered until kupdate sets the final masks (SIGCHLD was
+	 * left open for the zombies, which are dead by now) */
+	{
+		uint64_t all = ~0ULL;
+
+		rsys4(NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
+	}
+
+	/* 1-3. the special mappings and the premapped ones out of the way,
+	 * the old address space gone, the special ones in place */
+	park_mappings(a);
+	unmap_old(a);
+	move_specials(a);
+
+	/* 4. the saved mappings and their pages */
+	map_vmas(a);
+
+	set_mm(a);
+
+	/* 6. descriptors that only served the restore */
+	if (a->close_from >= 0)
+		rsys3(NR_close_range, a->close_from, ~0U, 0);
+
+	set_limits_itimers(a);
+	clone_threads(a);
+	set_sigactions(a);
 
 	/* 8b. POSIX timers, with their ids (stand-ins fill the gaps), now
 	 * that the threads they may notify exist */
-	{
-		struct rst_timer *tm = AT(a, a->timers_off);
-
-		for (uint32_t i = 0; i < a->nr_timers; i++) {
-			struct {
-				uint64_t value;
-				int32_t signo, notify, tid;
-				int32_t pad[11];
-			} sev;
-			int32_t id = -1;
-
-			memset(&sev, 0, sizeof(sev));
-			sev.value = tm[i].sival;
-			sev.signo = tm[i].signo;
-			sev.notify = tm[i].notify;
-			sev.tid = tm[i].tid;
-			for (;;) {
-				r = rsys3(NR_timer_create, tm[i].clock, &sev, &id);
-				if (r)
-					fail(a, RST_STEP_TIMER, r, tm[i].id, i);
-				if (id == tm[i].id)
-					break;
-				/* ids come from a counter that only goes up: a stand-in
-				 * moves it on and can go at once */
-				rsys1(NR_timer_delete, id);
-				if (id > tm[i].id)
-					fail(a, RST_STEP_TIMER, -R_EINVAL, tm[i].id, i);
-			}
-			{
-				/* wall clocks keep step with the monotonic one; CPU
-				 * clocks (negative ids) keep what they had left */
-				uint64_t left = tm[i].clock >= 0 && tm[i].value_ns
-							? time_left(a, tm[i].value_ns)
-							: tm[i].value_ns;
-				/* struct itimerspec: interval first */
-				int64_t its[4] = { (int64_t)(tm[i].interval_ns / 1000000000ULL),
-						   (int64_t)(tm[i].interval_ns % 1000000000ULL),
-						   (int64_t)(left / 1000000000ULL),
-						   (int64_t)(left % 1000000000ULL) };
-
-				if (!restore_overrun(a, &tm[i], id, left, th[0].tid))
-					continue;
-				r = rsys4(NR_timer_settime, id, 0, its, 0);
-				if (r)
-					fail(a, RST_STEP_TIMER, r, tm[i].id, i);
-			}
-		}
-	}
+	for (uint32_t i = 0; i < a->nr_timers; i++)
+		create_timer(a, (struct rst_timer *)AT(a, a->timers_off) + i, i, th[0].tid);
 	queue_signals(a, 0, a->shared_pending_off, a->nr_shared_pending, 0);
 
 	/* 9. the main thread's own per-thread state, then wait for kupdate */

@@ -53,7 +53,7 @@ enum {
 	RST_VMA_SYSV_PART = 1 << 2,   /* the rest of the attach before: mapped by it */
 	RST_VMA_SYSV_RDONLY = 1 << 3, /* attached SHM_RDONLY */
 	/* made and filled before the process forked its children, which
-	 * share its pages copy-on-write (memory.c: premaps), at premap:
+	 * share its pages copy-on-write (mem/premap.c), at premap:
 	 * moved into place, not mapped */
 	RST_VMA_PREMAP = 1 << 4,
 };
@@ -76,7 +76,7 @@ struct rst_vma {
 struct rst_run {
 	uint64_t vaddr, nr_pages, file_off;
 	uint32_t crc;
-	int32_t fd;	/* the page image holding the data (layers: memory.c) */
+	int32_t fd;	/* the page image holding the data (layers: mem/layers.c) */
 	uint32_t flags; /* RST_RUN_* */
 	uint32_t pad;
 };
