@@ -38,19 +38,18 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "cr-fault.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
-#include "fault.h"
 #include "kexec.h"
 #include "kupdate.h"
-#include "log.h"
-#include "proc.h"
 #include "recover.h"
 #include "sd.h"
 #include "store.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 struct aunit {
 	const char *name;
@@ -531,27 +530,12 @@ static char *live_reserve(struct aunit *u, int n)
 		if (unit_members(u[i].name, &u[i].ui, &m, &nm))
 			goto fail;
 		for (int k = 0; k < nm; k++) {
-			struct proc_stat st;
-			pid_t *tids = NULL, *na;
-			int nt = list_tasks(m[k], &tids);
-
 			/* a process gone meanwhile: the dumps will differ, the
 			 * kernel is loaded again */
-			if (nt < 0 || parse_stat(m[k], m[k], &st)) {
-				free(tids);
-				continue;
-			}
-			na = xrealloc_array(all, nr + (size_t)nt + 2, sizeof(*na));
-			if (!na) {
-				free(tids);
+			if (cr_process_ids(m[k], &all, &nr) == -ENOMEM) {
 				free(m);
 				goto fail;
 			}
-			all = na;
-			for (int t = 0; t < nt; t++)
-				all[nr++] = tids[t];
-			free(tids);
-			nr += (size_t)cr_group_ids(m[k], st.pgid, st.sid, all + nr);
 		}
 		free(m);
 	}

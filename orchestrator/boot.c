@@ -27,16 +27,15 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "cr-fault.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
-#include "fault.h"
 #include "kupdate.h"
-#include "log.h"
-#include "proc.h"
 #include "sd.h"
 #include "store.h"
 #include "units.h"
-#include "util.h"
 
 /* systemd applies a unit's drop-ins in the order of their file names, from
  * every directory together: ours must come last, after an administrator's
@@ -534,7 +533,7 @@ static void fill_kernel(UnitStatus *s, char *rel, size_t rl, char *boot, size_t 
 static void restore_log_open(const char *unit)
 {
 	_cleanup_free_ char *p = NULL;
-	struct proc_stat ps;
+	unsigned long long start;
 	int fd;
 
 	if (cr_log_fd() < 0 && !mkdir_p(PID_DIR, 0755) &&
@@ -543,10 +542,10 @@ static void restore_log_open(const char *unit)
 		if (fd >= 0)
 			cr_log_redirect(STDERR_FILENO, fd);
 	}
-	if (!parse_stat(getpid(), 0, &ps))
+	if (!cr_process_start(getpid(), &start))
 		pr_debug("restore-unit %s: started %.0f ms after systemd forked it", unit,
 			 (now_ns(CLOCK_BOOTTIME) -
-			  (double)ps.starttime * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
+			  (double)start * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
 				 1e6);
 	/* the unit's CPU weight (StartupCPUWeight= of the drop-in, while the
 	 * boot lasts) */

@@ -32,16 +32,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr-check.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "kexec.h"
 #include "kimage.h"
 #include "kupdate.h"
-#include "log.h"
-#include "netlock.h"
-#include "sockdiag.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -61,7 +60,6 @@
 #ifndef CAP_CHECKPOINT_RESTORE
 #define CAP_CHECKPOINT_RESTORE 40
 #endif
-#include "pagescan.h"
 
 typedef int (*probe_fn)(char *d, size_t len);
 
@@ -330,9 +328,9 @@ static int p_sock_diag(char *d, size_t len)
 {
 	_cleanup_close_ int l = -1, c = -1, a = -1;
 	int sv[2] = { -1, -1 }, ret;
-	struct sk_table t;
 	struct stat su, si;
-	bool unix_seen, tcp_seen;
+	ino_t ino[2];
+	bool seen[2];
 
 	ret = loopback_pair(&l, &c, &a);
 	if (ret)
@@ -341,21 +339,17 @@ static int p_sock_diag(char *d, size_t len)
 		return MISSING("socketpair: %s", strerror(errno));
 	fstat(sv[0], &su);
 	fstat(c, &si);
+	ino[0] = su.st_ino;
+	ino[1] = si.st_ino;
 	cr_log_mark();
-	ret = sockdiag_collect(&t);
-	if (ret) {
-		close(sv[0]);
-		close(sv[1]);
-		return MISSING("%s", cr_log_first_error() ?: strerror(-ret));
-	}
-	unix_seen = sockdiag_find(&t, su.st_ino) != NULL;
-	tcp_seen = sockdiag_find(&t, si.st_ino) != NULL;
-	sockdiag_free(&t);
+	ret = cr_check_sock_diag(ino, 2, seen);
 	close(sv[0]);
 	close(sv[1]);
-	if (!unix_seen || !tcp_seen)
+	if (ret)
+		return MISSING("%s", cr_log_first_error() ?: strerror(-ret));
+	if (!seen[0] || !seen[1])
 		return MISSING("sock_diag does not list our own %s socket (CONFIG_%s)",
-			       unix_seen ? "TCP" : "unix", unix_seen ? "INET_DIAG" : "UNIX_DIAG");
+			       seen[0] ? "TCP" : "unix", seen[0] ? "INET_DIAG" : "UNIX_DIAG");
 	return OK("sock_diag lists unix and TCP sockets (netlink, libnl-3)");
 }
 
@@ -387,26 +381,11 @@ static int p_pagemap(char *d, size_t len)
 
 static int p_pagemap_scan(char *d, size_t len)
 {
-	_cleanup_close_ int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	volatile char page[4096] __attribute__((aligned(4096)));
-	struct page_region r[4];
-	struct pm_scan_arg a = { 0 };
-	long n;
+	int ret = cr_check_pagemap_scan();
 
-	page[0] = 1;
-	if (fd < 0)
-		return MISSING("/proc/self/pagemap: %s", strerror(errno));
-	a.size = sizeof(a);
-	a.start = (uintptr_t)page;
-	a.end = a.start + 4096;
-	a.vec = (uintptr_t)r;
-	a.vec_len = 4;
-	a.category_anyof_mask = PAGE_IS_PRESENT;
-	a.return_mask = PAGE_IS_PRESENT;
-	n = ioctl(fd, PAGEMAP_SCAN, &a);
-	if (n < 0)
-		return MISSING("ioctl(PAGEMAP_SCAN): %s (kernel older than 6.7)", strerror(errno));
-	if (n != 1)
+	if (ret < 0)
+		return MISSING("ioctl(PAGEMAP_SCAN): %s (kernel older than 6.7)", strerror(-ret));
+	if (ret == 0)
 		return MISSING("PAGEMAP_SCAN misses a present page");
 	return OK("ioctl(PAGEMAP_SCAN) finds present pages");
 }
@@ -551,7 +530,7 @@ static int p_nftables(char *d, size_t len)
 	fflush(stderr);
 	if (saved >= 0 && null >= 0)
 		dup2(null, STDERR_FILENO);
-	ret = netlock_probe(why, sizeof(why));
+	ret = cr_check_net_lock(why, sizeof(why));
 	if (saved >= 0 && null >= 0)
 		dup2(saved, STDERR_FILENO);
 	if (saved >= 0)

@@ -10,12 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cycle.h"
 #include "kupdate.h"
-#include "log.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 static const char *result_name(int r)
 {
