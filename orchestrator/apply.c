@@ -38,19 +38,18 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "cr-fault.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
-#include "fault.h"
 #include "kexec.h"
 #include "kupdate.h"
-#include "log.h"
-#include "proc.h"
 #include "recover.h"
 #include "sd.h"
 #include "store.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 struct aunit {
 	const char *name;
@@ -531,27 +530,12 @@ static char *live_reserve(struct aunit *u, int n)
 		if (unit_members(u[i].name, &u[i].ui, &m, &nm))
 			goto fail;
 		for (int k = 0; k < nm; k++) {
-			struct proc_stat st;
-			pid_t *tids = NULL, *na;
-			int nt = list_tasks(m[k], &tids);
-
 			/* a process gone meanwhile: the dumps will differ, the
 			 * kernel is loaded again */
-			if (nt < 0 || parse_stat(m[k], m[k], &st)) {
-				free(tids);
-				continue;
-			}
-			na = xrealloc_array(all, nr + (size_t)nt + 2, sizeof(*na));
-			if (!na) {
-				free(tids);
+			if (cr_process_ids(m[k], &all, &nr) == -ENOMEM) {
 				free(m);
 				goto fail;
 			}
-			all = na;
-			for (int t = 0; t < nt; t++)
-				all[nr++] = tids[t];
-			free(tids);
-			nr += (size_t)cr_group_ids(m[k], st.pgid, st.sid, all + nr);
 		}
 		free(m);
 	}
@@ -911,6 +895,331 @@ int lock_state(int wait_s)
 	return fd;
 }
 
+/* The kernel loaded at preflight, with the command line of the cycle as
+ * far as it is known now (the ids the units use now reserved), or with
+ * --dry-run of no cycle: that command line, or NULL.  *id: the cycle's. */
+static char *preflight_load(struct aunit *u, int n, const struct apply_opts *ao, char **id)
+{
+	_cleanup_free_ char *guess = NULL;
+	char *cmdline;
+
+	if (!ao->dry_run) {
+		*id = new_cycle_id();
+		guess = *id && !ao->no_reserve ? live_reserve(u, n) : NULL;
+		cmdline = *id ? kexec_cmdline(ao->append, *id, guess) : NULL;
+	} else {
+		cmdline = kexec_cmdline(ao->append, "0", NULL);
+	}
+	if (cmdline && kexec_load_kernel(ao->kernel, ao->initrd, cmdline)) {
+		free(cmdline);
+		return NULL;
+	}
+	return cmdline;
+}
+
+/* the final command line loaded, unless the preflight's was the same */
+static int final_load(const struct apply_opts *ao, const char *pre_cmdline, const char *cmdline)
+{
+	if (cr_fault_unit("kexec-load", 0, NULL)) {
+		pr_err("cannot load %s: kexec-load fault injected by KUPDATE_FAULT", ao->kernel);
+		return -1;
+	}
+	if (pre_cmdline && !strcmp(pre_cmdline, cmdline)) {
+		printf("kupdate: %s was loaded at preflight with this command line\n", ao->kernel);
+		return 0;
+	}
+	return kexec_load_kernel(ao->kernel, ao->initrd, cmdline) ? -1 : 0;
+}
+
+/* the hand-over (prepare_handover), its time counted with the preflight's:
+ * it is before any freeze */
+static int timed_handover(struct sd *sd, struct aunit *u, int n, int64_t *preflight_ns)
+{
+	int64_t t_ho = now_ns(CLOCK_MONOTONIC);
+
+	if (prepare_handover(sd, u, n))
+		return -1;
+	*preflight_ns += now_ns(CLOCK_MONOTONIC) - t_ho;
+	return 0;
+}
+
+static void note_checkpointed(const struct aunit *u, int n, const char *id)
+{
+	for (int i = 0; i < n; i++)
+		journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
+			     u[i].st.processes, (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
+}
+
+static void apply_opts_free(struct apply_opts *ao)
+{
+	free(ao->store);
+	store_mount_free(ao->store_mount);
+}
+
+/* no kernel named: the one apt installed last (and its initrd) */
+static int choose_kernel(struct apply_opts *ao, char **next, char **next_initrd,
+			 char **next_release)
+{
+	if (ao->kernel)
+		return 0;
+	if (next_kernel(next, next_initrd, next_release, true))
+		return -1;
+	ao->kernel = *next;
+	if (!ao->initrd)
+		ao->initrd = *next_initrd;
+	printf("kupdate: updating into the newest kernel installed, %s (%s%s%s)\n", *next_release,
+	       *next, ao->initrd ? ", initrd " : ", no initrd", ao->initrd ? ao->initrd : "");
+	return 0;
+}
+
+/* no unit named: the preserved ones (kupdate enable) */
+static int preserved_names(const char ***names, int *nr_names, char ***preserved, int *nr_pres)
+{
+	if (preserved_units(preserved, nr_pres)) {
+		pr_perror("cannot read %s", wants_dir());
+		return -1;
+	}
+	if (!*nr_pres) {
+		pr_err("no unit is preserved: kupdate enable UNIT, or name them with "
+		       "--unit");
+		return -1;
+	}
+	*names = xrealloc_array(NULL, *nr_pres, sizeof(**names));
+	if (!*names)
+		return -1;
+	for (int i = 0; i < *nr_pres; i++)
+		(*names)[i] = (*preserved)[i];
+	*nr_names = *nr_pres;
+	return 0;
+}
+
+/* an umbrella unit: the units that are part of it, in names */
+static int follow_names(struct sd *sd, const char ***names, int *nr_names, char ***followed,
+			int *nr_followed)
+{
+	const char **nn;
+
+	if (units_follow_parts(sd, *names, *nr_names, followed, nr_followed))
+		return -1;
+	nn = xrealloc_array(*names, *nr_followed ? *nr_followed : 1, sizeof(*nn));
+	if (!nn)
+		return -1;
+	*names = nn;
+	for (int i = 0; i < *nr_followed; i++)
+		(*names)[i] = (*followed)[i];
+	*nr_names = *nr_followed;
+	return 0;
+}
+
+/* Preflight of the units: each named, active, with a main process.  *n:
+ * the units whose info is to be freed (the failing one included). */
+static int preflight_units(struct sd *sd, struct aunit *u, const char **names, int nr_names,
+			   const struct apply_opts *ao, int *n)
+{
+	for (*n = 0; *n < nr_names; (*n)++) {
+		struct aunit *a = &u[*n];
+
+		a->name = names[*n];
+		a->sd = sd;
+		a->ghost_limit = ao->ghost_limit;
+		if (!unit_name_valid(a->name)) {
+			pr_err("'%s' is not a service unit name (NAME.service)", a->name);
+			return -1;
+		}
+		if (sd_unit_info(sd, a->name, &a->ui))
+			return -1;
+		if (strcmp(a->ui.active, "active") || a->ui.main_pid <= 0) {
+			pr_err("unit %s is %s (%s) with no main process; start it, or leave it out "
+			       "(kupdate disable %s)",
+			       a->name, a->ui.active, a->ui.sub, a->name);
+			(*n)++;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* apply --dry-run: each unit checked as a dump would see it; the exit
+ * status, or -1 if interrupted */
+static int dry_run_report(struct sd *sd, struct aunit *u, int n, const struct apply_opts *ao)
+{
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		char why[1024], note[96];
+		struct cr_dump_stats st = { 0 };
+
+		if (interrupted())
+			return -1;
+		if (unit_check(sd, u[i].name, &u[i].ui, ao->ghost_limit, why, sizeof(why), &st)) {
+			printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
+			bad++;
+		} else {
+			deleted_note(&st, note, sizeof(note));
+			printf("kupdate: %s: %u processes, can be checkpointed%s%s\n", u[i].name,
+			       st.processes, note[0] ? "; saves " : "", note);
+		}
+	}
+	printf("kupdate: dry run: %s loads; %d of %d units ready; nothing was changed\n",
+	       ao->kernel, n - bad, n);
+	return bad ? 1 : 0;
+}
+
+/* The partial cycle directory tmp and its units directory: there, or with
+ * --store a symlink to STORE/ID/units (*store_dir: STORE/ID).  On failure
+ * nothing is left. */
+static int make_cycle_dir(const char *tmp, const char *id, const struct apply_opts *ao,
+			  char **store_dir)
+{
+	_cleanup_free_ char *units = NULL, *sdir = NULL, *sunits = NULL;
+
+	if (mkdir(tmp, 0700)) {
+		pr_perror("cannot create the cycle directory %s", tmp);
+		return -1;
+	}
+	units = xasprintf("%s/units", tmp);
+	sdir = ao->store ? xasprintf("%s/%s", ao->store, id) : NULL;
+	sunits = sdir ? xasprintf("%s/units", sdir) : NULL;
+	if (!units || (ao->store && !sunits)) {
+		rm_rf(tmp);
+		return -1;
+	}
+	if (ao->store) {
+		/* the images in the store, reached through the cycle's units */
+		if (mkdir(sdir, 0700) || mkdir(sunits, 0700) || symlink(sunits, units)) {
+			pr_perror("cannot create the cycle's images directory %s", sunits);
+			rmdir(sunits);
+			rmdir(sdir);
+			rm_rf(tmp);
+			return -1;
+		}
+		printf("kupdate: images in %s (--store)\n", sunits);
+		*store_dir = take_ptr(&sdir);
+	} else if (mkdir(units, 0700)) {
+		pr_perror("cannot create %s/units", tmp);
+		rm_rf(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* apply --pre-dump: every unit's memory first, while they all run */
+static int predump_units(struct aunit *u, int n, const char *id, const char *tmp,
+			 int64_t *preflight_ns)
+{
+	for (int i = 0; i < n; i++) {
+		int ret = predump_unit(&u[i], id, tmp);
+
+		/* reported with the preflight too: the units ran meanwhile */
+		*preflight_ns += u[i].predump_ns;
+		if (ret) {
+			const char *why = cr_log_first_error();
+
+			pr_err("unit %s cannot be pre-dumped%s%s; every unit keeps running, "
+			       "nothing was kexec'd",
+			       u[i].name, why ? ": " : "", why ? why : "");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* the dump of a unit failed: said, and noted in the journal; the unit,
+ * or NULL if none is to blame */
+static const char *report_dump_failure(const struct dumpers *d, struct aunit *u, const char *id)
+{
+	int i = d->failed - 1;
+	const char *why = d->why[0] ? d->why : NULL;
+
+	if (i < 0)
+		return NULL;
+	pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
+	       "nothing was kexec'd",
+	       u[i].name, why ? ": " : "", why ? why : "");
+	journal_note(id, u[i].name, 3, "checkpoint failed: %s; cycle abandoned",
+		     why ? why : strerror(-d->ret));
+	return u[i].name;
+}
+
+/* every id the dumps saved, as pid_reserve= ranges */
+static char *dumped_reserve(const struct aunit *u, int n)
+{
+	size_t total = 0, k = 0;
+	pid_t *all;
+	char *r;
+
+	for (int i = 0; i < n; i++)
+		total += u[i].nr_ids;
+	all = calloc(total ? total : 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		for (size_t j = 0; j < u[i].nr_ids; j++)
+			all[k++] = u[i].ids[j];
+	r = pid_ranges(all, total);
+	free(all);
+	return r;
+}
+
+/* 5. The jump into the new kernel (or, with --no-kexec, the restore here):
+ * the exit status.  *loaded: false once the kernel is no longer ours to
+ * unload. */
+static int jump(struct sd *sd, const struct apply_opts *ao, const char *id, const char *final,
+		bool *loaded)
+{
+	if (getenv("KUPDATE_TEST_NO_JUMP")) {
+		/* tests: the cycle is ready and the kernel loaded, but the
+		 * machine is left to boot some other way */
+		printf("kupdate: KUPDATE_TEST_NO_JUMP: cycle %s ready, not jumping\n", id);
+		*loaded = false;
+		return 0;
+	}
+	if (ao->no_kexec) {
+		printf("kupdate: --no-kexec: restoring the units on this kernel\n");
+		return restore_here(sd, id) ? 1 : 0;
+	}
+	printf("kupdate: kexec into %s (%s)\n", ao->kernel, ao->fast ? "now" : "through systemd");
+	fflush(stdout);
+	mark_kexec(final);
+	if (cr_fault_unit("kexec-exec", 0, NULL))
+		pr_err("kexec-exec fault injected by KUPDATE_FAULT");
+	if (cr_fault_unit("kexec-exec", 0, NULL) || kexec_now(sd, ao->fast)) {
+		pr_err("the kexec failed (phase kexec-exec): restoring the units from cycle %s on "
+		       "this kernel",
+		       id);
+		restore_here(sd, id);
+		return 1;
+	}
+	*loaded = false; /* the jump is queued */
+	return 0;
+}
+
+/* the last word of a failed apply: what was left as it was */
+static void report_apply_failure(const char *phase, const char *phase_unit)
+{
+	if (!strcmp(phase, "preflight"))
+		pr_err("apply failed in phase preflight: nothing was changed");
+	else if (!strcmp(phase, "kexec-exec"))
+		pr_err("apply failed in phase kexec-exec: the units were restored on this "
+		       "kernel from the cycle (kupdate status)");
+	else
+		pr_err("apply failed in phase %s%s%s: every unit was resumed as it was, no "
+		       "cycle is ready, nothing was kexec'd",
+		       phase, phase_unit ? " of " : "", phase_unit ? phase_unit : "");
+}
+
+static void aunits_free(struct aunit *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		unit_info_free(&u[i].ui);
+		free(u[i].members);
+		free(u[i].ids);
+		free(u[i].rel);
+		free(u[i].pre);
+	}
+	free(u);
+}
+
 int cmd_apply(int argc, char **argv)
 {
 	struct apply_opts ao = { 0 };
@@ -920,8 +1229,8 @@ int cmd_apply(int argc, char **argv)
 	struct aunit *u = NULL;
 	struct sd sd = { 0 };
 	_cleanup_free_ char *id = NULL, *tmp = NULL, *final = NULL, *cmdline = NULL,
-			    *reserve = NULL, *guess = NULL, *pre_cmdline = NULL, *store_dir = NULL,
-			    *next = NULL, *next_initrd = NULL, *next_release = NULL;
+			    *reserve = NULL, *pre_cmdline = NULL, *store_dir = NULL, *next = NULL,
+			    *next_initrd = NULL, *next_release = NULL;
 	bool loaded = false, handover = false;
 	struct dumpers dumpers = { 0 };
 	int64_t t_start = now_ns(CLOCK_MONOTONIC), rt_start = rt_ns(), preflight_ns = 0;
@@ -929,134 +1238,45 @@ int cmd_apply(int argc, char **argv)
 	const char *phase = "preflight", *phase_unit = NULL;
 
 	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
+	/* auto-apply (hook.c): apt's hook scheduled us while apt ran */
+	if (!ret && ao.after_apt && wait_after_apt(1800))
+		ret = 1;
+	if (!ret && choose_kernel(&ao, &next, &next_initrd, &next_release))
+		ret = 1;
 	if (ret) {
 		free(names);
-		free(ao.store);
-		store_mount_free(ao.store_mount);
+		apply_opts_free(&ao);
 		return ret < 0 ? 0 : ret;
-	}
-	/* auto-apply (hook.c): apt's hook scheduled us while apt ran */
-	if (ao.after_apt && wait_after_apt(1800)) {
-		free(names);
-		free(ao.store);
-		store_mount_free(ao.store_mount);
-		return 1;
-	}
-	if (!ao.kernel) {
-		/* the kernel apt installed last */
-		if (next_kernel(&next, &next_initrd, &next_release, true)) {
-			free(names);
-			free(ao.store);
-			store_mount_free(ao.store_mount);
-			return 1;
-		}
-		ao.kernel = next;
-		if (!ao.initrd)
-			ao.initrd = next_initrd;
-		printf("kupdate: updating into the newest kernel installed, %s (%s%s%s)\n",
-		       next_release, next, ao.initrd ? ", initrd " : ", no initrd",
-		       ao.initrd ? ao.initrd : "");
 	}
 	/* up to the point of no return an interruption resumes every unit */
 	stop_signals_catch();
-	if (!nr_names) {
-		if (preserved_units(&preserved, &nr_pres)) {
-			pr_perror("cannot read %s", wants_dir());
-			goto out;
-		}
-		if (!nr_pres) {
-			pr_err("no unit is preserved: kupdate enable UNIT, or name them with "
-			       "--unit");
-			goto out;
-		}
-		names = xrealloc_array(NULL, nr_pres, sizeof(*names));
-		if (!names)
-			goto out;
-		for (int i = 0; i < nr_pres; i++)
-			names[i] = preserved[i];
-		nr_names = nr_pres;
-	}
-	if (sd_open(&sd))
+	if (!nr_names && preserved_names(&names, &nr_names, &preserved, &nr_pres))
 		goto out;
-	/* an umbrella unit: the units that are part of it */
-	if (units_follow_parts(&sd, names, nr_names, &followed, &nr_followed))
+	if (sd_open(&sd) || follow_names(&sd, &names, &nr_names, &followed, &nr_followed))
 		goto out;
-	{
-		const char **nn = xrealloc_array(names, nr_followed ? nr_followed : 1, sizeof(*nn));
-
-		if (!nn)
-			goto out;
-		names = nn;
-	}
-	for (int i = 0; i < nr_followed; i++)
-		names[i] = followed[i];
-	nr_names = nr_followed;
 	u = calloc(nr_names > 0 ? (size_t)nr_names : 1, sizeof(*u));
 	if (!u)
 		goto out;
 
 	/* 1. preflight: units, kernel, room */
-	for (n = 0; n < nr_names; n++) {
-		u[n].name = names[n];
-		u[n].sd = &sd;
-		u[n].ghost_limit = ao.ghost_limit;
-		if (!unit_name_valid(names[n])) {
-			pr_err("'%s' is not a service unit name (NAME.service)", names[n]);
-			goto out;
-		}
-		if (sd_unit_info(&sd, names[n], &u[n].ui))
-			goto out;
-		if (strcmp(u[n].ui.active, "active") || u[n].ui.main_pid <= 0) {
-			pr_err("unit %s is %s (%s) with no main process; start it, or leave it out "
-			       "(kupdate disable %s)",
-			       names[n], u[n].ui.active, u[n].ui.sub, names[n]);
-			n++;
-			goto out;
-		}
-	}
+	if (preflight_units(&sd, u, names, nr_names, &ao, &n))
+		goto out;
 	if (cr_fault_unit("preflight", 0, NULL)) {
 		pr_err("preflight fault injected by KUPDATE_FAULT");
 		goto out;
 	}
-	if (!ao.dry_run) {
-		/* the command line of the cycle, as far as it is known now */
-		id = new_cycle_id();
-		guess = id && !ao.no_reserve ? live_reserve(u, n) : NULL;
-		cmdline = id ? kexec_cmdline(ao.append, id, guess) : NULL;
-	} else {
-		cmdline = kexec_cmdline(ao.append, "0", NULL);
-	}
-	if (!cmdline || kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
+	pre_cmdline = preflight_load(u, n, &ao, &id);
+	if (!pre_cmdline)
 		goto out;
 	loaded = true;
-	pre_cmdline = cmdline;
-	cmdline = NULL;
 	lockfd = lock_state(0);
 	if (lockfd < 0 || check_room(u, n, ao.store ? ao.store : state_dir()) || interrupted())
 		goto out;
 	preflight_ns = now_ns(CLOCK_MONOTONIC) - t_start;
 	if (ao.dry_run) {
-		int bad = 0;
-
-		for (int i = 0; i < n; i++) {
-			char why[1024], note[96];
-			struct cr_dump_stats st = { 0 };
-
-			if (interrupted())
-				goto out;
-			if (unit_check(&sd, u[i].name, &u[i].ui, ao.ghost_limit, why, sizeof(why),
-				       &st)) {
-				printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
-				bad++;
-			} else {
-				deleted_note(&st, note, sizeof(note));
-				printf("kupdate: %s: %u processes, can be checkpointed%s%s\n",
-				       u[i].name, st.processes, note[0] ? "; saves " : "", note);
-			}
-		}
-		printf("kupdate: dry run: %s loads; %d of %d units ready; nothing was changed\n",
-		       ao.kernel, n - bad, n);
-		rc = bad ? 1 : 0;
+		ret = dry_run_report(&sd, u, n, &ao);
+		if (ret >= 0)
+			rc = ret;
 		goto out;
 	}
 
@@ -1064,80 +1284,26 @@ int cmd_apply(int argc, char **argv)
 	phase = "dump";
 	tmp = id ? xasprintf("%s/cycles/.%s.tmp", state_dir(), id) : NULL;
 	final = id ? cycle_path(id, NULL) : NULL;
-	if (!tmp || !final || mkdir(tmp, 0700)) {
+	if (!tmp || !final) {
 		pr_perror("cannot create the cycle directory %s", tmp ? tmp : "");
 		goto out;
 	}
-	{
-		_cleanup_free_ char *units = xasprintf("%s/units", tmp);
-		_cleanup_free_ char *sdir = ao.store ? xasprintf("%s/%s", ao.store, id) : NULL;
-		_cleanup_free_ char *sunits = sdir ? xasprintf("%s/units", sdir) : NULL;
-
-		if (!units || (ao.store && !sunits)) {
-			rm_rf(tmp);
-			goto out;
-		}
-		if (ao.store) {
-			/* the images in the store, reached through the cycle's units */
-			if (mkdir(sdir, 0700) || mkdir(sunits, 0700) || symlink(sunits, units)) {
-				pr_perror("cannot create the cycle's images directory %s", sunits);
-				rmdir(sunits);
-				rmdir(sdir);
-				rm_rf(tmp);
-				goto out;
-			}
-			printf("kupdate: images in %s (--store)\n", sunits);
-			store_dir = sdir;
-			sdir = NULL;
-		} else if (mkdir(units, 0700)) {
-			pr_perror("cannot create %s/units", tmp);
-			rm_rf(tmp);
-			goto out;
-		}
-	}
+	if (make_cycle_dir(tmp, id, &ao, &store_dir))
+		goto out;
 	journal_note(id, NULL, 6, "cycle %s: checkpointing %d units for %s", id, n, ao.kernel);
 	if (write_unit_record(tmp, APPLY_RECORD, (const char *const *)names, n))
 		goto abort;
 	phase = "hand-over";
-	{
-		int64_t t_ho = now_ns(CLOCK_MONOTONIC);
-
-		if (prepare_handover(&sd, u, n))
-			goto abort;
-		/* reported with the preflight: it is before any freeze */
-		preflight_ns += now_ns(CLOCK_MONOTONIC) - t_ho;
-	}
+	if (timed_handover(&sd, u, n, &preflight_ns))
+		goto abort;
 	handover = true;
 	if (interrupted())
 		goto abort;
 	phase = "dump";
-	/* every unit's memory first, while they all run */
-	for (int i = 0; ao.pre_dump && i < n; i++) {
-		ret = predump_unit(&u[i], id, tmp);
-		/* reported with the preflight too: the units ran meanwhile */
-		preflight_ns += u[i].predump_ns;
-		if (ret) {
-			const char *why = cr_log_first_error();
-
-			pr_err("unit %s cannot be pre-dumped%s%s; every unit keeps running, "
-			       "nothing was kexec'd",
-			       u[i].name, why ? ": " : "", why ? why : "");
-			goto abort;
-		}
-	}
+	if (ao.pre_dump && predump_units(u, n, id, tmp, &preflight_ns))
+		goto abort;
 	if (dumpers_run(&dumpers, u, n, ao.jobs, id, tmp, ao.no_rto_revert)) {
-		int i = dumpers.failed - 1;
-		const char *why = dumpers.why[0] ? dumpers.why : NULL;
-
-		if (i < 0)
-			goto abort;
-
-		phase_unit = u[i].name;
-		pr_err("unit %s cannot be checkpointed%s%s; every unit keeps running, "
-		       "nothing was kexec'd",
-		       u[i].name, why ? ": " : "", why ? why : "");
-		journal_note(id, u[i].name, 3, "checkpoint failed: %s; cycle abandoned",
-			     why ? why : strerror(-dumpers.ret));
+		phase_unit = report_dump_failure(&dumpers, u, id);
 		goto abort;
 	}
 	if (interrupted())
@@ -1145,31 +1311,9 @@ int cmd_apply(int argc, char **argv)
 
 	/* 3. the cycle: pids to keep free, the final command line, manifest */
 	phase = "kexec-load";
-	{
-		size_t total = 0, k = 0;
-		pid_t *all;
-
-		for (int i = 0; i < n; i++)
-			total += u[i].nr_ids;
-		all = calloc(total ? total : 1, sizeof(*all));
-		if (!all)
-			goto abort;
-		for (int i = 0; i < n; i++)
-			for (size_t j = 0; j < u[i].nr_ids; j++)
-				all[k++] = u[i].ids[j];
-		reserve = pid_ranges(all, total);
-		free(all);
-	}
+	reserve = dumped_reserve(u, n);
 	cmdline = reserve ? kexec_cmdline(ao.append, id, ao.no_reserve ? NULL : reserve) : NULL;
-	if (!cmdline)
-		goto abort;
-	if (cr_fault_unit("kexec-load", 0, NULL)) {
-		pr_err("cannot load %s: kexec-load fault injected by KUPDATE_FAULT", ao.kernel);
-		goto abort;
-	}
-	if (pre_cmdline && !strcmp(pre_cmdline, cmdline))
-		printf("kupdate: %s was loaded at preflight with this command line\n", ao.kernel);
-	else if (kexec_load_kernel(ao.kernel, ao.initrd, cmdline))
+	if (!cmdline || final_load(&ao, pre_cmdline, cmdline))
 		goto abort;
 	phase = "manifest";
 	if ((store_dir && sync_store(store_dir)) ||
@@ -1191,41 +1335,13 @@ int cmd_apply(int argc, char **argv)
 	 * FIN or RST (prepare_handover keeps systemd from restarting them or
 	 * running their stop commands) */
 	dumpers_end(&dumpers, true);
-	for (int i = 0; i < n; i++)
-		journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
-			     u[i].st.processes, (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
+	note_checkpointed(u, n, id);
 	free(tmp);
 	tmp = NULL;
 
 	/* 5. kexec */
 	phase = "kexec-exec";
-	if (getenv("KUPDATE_TEST_NO_JUMP")) {
-		/* tests: the cycle is ready and the kernel loaded, but the
-		 * machine is left to boot some other way */
-		printf("kupdate: KUPDATE_TEST_NO_JUMP: cycle %s ready, not jumping\n", id);
-		loaded = false;
-		rc = 0;
-		goto out;
-	}
-	if (ao.no_kexec) {
-		printf("kupdate: --no-kexec: restoring the units on this kernel\n");
-		rc = restore_here(&sd, id) ? 1 : 0;
-		goto out;
-	}
-	printf("kupdate: kexec into %s (%s)\n", ao.kernel, ao.fast ? "now" : "through systemd");
-	fflush(stdout);
-	mark_kexec(final);
-	if (cr_fault_unit("kexec-exec", 0, NULL))
-		pr_err("kexec-exec fault injected by KUPDATE_FAULT");
-	if (cr_fault_unit("kexec-exec", 0, NULL) || kexec_now(&sd, ao.fast)) {
-		pr_err("the kexec failed (phase kexec-exec): restoring the units from cycle %s on "
-		       "this kernel",
-		       id);
-		restore_here(&sd, id);
-		goto out;
-	}
-	loaded = false; /* the jump is queued */
-	rc = 0;
+	rc = jump(&sd, &ao, id, final, &loaded);
 	goto out;
 
 abort:
@@ -1235,36 +1351,19 @@ abort:
 	if (handover)
 		undo_handover(&sd, u, n);
 out:
-	if (rc && !ao.dry_run) {
-		if (!strcmp(phase, "preflight"))
-			pr_err("apply failed in phase preflight: nothing was changed");
-		else if (!strcmp(phase, "kexec-exec"))
-			pr_err("apply failed in phase kexec-exec: the units were restored on this "
-			       "kernel from the cycle (kupdate status)");
-		else
-			pr_err("apply failed in phase %s%s%s: every unit was resumed as it was, no "
-			       "cycle is ready, nothing was kexec'd",
-			       phase, phase_unit ? " of " : "", phase_unit ? phase_unit : "");
-	}
+	if (rc && !ao.dry_run)
+		report_apply_failure(phase, phase_unit);
 	if (loaded)
 		kexec_unload();
 	if (u) {
 		resume_all(&dumpers, u, n);
-		for (int i = 0; i < n; i++) {
-			unit_info_free(&u[i].ui);
-			free(u[i].members);
-			free(u[i].ids);
-			free(u[i].rel);
-			free(u[i].pre);
-		}
-		free(u);
+		aunits_free(u, n);
 	}
 	if (lockfd >= 0)
 		close(lockfd);
 	sd_close(&sd);
 	free(names);
-	free(ao.store);
-	store_mount_free(ao.store_mount);
+	apply_opts_free(&ao);
 	strv_free(preserved, nr_pres);
 	strv_free(followed, nr_followed);
 	return rc;

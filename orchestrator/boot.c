@@ -27,16 +27,15 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "cr-fault.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
-#include "fault.h"
 #include "kupdate.h"
-#include "log.h"
-#include "proc.h"
 #include "sd.h"
 #include "store.h"
 #include "units.h"
-#include "util.h"
 
 /* systemd applies a unit's drop-ins in the order of their file names, from
  * every directory together: ours must come last, after an administrator's
@@ -534,7 +533,7 @@ static void fill_kernel(UnitStatus *s, char *rel, size_t rl, char *boot, size_t 
 static void restore_log_open(const char *unit)
 {
 	_cleanup_free_ char *p = NULL;
-	struct proc_stat ps;
+	unsigned long long start;
 	int fd;
 
 	if (cr_log_fd() < 0 && !mkdir_p(PID_DIR, 0755) &&
@@ -543,10 +542,10 @@ static void restore_log_open(const char *unit)
 		if (fd >= 0)
 			cr_log_redirect(STDERR_FILENO, fd);
 	}
-	if (!parse_stat(getpid(), 0, &ps))
+	if (!cr_process_start(getpid(), &start))
 		pr_debug("restore-unit %s: started %.0f ms after systemd forked it", unit,
 			 (now_ns(CLOCK_BOOTTIME) -
-			  (double)ps.starttime * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
+			  (double)start * 1e9 / (double)sysconf(_SC_CLK_TCK)) /
 				 1e6);
 	/* the unit's CPU weight (StartupCPUWeight= of the drop-in, while the
 	 * boot lasts) */
@@ -577,6 +576,44 @@ static void log_cpu_use(const char *unit, int64_t wall_ns)
 		 unit, user + sys, user, sys, wall_ns / 1e6);
 }
 
+/* Is unit of cycle id ours to restore in this boot?  The boot the cycle
+ * was made for (with --here, the boot that made it), claimed by it, the
+ * unit not handled yet.  0, or -1 (said). */
+static int may_restore(const CycleManifest *m, const char *id, const char *unit, bool here)
+{
+	_cleanup_free_ char *cmd = cmdline_cycle();
+	char me[64];
+
+	current_boot_id(me, sizeof(me));
+	if (here ? strcmp(m->old_boot_id, me) : (!cmd || strcmp(cmd, id))) {
+		pr_err("unit %s: cycle %s is not the one this boot was started for: not restored",
+		       unit, id);
+		return -1;
+	}
+	if (cycle_claim(id)) {
+		pr_err("unit %s: cycle %s was claimed by another boot: not restored", unit, id);
+		return -1;
+	}
+	if (has_status(id, unit)) {
+		pr_err("unit %s was already handled in this cycle: not restored again", unit);
+		return -1;
+	}
+	return 0;
+}
+
+/* the unit's position and name for the engine's fault checks (tests) */
+static void fault_unit_env(const CycleManifest *m, const CycleUnit *cu, const char *unit)
+{
+	for (size_t i = 0; i < m->n_units; i++)
+		if (m->units[i] == cu) {
+			char idx[24];
+
+			snprintf(idx, sizeof(idx), "%zu", i + 1);
+			setenv("KUPDATE_FAULT_UNIT", idx, 1);
+			setenv("KUPDATE_FAULT_UNIT_NAME", unit, 1);
+		}
+}
+
 int cmd_restore_unit(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -592,8 +629,8 @@ int cmd_restore_unit(int argc, char **argv)
 	const CycleUnit *cu;
 	UnitStatus st = UNIT_STATUS__INIT;
 	struct cr_restore_opts o = { 0 };
-	_cleanup_free_ char *dir = NULL, *pidfile = NULL, *cmd = NULL;
-	char rel[128], boot[64], me[64], why[1200];
+	_cleanup_free_ char *dir = NULL, *pidfile = NULL;
+	char rel[128], boot[64], why[1200];
 	pid_t root = 0;
 	bool unlock_fault;
 	int c, ret, status = 0;
@@ -635,22 +672,8 @@ int cmd_restore_unit(int argc, char **argv)
 		pr_err("unit %s is not part of cycle %s", unit, id);
 		goto fail_nostatus;
 	}
-	current_boot_id(me, sizeof(me));
-	cmd = cmdline_cycle();
-	if (here ? strcmp(m->old_boot_id, me) : (!cmd || strcmp(cmd, id))) {
-		pr_err("unit %s: cycle %s is not the one this boot was started for: not restored",
-		       unit, id);
+	if (may_restore(m, id, unit, here))
 		goto fail_nostatus;
-	}
-	ret = cycle_claim(id);
-	if (ret) {
-		pr_err("unit %s: cycle %s was claimed by another boot: not restored", unit, id);
-		goto fail_nostatus;
-	}
-	if (has_status(id, unit)) {
-		pr_err("unit %s was already handled in this cycle: not restored again", unit);
-		goto fail_nostatus;
-	}
 	dir = cycle_path(id, "%s", cu->imgdir);
 	pidfile = xasprintf(PID_DIR "/%s.pid", unit);
 	if (!dir || !pidfile || mkdir_p(PID_DIR, 0755))
@@ -662,15 +685,7 @@ int cmd_restore_unit(int argc, char **argv)
 	o.pidfile = pidfile;
 	o.open_external = journal_stream;
 	o.no_rto_revert = m->no_rto_revert;
-	/* the unit's position and name for the engine's fault checks (tests) */
-	for (size_t i = 0; i < m->n_units; i++)
-		if (m->units[i] == cu) {
-			char idx[24];
-
-			snprintf(idx, sizeof(idx), "%zu", i + 1);
-			setenv("KUPDATE_FAULT_UNIT", idx, 1);
-			setenv("KUPDATE_FAULT_UNIT_NAME", unit, 1);
-		}
+	fault_unit_env(m, cu, unit);
 	unlock_fault = cr_fault("unlock");
 	if (unlock_fault)
 		o.no_net_unlock = true;

@@ -32,16 +32,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr-check.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "kexec.h"
 #include "kimage.h"
 #include "kupdate.h"
-#include "log.h"
-#include "netlock.h"
-#include "sockdiag.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -61,7 +60,6 @@
 #ifndef CAP_CHECKPOINT_RESTORE
 #define CAP_CHECKPOINT_RESTORE 40
 #endif
-#include "pagescan.h"
 
 typedef int (*probe_fn)(char *d, size_t len);
 
@@ -330,9 +328,9 @@ static int p_sock_diag(char *d, size_t len)
 {
 	_cleanup_close_ int l = -1, c = -1, a = -1;
 	int sv[2] = { -1, -1 }, ret;
-	struct sk_table t;
 	struct stat su, si;
-	bool unix_seen, tcp_seen;
+	ino_t ino[2];
+	bool seen[2];
 
 	ret = loopback_pair(&l, &c, &a);
 	if (ret)
@@ -341,21 +339,17 @@ static int p_sock_diag(char *d, size_t len)
 		return MISSING("socketpair: %s", strerror(errno));
 	fstat(sv[0], &su);
 	fstat(c, &si);
+	ino[0] = su.st_ino;
+	ino[1] = si.st_ino;
 	cr_log_mark();
-	ret = sockdiag_collect(&t);
-	if (ret) {
-		close(sv[0]);
-		close(sv[1]);
-		return MISSING("%s", cr_log_first_error() ?: strerror(-ret));
-	}
-	unix_seen = sockdiag_find(&t, su.st_ino) != NULL;
-	tcp_seen = sockdiag_find(&t, si.st_ino) != NULL;
-	sockdiag_free(&t);
+	ret = cr_check_sock_diag(ino, 2, seen);
 	close(sv[0]);
 	close(sv[1]);
-	if (!unix_seen || !tcp_seen)
+	if (ret)
+		return MISSING("%s", cr_log_first_error() ?: strerror(-ret));
+	if (!seen[0] || !seen[1])
 		return MISSING("sock_diag does not list our own %s socket (CONFIG_%s)",
-			       unix_seen ? "TCP" : "unix", unix_seen ? "INET_DIAG" : "UNIX_DIAG");
+			       seen[0] ? "TCP" : "unix", seen[0] ? "INET_DIAG" : "UNIX_DIAG");
 	return OK("sock_diag lists unix and TCP sockets (netlink, libnl-3)");
 }
 
@@ -387,26 +381,11 @@ static int p_pagemap(char *d, size_t len)
 
 static int p_pagemap_scan(char *d, size_t len)
 {
-	_cleanup_close_ int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	volatile char page[4096] __attribute__((aligned(4096)));
-	struct page_region r[4];
-	struct pm_scan_arg a = { 0 };
-	long n;
+	int ret = cr_check_pagemap_scan();
 
-	page[0] = 1;
-	if (fd < 0)
-		return MISSING("/proc/self/pagemap: %s", strerror(errno));
-	a.size = sizeof(a);
-	a.start = (uintptr_t)page;
-	a.end = a.start + 4096;
-	a.vec = (uintptr_t)r;
-	a.vec_len = 4;
-	a.category_anyof_mask = PAGE_IS_PRESENT;
-	a.return_mask = PAGE_IS_PRESENT;
-	n = ioctl(fd, PAGEMAP_SCAN, &a);
-	if (n < 0)
-		return MISSING("ioctl(PAGEMAP_SCAN): %s (kernel older than 6.7)", strerror(errno));
-	if (n != 1)
+	if (ret < 0)
+		return MISSING("ioctl(PAGEMAP_SCAN): %s (kernel older than 6.7)", strerror(-ret));
+	if (ret == 0)
 		return MISSING("PAGEMAP_SCAN misses a present page");
 	return OK("ioctl(PAGEMAP_SCAN) finds present pages");
 }
@@ -551,7 +530,7 @@ static int p_nftables(char *d, size_t len)
 	fflush(stderr);
 	if (saved >= 0 && null >= 0)
 		dup2(null, STDERR_FILENO);
-	ret = netlock_probe(why, sizeof(why));
+	ret = cr_check_net_lock(why, sizeof(why));
 	if (saved >= 0 && null >= 0)
 		dup2(saved, STDERR_FILENO);
 	if (saved >= 0)
@@ -839,6 +818,198 @@ static void usage_check(FILE *f)
 	      f);
 }
 
+/* what the probes of this kernel found */
+struct check_run {
+	int res[ARRAY_SIZE(checks)];
+	char detail[ARRAY_SIZE(checks)][320];
+	int missing_req; /* required interfaces missing here */
+	int target_bad;	 /* required options the target kernel lacks */
+};
+
+/* every probe; they log nothing on their own: each says what it found */
+static void run_probes(struct check_run *r)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		r->detail[i][0] = 0;
+		r->res[i] =
+			checks[i].probe ? checks[i].probe(r->detail[i], sizeof(r->detail[i])) : 0;
+		if (checks[i].probe && r->res[i] && checks[i].need == NEED_REQUIRED)
+			r->missing_req++;
+	}
+}
+
+/* the target kernel's image and configuration, as JSON; the required
+ * options it lacks are added to miss */
+static json_object *target_json(const struct kimage_info *ki, const char *target, json_object *miss,
+				struct check_run *r)
+{
+	json_object *t = json_object_new_object(), *ta = json_object_new_array();
+
+	json_object_object_add(t, "path", json_object_new_string(target));
+	json_object_object_add(t, "kind", json_object_new_string(ki->kind));
+	json_object_object_add(t, "release",
+			       ki->release[0] ? json_object_new_string(ki->release) : NULL);
+	json_object_object_add(t, "compression",
+			       ki->compression ? json_object_new_string(ki->compression) : NULL);
+	json_object_object_add(t, "config_source",
+			       ki->config_source ? json_object_new_string(ki->config_source)
+						 : NULL);
+	json_object_object_add(t, "config_unreadable",
+			       ki->config ? NULL : json_object_new_string(ki->why));
+	json_object_object_add(t, "pid_reserve_patch",
+			       ki->pid_reserve < 0 ? NULL
+						   : json_object_new_boolean(ki->pid_reserve));
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		const char *opt;
+		char val[128];
+		int en = target_option(ki, checks[i].config, checks[i].min_major,
+				       checks[i].min_minor, &opt, val, sizeof(val));
+		json_object *e;
+
+		if (!checks[i].config[0] && !checks[i].min_major)
+			continue;
+		e = json_object_new_object();
+		json_object_object_add(e, "name", json_object_new_string(checks[i].name));
+		json_object_object_add(e, "required",
+				       json_object_new_boolean(checks[i].target_required));
+		json_object_object_add(e, "enabled", en < 0 ? NULL : json_object_new_boolean(en));
+		json_object_object_add(e, "option", opt ? json_object_new_string(opt) : NULL);
+		json_object_object_add(e, "value", val[0] ? json_object_new_string(val) : NULL);
+		json_object_array_add(ta, e);
+		if (en == 0 && checks[i].target_required) {
+			char tn[64];
+
+			r->target_bad++;
+			snprintf(tn, sizeof(tn), "target:%s", checks[i].name);
+			json_object_array_add(miss, json_object_new_string(tn));
+		}
+	}
+	json_object_object_add(t, "checks", ta);
+	return t;
+}
+
+static int check_json(FILE *o, const char *release, struct check_run *r,
+		      const struct kimage_info *ki, const char *target)
+{
+	json_object *root = json_object_new_object(), *arr = json_object_new_array();
+	json_object *miss = json_object_new_array();
+	bool ok;
+
+	json_object_object_add(root, "kupdate_version", json_object_new_string(CR_TOOL_VERSION));
+	json_object_object_add(root, "kernel", json_object_new_string(release));
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		json_object *e;
+
+		if (!checks[i].probe)
+			continue;
+		e = json_object_new_object();
+		json_object_object_add(e, "name", json_object_new_string(checks[i].name));
+		json_object_object_add(e, "required",
+				       json_object_new_boolean(checks[i].need == NEED_REQUIRED));
+		json_object_object_add(e, "ok", json_object_new_boolean(r->res[i] == 0));
+		json_object_object_add(e, "detail", json_object_new_string(r->detail[i]));
+		json_object_object_add(e, "without", json_object_new_string(checks[i].without));
+		json_object_array_add(arr, e);
+		if (r->res[i] && checks[i].need == NEED_REQUIRED)
+			json_object_array_add(miss, json_object_new_string(checks[i].name));
+	}
+	json_object_object_add(root, "checks", arr);
+	json_object_object_add(root, "target", ki ? target_json(ki, target, miss, r) : NULL);
+	ok = !r->missing_req && !r->target_bad;
+	json_object_object_add(root, "cycle_possible", json_object_new_boolean(ok));
+	json_object_object_add(root, "missing", miss);
+	json_print(root, o);
+	json_object_put(root);
+	return ok ? 0 : 1;
+}
+
+/* the target kernel's image and configuration, as text */
+static void target_text(FILE *o, const struct kimage_info *ki, const char *target,
+			struct check_run *r)
+{
+	fprintf(o, "\n%starget %s%s: %s", term_c(o, T_BOLD), target, term_c(o, T_RESET), ki->kind);
+	if (ki->release[0])
+		fprintf(o, " %s", ki->release);
+	if (ki->compression && strcmp(ki->compression, "none"))
+		fprintf(o, " (%s)", ki->compression);
+	fprintf(o, ", pid_reserve patch: %s\n",
+		ki->pid_reserve < 0 ? "cannot tell"
+		: ki->pid_reserve   ? "yes"
+				    : "no (apply --no-pid-reserve)");
+	if (!ki->config)
+		fprintf(o, "  configuration: cannot be read: %s\n", ki->why);
+	else
+		fprintf(o, "  configuration: from %s\n",
+			!strcmp(ki->config_source, "IKCONFIG") ? "the image (IKCONFIG)"
+							       : "the file");
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		const char *opt;
+		char val[128], what[200];
+		int en = target_option(ki, checks[i].config, checks[i].min_major,
+				       checks[i].min_minor, &opt, val, sizeof(val));
+		bool req = checks[i].target_required;
+
+		if (!checks[i].config[0] && !checks[i].min_major)
+			continue;
+		if (opt)
+			snprintf(what, sizeof(what), "%s%s%s", opt, val[0] ? "=" : " unset", val);
+		else
+			snprintf(what, sizeof(what), "%s %d.%d or later",
+				 en ? "kernel" : "needs kernel", checks[i].min_major,
+				 checks[i].min_minor);
+		if (en == 0 && req)
+			r->target_bad++;
+		fprintf(o, "  %s%-8s%s %-16s %s%s\n",
+			term_c(o, en > 0   ? T_GREEN
+				  : en < 0 ? T_DIM
+				  : req	   ? T_RED
+					   : T_YELLOW),
+			en > 0	 ? "enabled"
+			: en < 0 ? "unknown"
+			: req	 ? "MISSING"
+				 : "off",
+			term_c(o, T_RESET), checks[i].name, en < 0 ? "cannot tell" : what,
+			en == 0 && req ? " (the restore needs it)" : "");
+	}
+}
+
+static int check_text(FILE *o, const char *release, struct check_run *r,
+		      const struct kimage_info *ki, const char *target)
+{
+	bool ok;
+
+	fprintf(o, "%srunning kernel %s%s\n", term_c(o, T_BOLD), release, term_c(o, T_RESET));
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		bool req = checks[i].need == NEED_REQUIRED;
+
+		if (!checks[i].probe)
+			continue;
+		if (!r->res[i])
+			fprintf(o, "  %s%-8s%s %-16s %s\n", term_c(o, T_GREEN), "ok",
+				term_c(o, T_RESET), checks[i].name, r->detail[i]);
+		else
+			fprintf(o, "  %s%-8s%s %-16s %s\n%27s%swithout it: %s%s\n",
+				term_c(o, req ? T_RED : T_YELLOW), req ? "MISSING" : "absent",
+				term_c(o, T_RESET), checks[i].name, r->detail[i], "",
+				term_c(o, T_DIM), checks[i].without, term_c(o, T_RESET));
+	}
+	if (ki)
+		target_text(o, ki, target, r);
+	ok = !r->missing_req && !r->target_bad;
+	fputc('\n', o);
+	if (ok)
+		fprintf(o, "%sa kernel update cycle can run%s\n", term_c(o, T_GREEN),
+			term_c(o, T_RESET));
+	else
+		fprintf(o,
+			"%sno kernel update cycle can run%s: %d required interface%s missing "
+			"here%s%s\n",
+			term_c(o, T_RED), term_c(o, T_RESET), r->missing_req,
+			r->missing_req == 1 ? "" : "s", r->target_bad ? ", more in the target" : "",
+			r->target_bad ? " kernel" : "");
+	return ok ? 0 : 1;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -846,16 +1017,13 @@ int cmd_check(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const size_t nr = ARRAY_SIZE(checks);
-	int res[ARRAY_SIZE(checks)];
-	char detail[ARRAY_SIZE(checks)][320];
+	struct check_run r = { 0 };
 	struct kimage_info ki;
-	bool json = false, have_target = false, ok = true;
+	bool json = false, have_target = false;
 	const char *target = NULL;
 	_cleanup_free_ char *next = NULL, *next_initrd = NULL, *next_release = NULL;
 	struct utsname un;
-	int c, missing_req = 0, target_bad = 0;
-	FILE *o = stdout;
+	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
@@ -890,186 +1058,12 @@ int cmd_check(int argc, char **argv)
 		have_target = true;
 	}
 	uname(&un);
-	/* probes log nothing on their own: each says what it found */
-	for (size_t i = 0; i < nr; i++) {
-		detail[i][0] = 0;
-		res[i] = checks[i].probe ? checks[i].probe(detail[i], sizeof(detail[i])) : 0;
-		if (!checks[i].probe)
-			continue;
-		if (res[i] && checks[i].need == NEED_REQUIRED) {
-			missing_req++;
-			ok = false;
-		}
-	}
-
-	if (json) {
-		json_object *root = json_object_new_object(), *arr = json_object_new_array();
-		json_object *miss = json_object_new_array();
-
-		json_object_object_add(root, "kupdate_version",
-				       json_object_new_string(CR_TOOL_VERSION));
-		json_object_object_add(root, "kernel", json_object_new_string(un.release));
-		for (size_t i = 0; i < nr; i++) {
-			json_object *e;
-
-			if (!checks[i].probe)
-				continue;
-			e = json_object_new_object();
-			json_object_object_add(e, "name", json_object_new_string(checks[i].name));
-			json_object_object_add(
-				e, "required",
-				json_object_new_boolean(checks[i].need == NEED_REQUIRED));
-			json_object_object_add(e, "ok", json_object_new_boolean(res[i] == 0));
-			json_object_object_add(e, "detail", json_object_new_string(detail[i]));
-			json_object_object_add(e, "without",
-					       json_object_new_string(checks[i].without));
-			json_object_array_add(arr, e);
-			if (res[i] && checks[i].need == NEED_REQUIRED)
-				json_object_array_add(miss, json_object_new_string(checks[i].name));
-		}
-		json_object_object_add(root, "checks", arr);
-		if (have_target) {
-			json_object *t = json_object_new_object(), *ta = json_object_new_array();
-
-			json_object_object_add(t, "path", json_object_new_string(target));
-			json_object_object_add(t, "kind", json_object_new_string(ki.kind));
-			json_object_object_add(t, "release",
-					       ki.release[0] ? json_object_new_string(ki.release)
-							     : NULL);
-			json_object_object_add(
-				t, "compression",
-				ki.compression ? json_object_new_string(ki.compression) : NULL);
-			json_object_object_add(
-				t, "config_source",
-				ki.config_source ? json_object_new_string(ki.config_source) : NULL);
-			json_object_object_add(t, "config_unreadable",
-					       ki.config ? NULL : json_object_new_string(ki.why));
-			json_object_object_add(t, "pid_reserve_patch",
-					       ki.pid_reserve < 0
-						       ? NULL
-						       : json_object_new_boolean(ki.pid_reserve));
-			for (size_t i = 0; i < nr; i++) {
-				const char *opt;
-				char val[128];
-				int en = target_option(&ki, checks[i].config, checks[i].min_major,
-						       checks[i].min_minor, &opt, val, sizeof(val));
-				json_object *e;
-
-				if (!checks[i].config[0] && !checks[i].min_major)
-					continue;
-				e = json_object_new_object();
-				json_object_object_add(e, "name",
-						       json_object_new_string(checks[i].name));
-				json_object_object_add(
-					e, "required",
-					json_object_new_boolean(checks[i].target_required));
-				json_object_object_add(e, "enabled",
-						       en < 0 ? NULL : json_object_new_boolean(en));
-				json_object_object_add(e, "option",
-						       opt ? json_object_new_string(opt) : NULL);
-				json_object_object_add(e, "value",
-						       val[0] ? json_object_new_string(val) : NULL);
-				json_object_array_add(ta, e);
-				if (en == 0 && checks[i].target_required) {
-					target_bad++;
-					ok = false;
-					char tn[64];
-
-					snprintf(tn, sizeof(tn), "target:%s", checks[i].name);
-					json_object_array_add(miss, json_object_new_string(tn));
-				}
-			}
-			json_object_object_add(t, "checks", ta);
-			json_object_object_add(root, "target", t);
-		} else {
-			json_object_object_add(root, "target", NULL);
-		}
-		json_object_object_add(root, "cycle_possible", json_object_new_boolean(ok));
-		json_object_object_add(root, "missing", miss);
-		json_print(root, o);
-		json_object_put(root);
-		if (have_target)
-			kimage_free(&ki);
-		return ok ? 0 : 1;
-	}
-
-	fprintf(o, "%srunning kernel %s%s\n", term_c(o, T_BOLD), un.release, term_c(o, T_RESET));
-	for (size_t i = 0; i < nr; i++) {
-		bool req = checks[i].need == NEED_REQUIRED;
-
-		if (!checks[i].probe)
-			continue;
-		if (!res[i])
-			fprintf(o, "  %s%-8s%s %-16s %s\n", term_c(o, T_GREEN), "ok",
-				term_c(o, T_RESET), checks[i].name, detail[i]);
-		else
-			fprintf(o, "  %s%-8s%s %-16s %s\n%27s%swithout it: %s%s\n",
-				term_c(o, req ? T_RED : T_YELLOW), req ? "MISSING" : "absent",
-				term_c(o, T_RESET), checks[i].name, detail[i], "", term_c(o, T_DIM),
-				checks[i].without, term_c(o, T_RESET));
-	}
-	if (have_target) {
-		fprintf(o, "\n%starget %s%s: %s", term_c(o, T_BOLD), target, term_c(o, T_RESET),
-			ki.kind);
-		if (ki.release[0])
-			fprintf(o, " %s", ki.release);
-		if (ki.compression && strcmp(ki.compression, "none"))
-			fprintf(o, " (%s)", ki.compression);
-		fprintf(o, ", pid_reserve patch: %s\n",
-			ki.pid_reserve < 0 ? "cannot tell"
-			: ki.pid_reserve   ? "yes"
-					   : "no (apply --no-pid-reserve)");
-		if (!ki.config)
-			fprintf(o, "  configuration: cannot be read: %s\n", ki.why);
-		else
-			fprintf(o, "  configuration: from %s\n",
-				!strcmp(ki.config_source, "IKCONFIG") ? "the image (IKCONFIG)"
-								      : "the file");
-		for (size_t i = 0; i < nr; i++) {
-			const char *opt;
-			char val[128], what[200];
-			int en = target_option(&ki, checks[i].config, checks[i].min_major,
-					       checks[i].min_minor, &opt, val, sizeof(val));
-			bool req = checks[i].target_required;
-
-			if (!checks[i].config[0] && !checks[i].min_major)
-				continue;
-			if (opt)
-				snprintf(what, sizeof(what), "%s%s%s", opt, val[0] ? "=" : " unset",
-					 val);
-			else
-				snprintf(what, sizeof(what), "%s %d.%d or later",
-					 en ? "kernel" : "needs kernel", checks[i].min_major,
-					 checks[i].min_minor);
-			if (en == 0 && req) {
-				target_bad++;
-				ok = false;
-			}
-			fprintf(o, "  %s%-8s%s %-16s %s%s\n",
-				term_c(o, en > 0   ? T_GREEN
-					  : en < 0 ? T_DIM
-					  : req	   ? T_RED
-						   : T_YELLOW),
-				en > 0	 ? "enabled"
-				: en < 0 ? "unknown"
-				: req	 ? "MISSING"
-					 : "off",
-				term_c(o, T_RESET), checks[i].name, en < 0 ? "cannot tell" : what,
-				en == 0 && req ? " (the restore needs it)" : "");
-		}
-	}
-	fputc('\n', o);
-	if (ok)
-		fprintf(o, "%sa kernel update cycle can run%s\n", term_c(o, T_GREEN),
-			term_c(o, T_RESET));
+	run_probes(&r);
+	if (json)
+		ret = check_json(stdout, un.release, &r, have_target ? &ki : NULL, target);
 	else
-		fprintf(o,
-			"%sno kernel update cycle can run%s: %d required interface%s missing "
-			"here%s%s\n",
-			term_c(o, T_RED), term_c(o, T_RESET), missing_req,
-			missing_req == 1 ? "" : "s", target_bad ? ", more in the target" : "",
-			target_bad ? " kernel" : "");
+		ret = check_text(stdout, un.release, &r, have_target ? &ki : NULL, target);
 	if (have_target)
 		kimage_free(&ki);
-	return ok ? 0 : 1;
+	return ret;
 }

@@ -20,11 +20,11 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include "cr-log.h"
+#include "cr-msgfile.h"
+#include "cr-util.h"
 #include "cycle.h"
 #include "store.h"
-#include "image.h"
-#include "log.h"
-#include "util.h"
 
 const char *state_dir(void)
 {
@@ -166,37 +166,9 @@ bool cycle_id_valid(const char *id)
 	return true;
 }
 
-static int write_one(int dirfd, const char *name, uint32_t kind, const ProtobufCMessage *m)
-{
-	struct img_writer w;
-	int ret = img_writer_open(&w, dirfd, name, kind);
-
-	if (ret)
-		return ret;
-	img_write(&w, m);
-	return img_writer_close(&w);
-}
-
-static int read_one(int dirfd, const char *name, uint32_t kind,
-		    const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
-{
-	struct img_reader r;
-	int ret = img_reader_open(&r, dirfd, name, kind);
-
-	if (ret)
-		return ret;
-	ret = img_read(&r, desc, out);
-	img_reader_close(&r);
-	if (ret == 0) {
-		pr_err("%s is damaged: it is empty", name);
-		return -EINVAL;
-	}
-	return ret < 0 ? ret : 0;
-}
-
 int manifest_write(int dirfd, const CycleManifest *m)
 {
-	return write_one(dirfd, "manifest.img", IMG_CYCLE_MANIFEST, &m->base);
+	return cr_msgfile_write(dirfd, "manifest.img", CYCLE_KIND_MANIFEST, &m->base);
 }
 
 int manifest_validate(const CycleManifest *m)
@@ -233,19 +205,15 @@ int manifest_validate(const CycleManifest *m)
 	return 0;
 }
 
-int manifest_parse(unsigned char *data, size_t len, CycleManifest **out)
+int manifest_parse(const unsigned char *data, size_t len, CycleManifest **out)
 {
-	struct img_reader r;
 	ProtobufCMessage *m;
-	int ret = img_reader_from_buffer(&r, "manifest.img", IMG_CYCLE_MANIFEST, data, len);
+	int ret = cr_msgfile_parse("manifest.img", CYCLE_KIND_MANIFEST, data, len,
+				   &cycle_manifest__descriptor, &m);
 
 	*out = NULL;
 	if (ret)
 		return ret;
-	ret = img_read(&r, &cycle_manifest__descriptor, &m);
-	r.data = NULL; /* the caller's */
-	if (ret <= 0)
-		return ret ? ret : -EINVAL;
 	ret = manifest_validate((CycleManifest *)m);
 	if (ret) {
 		protobuf_c_message_free_unpacked(m, NULL);
@@ -268,7 +236,8 @@ int manifest_read(const char *id, CycleManifest **out)
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	ret = read_one(dirfd, "manifest.img", IMG_CYCLE_MANIFEST, &cycle_manifest__descriptor, &m);
+	ret = cr_msgfile_read(dirfd, "manifest.img", CYCLE_KIND_MANIFEST,
+			      &cycle_manifest__descriptor, &m);
 	if (ret)
 		return ret;
 	ret = manifest_validate((CycleManifest *)m);
@@ -301,7 +270,7 @@ int status_write(const char *id, const UnitStatus *s)
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	ret = write_one(dirfd, name, IMG_UNIT_STATUS, &s->base);
+	ret = cr_msgfile_write(dirfd, name, CYCLE_KIND_UNIT_STATUS, &s->base);
 	if (!ret)
 		fsync(dirfd);
 	return ret;
@@ -322,7 +291,7 @@ int status_read(const char *id, const char *unit, UnitStatus **out)
 		return -errno;
 	if (faccessat(dirfd, name, F_OK, 0))
 		return -ENOENT;
-	ret = read_one(dirfd, name, IMG_UNIT_STATUS, &unit_status__descriptor, &m);
+	ret = cr_msgfile_read(dirfd, name, CYCLE_KIND_UNIT_STATUS, &unit_status__descriptor, &m);
 	if (ret)
 		return ret;
 	*out = (UnitStatus *)m;

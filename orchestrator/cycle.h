@@ -5,9 +5,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "orch-images/cycle.pb-c.h"
+#include "cycle.pb-c.h"
 
 #define CYCLE_FORMAT_VERSION 1
+/* the kinds of the cycle's files in the engine's container (cr-msgfile.h;
+ * kupdate-images(5)) */
+#define CYCLE_KIND_MANIFEST    100 /* manifest.img: one cycle_manifest */
+#define CYCLE_KIND_UNIT_STATUS 101 /* status-UNIT.img: one unit_status */
 
 const char *state_dir(void);
 /* $state/cycles/ID[/fmt...], malloc'd */
@@ -26,7 +30,7 @@ int manifest_write(int dirfd, const CycleManifest *m);
 int manifest_read(const char *id, CycleManifest **out);
 int manifest_validate(const CycleManifest *m);
 /* parse a manifest held in memory (the fuzz target); data stays the caller's */
-int manifest_parse(unsigned char *data, size_t len, CycleManifest **out);
+int manifest_parse(const unsigned char *data, size_t len, CycleManifest **out);
 
 int status_write(const char *id, const UnitStatus *s);
 int status_read(const char *id, const char *unit, UnitStatus **out);

@@ -9,9 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr-log.h"
 #include "cr.h"
 #include "kupdate.h"
-#include "log.h"
 #include "recover.h"
 #include "term.h"
 #include "units.h"

@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "kexec.h"
 #include "kupdate.h"
-#include "log.h"
 #include "units.h"
-#include "util.h"
 
 extern char **environ;
 

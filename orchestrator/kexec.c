@@ -13,10 +13,10 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "kexec.h"
-#include "log.h"
 #include "sd.h"
-#include "util.h"
 
 #ifndef KEXEC_FILE_UNLOAD
 #define KEXEC_FILE_UNLOAD	0x00000001

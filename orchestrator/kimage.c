@@ -23,9 +23,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "kimage.h"
-#include "log.h"
-#include "util.h"
 
 #define KIMAGE_MAX_INPUT  (256UL << 20) /* a kernel image or config file */
 #define KIMAGE_MAX_OUTPUT (1UL << 30)	/* a decompressed kernel */

@@ -10,10 +10,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cr-log.h"
 #include "cr.h"
 #include "kupdate.h"
 #include "recover.h"
-#include "log.h"
 
 void usage(FILE *out)
 {

@@ -11,9 +11,13 @@ $(GEN)/orch-images/%.pb-c.c $(GEN)/orch-images/%.pb-c.h: orchestrator/images/%.p
 	@mkdir -p $(GEN)/orch-images
 	$(Q)protoc-c --proto_path=orchestrator/images --c_out=$(GEN)/orch-images $<
 
-$(OBJ)/orchestrator/%.o: orchestrator/%.c $(PROTO_H) $(ORCH_PROTO_H)
+# the engine's public face only (cr-engine/include), never its internals
+ORCH_INC     := -Iorchestrator -I$(ENGINE_DIR)/include -I$(GEN)/orch-images
+ORCH_CFLAGS   = $(CFLAGS) $(PKG_CFLAGS) $(ORCH_INC)
+
+$(OBJ)/orchestrator/%.o: orchestrator/%.c $(ORCH_PROTO_H)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(ENGINE_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(ORCH_CFLAGS) -c $< -o $@
 
 $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 	@mkdir -p $(dir $@)

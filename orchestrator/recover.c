@@ -15,7 +15,8 @@
  * state lock.  The next kupdate command (apply, status, list, enable,
  * disable: kupdate.c) finds a partial directory whose lock is free, and for
  * each unit of its record: thaws it, takes its established TCP sockets out
- * of repair mode (pidfd_getfd) and removes their network lock elements;
+ * of repair mode and removes their network lock elements (the engine's
+ * cr_tcp_release);
  * removes its hand-over drop-in (daemon reload) and starts it again if it
  * stopped meanwhile;
  * then unloads the kexec kernel and removes the partial directory; unless
@@ -29,33 +30,26 @@
  * nothing is lost (tests/cr: fault-kill-dump-tcp).  What it cannot save: a
  * socket caught in repair mode (above) refuses reads (EPERM) until then,
  * and a service that meets that typically closes the connection. */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "boot.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
 #include "kexec.h"
-#include "log.h"
-#include "proc.h"
 #include "recover.h"
 #include "sd.h"
 #include "units.h"
-#include "util.h"
 
 int write_unit_record(const char *tmpdir, const char *name, const char *const *units, int n)
 {
@@ -86,88 +80,11 @@ int write_unit_record(const char *tmpdir, const char *name, const char *const *u
 	return ret;
 }
 
-static void sock_conn(int sk, int family, struct cr_conn *c)
-{
-	struct sockaddr_storage l, r;
-	socklen_t ll = sizeof(l), rl = sizeof(r);
-
-	memset(c, 0, sizeof(*c));
-	c->family = family;
-	if (getsockname(sk, (struct sockaddr *)&l, &ll) ||
-	    getpeername(sk, (struct sockaddr *)&r, &rl))
-		return;
-	if (family == AF_INET) {
-		const struct sockaddr_in *a = (void *)&l, *b = (void *)&r;
-
-		memcpy(c->laddr, &a->sin_addr, 4);
-		memcpy(c->raddr, &b->sin_addr, 4);
-		c->lport = ntohs(a->sin_port);
-		c->rport = ntohs(b->sin_port);
-	} else {
-		const struct sockaddr_in6 *a = (void *)&l, *b = (void *)&r;
-
-		memcpy(c->laddr, &a->sin6_addr, 16);
-		memcpy(c->raddr, &b->sin6_addr, 16);
-		c->lport = ntohs(a->sin6_port);
-		c->rport = ntohs(b->sin6_port);
-	}
-}
-
-/* every TCP socket of pid: out of repair mode, its packets flowing */
-static void release_sockets(pid_t pid, unsigned *repaired, unsigned *unlocked)
-{
-	char path[64];
-	int pidfd = syscall(SYS_pidfd_open, pid, 0);
-	DIR *d;
-	struct dirent *de;
-
-	if (pidfd < 0) {
-		pr_warn("recovery: pid %d: pidfd_open: %s", pid, strerror(errno));
-		return;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	d = opendir(path);
-	while (d && (de = readdir(d))) {
-		int fd = atoi(de->d_name), sk, dom = 0, proto = 0, rep = 0, off = 0;
-		socklen_t l = sizeof(int);
-		struct cr_conn c;
-
-		if (de->d_name[0] == '.')
-			continue;
-		sk = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-		if (sk < 0) {
-			pr_warn("recovery: pid %d fd %d: pidfd_getfd: %s", pid, fd,
-				strerror(errno));
-			continue;
-		}
-		if (getsockopt(sk, SOL_SOCKET, SO_DOMAIN, &dom, &l) ||
-		    getsockopt(sk, SOL_SOCKET, SO_PROTOCOL, &proto, &l) ||
-		    (dom != AF_INET && dom != AF_INET6) || proto != IPPROTO_TCP) {
-			close(sk);
-			continue;
-		}
-		if (getsockopt(sk, SOL_TCP, TCP_REPAIR, &rep, &l) == 0 && rep) {
-			if (setsockopt(sk, SOL_TCP, TCP_REPAIR, &off, sizeof(off)))
-				pr_perror("pid %d fd %d: cannot take the socket out of repair mode",
-					  pid, fd);
-			else
-				(*repaired)++;
-		}
-		sock_conn(sk, dom, &c);
-		if (c.lport && c.rport && cr_net_lock(&c, 1, false) == 0)
-			(*unlocked)++;
-		close(sk);
-	}
-	if (d)
-		closedir(d);
-	close(pidfd);
-}
-
 static void recover_unit(struct sd *s, const char *unit)
 {
 	struct unit_info ui;
 	_cleanup_free_ char *procs = NULL, *path = NULL;
-	unsigned repaired = 0, unlocked = 0;
+	struct cr_tcp_release rel = { 0 };
 	bool thawed = false;
 
 	if (sd_unit_info(s, unit, &ui))
@@ -181,15 +98,15 @@ static void recover_unit(struct sd *s, const char *unit)
 	if (path && read_file_at(AT_FDCWD, path, &procs, NULL) == 0)
 		for (char *l = procs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
 			if (atoi(l) > 0)
-				release_sockets(atoi(l), &repaired, &unlocked);
+				cr_tcp_release(atoi(l), false, &rel);
 	fprintf(stderr,
 		"kupdate: recovery: %s: %s, %u TCP connections out of repair mode, %u "
 		"connections checked against the network lock\n",
-		unit, thawed ? "thawed" : "not frozen", repaired, unlocked);
+		unit, thawed ? "thawed" : "not frozen", rel.repaired, rel.unlocked);
 	journal_note(NULL, unit, LOG_WARNING,
 		     "recovered after an interrupted kupdate apply: %s, %u connections out of "
 		     "repair mode",
-		     thawed ? "thawed" : "not frozen", repaired);
+		     thawed ? "thawed" : "not frozen", rel.repaired);
 	unit_info_free(&ui);
 }
 
@@ -314,8 +231,6 @@ int recover_interrupted(void)
  * the dump ran in (a record of another namespace is left for a kupdate run
  * there). */
 
-#define DUMP_RECORD_MAX_DEPTH 64
-
 static const char *run_dir(void)
 {
 	const char *d = getenv("KUPDATE_RUN_DIR");
@@ -376,10 +291,10 @@ int write_dump_record(const char *imgdir, const pid_t *roots, int n)
 	fprintf(f, "pid %d\nnetns %llu\nimages %s\n", getpid(), netns_ino(), imgdir);
 	/* with its start time: a pid used again since is someone else */
 	for (int i = 0; i < n; i++) {
-		struct proc_stat ps;
+		unsigned long long start;
 
 		fprintf(f, "root %d %llu\n", roots[i],
-			parse_stat(roots[i], 0, &ps) ? 0ULL : ps.starttime);
+			cr_process_start(roots[i], &start) ? 0ULL : start);
 	}
 	if (fclose(f)) {
 		f = NULL;
@@ -406,28 +321,12 @@ fail:
 	return ret;
 }
 
-/* pid and every process below it */
-static void release_tree(pid_t pid, int depth, unsigned *procs, unsigned *repaired,
-			 unsigned *unlocked)
-{
-	_cleanup_free_ pid_t *kids = NULL;
-	int n;
-
-	if (depth > DUMP_RECORD_MAX_DEPTH || kill(pid, 0))
-		return;
-	(*procs)++;
-	release_sockets(pid, repaired, unlocked);
-	n = list_children(pid, &kids);
-	for (int i = 0; i < n; i++)
-		release_tree(kids[i], depth + 1, procs, repaired, unlocked);
-}
-
 /* true if the record was of this namespace, handled and removed */
 static bool recover_dump(const char *path)
 {
 	_cleanup_free_ char *text = NULL, *images = NULL;
 	unsigned long long ns = 0;
-	unsigned procs = 0, repaired = 0, unlocked = 0;
+	struct cr_tcp_release rel = { 0 };
 	int owner = 0, roots = 0;
 
 	if (read_file_at(AT_FDCWD, path, &text, NULL))
@@ -449,25 +348,24 @@ static bool recover_dump(const char *path)
 		"resuming its tree's connections\n",
 		owner, images ? images : "?");
 	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		struct proc_stat ps;
 		char *e;
 		long pid;
-		unsigned long long start;
+		unsigned long long start, now;
 
 		if (strncmp(l, "root ", 5))
 			continue;
 		pid = strtol(l + 5, &e, 10);
 		start = strtoull(e, NULL, 10);
 		roots++;
-		if (pid > 0 && !parse_stat(pid, 0, &ps) && ps.starttime == start)
-			release_tree(pid, 0, &procs, &repaired, &unlocked);
+		if (pid > 0 && !cr_process_start(pid, &now) && now == start)
+			cr_tcp_release(pid, true, &rel);
 	}
-	if (procs)
+	if (rel.processes)
 		fprintf(stderr,
 			"kupdate: recovery: %u processes of its tree run on: %u TCP connections "
 			"out of repair mode, %u released from the network lock; the images in "
 			"%s are incomplete: remove them\n",
-			procs, repaired, unlocked, images ? images : "?");
+			rel.processes, rel.repaired, rel.unlocked, images ? images : "?");
 	else
 		fprintf(stderr,
 			"kupdate: recovery: its tree (%d roots) no longer runs: nothing to "
@@ -477,7 +375,7 @@ static bool recover_dump(const char *path)
 	syslog(LOG_WARNING,
 	       "kupdate: recovered after a killed dump (pid %d) into %s: %u processes, %u "
 	       "connections released",
-	       owner, images ? images : "?", procs, unlocked);
+	       owner, images ? images : "?", rel.processes, rel.unlocked);
 	unlink(path);
 	return true;
 }

@@ -14,9 +14,9 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "sd.h"
-#include "util.h"
 
 /* libsystemd (sd-bus) and the libraries it brings (libgcrypt,
  * libgpg-error, liblz4, libcap) are loaded by the commands that talk to

@@ -10,12 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cycle.h"
 #include "kupdate.h"
-#include "log.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 static const char *result_name(int r)
 {
@@ -194,6 +194,84 @@ static void print_phases(const char *id, const CycleManifest *m, UnitStatus **st
 	       fmt_s(v[5], 5), fmt_s(v[6], 6), fmt_s(v[7], 7));
 }
 
+/* the cycle and each unit as JSON, into a new object */
+static json_object *status_json(const char *id, const char *when, const CycleManifest *m,
+				UnitStatus *const *st, const char *new_kernel, bool pending)
+{
+	json_object *units = json_object_new_array(), *jroot = json_object_new_object();
+
+	json_object_object_add(jroot, "cycle", jstr(id));
+	json_object_object_add(jroot, "created", jstr(when));
+	json_object_object_add(jroot, "old_kernel", jstr(m->old_kernel));
+	json_object_object_add(jroot, "new_kernel", jstr(new_kernel));
+	json_object_object_add(jroot, "state", jstr(pending ? "ready" : "done"));
+	for (size_t i = 0; i < m->n_units; i++) {
+		const CycleUnit *u = m->units[i];
+		const UnitStatus *s = st[i];
+		json_object *e = json_object_new_object();
+
+		json_object_object_add(e, "unit", jstr(u->name));
+		json_object_object_add(e, "result",
+				       jstr(s	      ? result_name(s->result)
+					    : pending ? "checkpointed"
+						      : "pending"));
+		json_object_object_add(e, "reason", jstr(s ? s->reason : NULL));
+		json_object_object_add(e, "old_main_pid", json_object_new_int(u->main_pid));
+		json_object_object_add(
+			e, "new_main_pid",
+			json_object_new_int(s && s->has_new_main_pid ? s->new_main_pid : 0));
+		json_object_object_add(e, "processes", json_object_new_int64(u->processes));
+		json_object_object_add(e, "connections", json_object_new_int64(u->connections));
+		json_object_object_add(e, "image_bytes", json_object_new_int64(u->image_bytes));
+		json_object_object_add(e, "frozen_ns", json_object_new_int64(u->frozen_ns));
+		json_object_object_add(e, "dump_ns", json_object_new_int64(u->dump_ns));
+		json_object_object_add(e, "restore_ns",
+				       json_object_new_int64(s ? s->restore_ns : 0));
+		json_object_object_add(e, "downtime_ns",
+				       json_object_new_int64(s ? s->downtime_ns : 0));
+		json_object_array_add(units, e);
+	}
+	json_object_object_add(jroot, "units", units);
+	return jroot;
+}
+
+/* the cycle and a line for each unit, as text */
+static void status_text(const char *id, const char *when, const CycleManifest *m,
+			UnitStatus *const *st, const char *new_kernel, bool pending)
+{
+	printf("cycle %s, created %s\n", id, when);
+	printf("kernel: %s -> %s\n", m->old_kernel,
+	       new_kernel ? new_kernel
+	       : pending  ? "(waiting for the kexec)"
+			  : "?");
+	printf("%-28s %-12s %15s %10s %10s %10s %10s  %s\n", "UNIT", "RESULT", "PID OLD->NEW",
+	       "FROZEN", "DUMP", "RESTORE", "DOWNTIME", "REASON");
+	for (size_t i = 0; i < m->n_units; i++) {
+		const CycleUnit *u = m->units[i];
+		const UnitStatus *s = st[i];
+		char pids[40], fz[24], dp[24], rs[24], dt[24];
+		const char *res;
+		enum term_colour col;
+
+		if (s && s->has_new_main_pid)
+			snprintf(pids, sizeof(pids), "%d->%d", u->main_pid, s->new_main_pid);
+		else
+			snprintf(pids, sizeof(pids), "%d->-", u->main_pid);
+		ms(fz, sizeof(fz), u->has_frozen_ns, u->frozen_ns);
+		ms(dp, sizeof(dp), u->has_dump_ns, u->dump_ns);
+		ms(rs, sizeof(rs), s && s->has_restore_ns, s ? s->restore_ns : 0);
+		ms(dt, sizeof(dt), s && s->has_downtime_ns, s ? s->downtime_ns : 0);
+		res = s ? result_name(s->result) : pending ? "checkpointed" : "pending";
+		col = !s					    ? T_DIM
+		      : s->result == UNIT_RESULT__UNIT_RESTORED	    ? T_GREEN
+		      : s->result == UNIT_RESULT__UNIT_COLD_STARTED ? T_YELLOW
+								    : T_RED;
+		printf("%-28s %s%-12s%s %15s %10s %10s %10s %10s  %s\n", u->name,
+		       term_c(stdout, col), res, term_c(stdout, T_RESET), pids, fz, dp, rs, dt,
+		       s && s->reason ? s->reason : "");
+	}
+}
+
 int cmd_status(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -262,79 +340,10 @@ int cmd_status(int argc, char **argv)
 		gmtime_r(&t, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	}
-	if (json) {
-		json_object *units = json_object_new_array();
-
-		jroot = json_object_new_object();
-		json_object_object_add(jroot, "cycle", jstr(id));
-		json_object_object_add(jroot, "created", jstr(when));
-		json_object_object_add(jroot, "old_kernel", jstr(m->old_kernel));
-		json_object_object_add(jroot, "new_kernel", jstr(new_kernel));
-		json_object_object_add(jroot, "state", jstr(pending ? "ready" : "done"));
-		for (size_t i = 0; i < m->n_units; i++) {
-			const CycleUnit *u = m->units[i];
-			const UnitStatus *s = st[i];
-			json_object *e = json_object_new_object();
-
-			json_object_object_add(e, "unit", jstr(u->name));
-			json_object_object_add(e, "result",
-					       jstr(s	      ? result_name(s->result)
-						    : pending ? "checkpointed"
-							      : "pending"));
-			json_object_object_add(e, "reason", jstr(s ? s->reason : NULL));
-			json_object_object_add(e, "old_main_pid", json_object_new_int(u->main_pid));
-			json_object_object_add(e, "new_main_pid",
-					       json_object_new_int(s && s->has_new_main_pid
-									   ? s->new_main_pid
-									   : 0));
-			json_object_object_add(e, "processes", json_object_new_int64(u->processes));
-			json_object_object_add(e, "connections",
-					       json_object_new_int64(u->connections));
-			json_object_object_add(e, "image_bytes",
-					       json_object_new_int64(u->image_bytes));
-			json_object_object_add(e, "frozen_ns", json_object_new_int64(u->frozen_ns));
-			json_object_object_add(e, "dump_ns", json_object_new_int64(u->dump_ns));
-			json_object_object_add(e, "restore_ns",
-					       json_object_new_int64(s ? s->restore_ns : 0));
-			json_object_object_add(e, "downtime_ns",
-					       json_object_new_int64(s ? s->downtime_ns : 0));
-			json_object_array_add(units, e);
-		}
-		json_object_object_add(jroot, "units", units);
-	} else {
-		printf("cycle %s, created %s\n", id, when);
-		printf("kernel: %s -> %s\n", m->old_kernel,
-		       new_kernel ? new_kernel
-		       : pending  ? "(waiting for the kexec)"
-				  : "?");
-		printf("%-28s %-12s %15s %10s %10s %10s %10s  %s\n", "UNIT", "RESULT",
-		       "PID OLD->NEW", "FROZEN", "DUMP", "RESTORE", "DOWNTIME", "REASON");
-		for (size_t i = 0; i < m->n_units; i++) {
-			const CycleUnit *u = m->units[i];
-			const UnitStatus *s = st[i];
-			char pids[40], fz[24], dp[24], rs[24], dt[24];
-			const char *res;
-			enum term_colour col;
-
-			if (s && s->has_new_main_pid)
-				snprintf(pids, sizeof(pids), "%d->%d", u->main_pid,
-					 s->new_main_pid);
-			else
-				snprintf(pids, sizeof(pids), "%d->-", u->main_pid);
-			ms(fz, sizeof(fz), u->has_frozen_ns, u->frozen_ns);
-			ms(dp, sizeof(dp), u->has_dump_ns, u->dump_ns);
-			ms(rs, sizeof(rs), s && s->has_restore_ns, s ? s->restore_ns : 0);
-			ms(dt, sizeof(dt), s && s->has_downtime_ns, s ? s->downtime_ns : 0);
-			res = s ? result_name(s->result) : pending ? "checkpointed" : "pending";
-			col = !s					    ? T_DIM
-			      : s->result == UNIT_RESULT__UNIT_RESTORED	    ? T_GREEN
-			      : s->result == UNIT_RESULT__UNIT_COLD_STARTED ? T_YELLOW
-									    : T_RED;
-			printf("%-28s %s%-12s%s %15s %10s %10s %10s %10s  %s\n", u->name,
-			       term_c(stdout, col), res, term_c(stdout, T_RESET), pids, fz, dp, rs,
-			       dt, s && s->reason ? s->reason : "");
-		}
-	}
+	if (json)
+		jroot = status_json(id, when, m, st, new_kernel, pending);
+	else
+		status_text(id, when, m, st, new_kernel, pending);
 	print_phases(id, m, st, jroot);
 	if (jroot) {
 		json_print(jroot, stdout);

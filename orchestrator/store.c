@@ -11,10 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "proc.h"
+#include "cr-log.h"
+#include "cr-util.h"
 #include "store.h"
-#include "util.h"
 
 #ifndef MS_NOSYMFOLLOW
 #define MS_NOSYMFOLLOW 256

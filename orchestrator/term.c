@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cr-util.h"
 #include "term.h"
-#include "util.h"
 
 bool term_use_colour(FILE *f)
 {

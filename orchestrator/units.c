@@ -12,15 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
 #include "kupdate.h"
-#include "log.h"
 #include "recover.h"
 #include "sd.h"
 #include "term.h"
 #include "units.h"
-#include "util.h"
 
 const char *wants_dir(void)
 {

@@ -39,7 +39,7 @@ $(TBIN)/unit/test_orch $(TBIN)/unit/test_kimage $(TBIN)/unit/test_output: $(TBIN
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE -fsanitize=address,undefined \
 		-fno-sanitize-recover=undefined $(PKG_CFLAGS) $(ENGINE_INC) -Iorchestrator \
-		-I$(ASAN_BUILD)/gen -o $@ $< $(ASAN_ORCH_OBJ) $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
+		-I$(ASAN_BUILD)/gen/orch-images -I$(ASAN_BUILD)/gen -o $@ $< $(ASAN_ORCH_OBJ) $(ASAN_LIBCR) $(PKG_LIBS) -lcmocka
 
 .PHONY: tests
 tests: $(CR_BINS) $(UNIT_BINS)

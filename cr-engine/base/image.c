@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "cr-msgfile.h"
 #include "crc32c.h"
 #include "fault.h"
 #include "image.h"
@@ -351,4 +352,81 @@ int img_bytes(ProtobufCBinaryData *b, const void *src, size_t len)
 		memcpy(b->data, src, len);
 	b->len = len;
 	return 0;
+}
+
+/* ---------------------------------------------- a caller's own files */
+
+static int msgfile_kind(const char *name, uint32_t kind)
+{
+	if (kind < CR_MSGFILE_KIND_MIN) {
+		pr_err("%s: kind %u is an image kind of the engine's", name, kind);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cr_msgfile_write(int dirfd, const char *name, uint32_t kind, const ProtobufCMessage *m)
+{
+	struct img_writer w;
+	int ret = msgfile_kind(name, kind);
+
+	if (!ret)
+		ret = img_writer_open(&w, dirfd, name, kind);
+	if (ret)
+		return ret;
+	img_write(&w, m);
+	return img_writer_close(&w);
+}
+
+/* the one message of an open reader, which it closes */
+static int msgfile_message(struct img_reader *r, const char *name,
+			   const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	int ret = img_read(r, desc, out);
+
+	img_reader_close(r);
+	if (ret == 0) {
+		pr_err("%s is damaged: it is empty", name);
+		return -EINVAL;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+int cr_msgfile_read(int dirfd, const char *name, uint32_t kind,
+		    const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	struct img_reader r;
+	int ret = msgfile_kind(name, kind);
+
+	*out = NULL;
+	if (!ret)
+		ret = img_reader_open(&r, dirfd, name, kind);
+	if (ret)
+		return ret;
+	return msgfile_message(&r, name, desc, out);
+}
+
+int cr_msgfile_parse(const char *name, uint32_t kind, const unsigned char *data, size_t len,
+		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	struct img_reader r;
+	unsigned char *copy;
+	int ret = msgfile_kind(name, kind);
+
+	*out = NULL;
+	if (ret)
+		return ret;
+	/* the reader owns what it reads: a copy, the caller's data stays */
+	copy = malloc(len ? len : 1);
+	if (!copy) {
+		pr_err("%s: out of memory (%zu bytes)", name, len);
+		return -ENOMEM;
+	}
+	memcpy(copy, data, len);
+	ret = img_reader_from_buffer(&r, name, kind, copy, len);
+	if (ret) {
+		free(copy);
+		return ret;
+	}
+	return msgfile_message(&r, name, desc, out);
 }

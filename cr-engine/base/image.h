@@ -40,9 +40,9 @@ enum img_kind {
 	IMG_TIMERS,
 	IMG_GHOST, /* an unlinked open file with its data */
 	IMG_KIND_MAX,
-	/* the orchestrator's own files, in the same container */
-	IMG_CYCLE_MANIFEST = 100,
-	IMG_UNIT_STATUS = 101,
+	/* kinds from CR_MSGFILE_KIND_MIN (100) up are a caller's own files in
+	 * the same container (cr-msgfile.h): the orchestrator's cycle
+	 * manifest and unit status */
 };
 
 const char *img_kind_name(uint32_t kind);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cr-util.h"
+
 struct proc_stat {
 	pid_t pid;
 	char comm[64];
@@ -66,27 +68,6 @@ int list_tasks(pid_t pid, pid_t **tids);
  * to a scan of /proc). */
 int list_children(pid_t pid, pid_t **kids);
 
-/* One line of a mount table (/proc/PID/mountinfo), its strings unescaped
- * (mountinfo writes space, tab, newline and backslash as \ooo). */
-struct mount_entry {
-	char *root;   /* the directory of the file system mounted there */
-	char *mp;     /* the mount point */
-	char *vfs;    /* the per-mount options */
-	char *fstype; /* after the "-" */
-	char *source;
-	char *super; /* the superblock's options */
-	unsigned maj, min;
-};
-
-struct mount_table {
-	struct mount_entry *e; /* in the table's order */
-	size_t n;
-	char *buf; /* the strings */
-};
-
-/* path: a mountinfo file, or NULL for /proc/self/mountinfo.  0 or -errno;
- * lines that are not a mount are left out. */
-int mount_table_read(const char *path, struct mount_table *t);
-void mount_table_free(struct mount_table *t);
+/* the mount table (mount_table_read): public, in cr-util.h */
 
 #endif

@@ -142,6 +142,30 @@ int cr_net_unlock_all(void);
  * whose kupdate-finish removes it after all of them. */
 void cr_net_lock_keep_table(void);
 
+/* Running processes, as the engine reads them (its caller does not parse
+ * /proc).  cr_process_start: when pid started, in clock ticks after boot
+ * (sysconf(_SC_CLK_TCK)), as /proc/PID/stat says it: a pid used again
+ * since has another.  0 or -errno. */
+int cr_process_start(pid_t pid, unsigned long long *ticks);
+/* The ids a dump of process pid would save, as cr_images_ids lists them
+ * from its images: every thread id, and its process group's and session's
+ * where another process leads them (cr_group_ids).  Appended to the
+ * malloc'd array *ids, *nr grown: 0; -ENOMEM; another -errno, nothing
+ * appended, if the process is gone. */
+int cr_process_ids(pid_t pid, pid_t **ids, size_t *nr);
+
+/* After a dump killed midway (SIGKILL, OOM: its tracer gone, the tree runs
+ * on): the TCP sockets of process pid, and with tree those of every process
+ * below it, taken out of repair mode (through pidfd_getfd) and their
+ * connections removed from the network lock, so that they flow again.
+ * What was done is added to *c. */
+struct cr_tcp_release {
+	unsigned processes; /* of the tree, found running */
+	unsigned repaired;  /* sockets taken out of repair mode */
+	unsigned unlocked;  /* connections removed from the network lock */
+};
+void cr_tcp_release(pid_t pid, bool tree, struct cr_tcp_release *c);
+
 /* Load and validate every image of a directory as a restore would, without
  * touching anything else: 0, or the restore's first error (logged). */
 int cr_images_check(const char *imgdir);

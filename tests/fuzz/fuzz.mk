@@ -16,7 +16,7 @@ FUZZ_LIBCR   := $(FUZZ_BUILD)/lib/libcr.a
 FUZZ_ORCH    := $(patsubst $(OBJ)/%,$(FUZZ_BUILD)/obj/%,$(filter-out %/kupdate.o %/engine_cmds.o,$(ORCH_OBJ)) $(ORCH_PROTO_OBJ))
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = $(CSTD) -O1 -g $(WARN) -D_GNU_SOURCE $(PKG_CFLAGS) $(ENGINE_INC) -Iorchestrator \
-		-I$(FUZZ_BUILD)/gen -Itests/fuzz
+		-I$(FUZZ_BUILD)/gen/orch-images -I$(FUZZ_BUILD)/gen -Itests/fuzz
 FUZZ_BINS    := $(FUZZ_BUILD)/bin/fuzz-images $(FUZZ_BUILD)/bin/fuzz-manifest
 FUZZ_SEEDS   := $(FUZZ_BUILD)/seeds
 

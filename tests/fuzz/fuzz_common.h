@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cycle.h" /* the orchestrator's kinds: manifest.img */
 #include "image.h"
 
 #define FZ_WRAP	     1u
@@ -41,7 +42,7 @@ static inline uint32_t fz_kind_of(const char *name)
 		{ "pipes.img", IMG_PIPES },
 		{ "timers-", IMG_TIMERS },
 		{ "ghost-", IMG_GHOST },
-		{ "manifest.img", IMG_CYCLE_MANIFEST },
+		{ "manifest.img", CYCLE_KIND_MANIFEST },
 	};
 
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)

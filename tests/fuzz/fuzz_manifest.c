@@ -27,7 +27,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct img_header h = { IMG_MAGIC, IMG_CYCLE_MANIFEST, IMG_FORMAT_VERSION, sizeof(h), 0 };
+	struct img_header h = { IMG_MAGIC, CYCLE_KIND_MANIFEST, IMG_FORMAT_VERSION, sizeof(h), 0 };
 	struct img_trailer t = { IMG_TRAILER_MARK, 0, 0, IMG_END_MAGIC };
 	CycleManifest *m = NULL;
 	unsigned char *buf;

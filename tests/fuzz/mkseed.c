@@ -14,7 +14,6 @@
 
 #include "crc32c.h"
 #include "fuzz_common.h"
-#include "orch-images/cycle.pb-c.h"
 
 static int put_file(FILE *f, const char *name, const unsigned char *data, uint32_t len)
 {
@@ -96,7 +95,7 @@ static int manifest(const char *out)
 	CycleManifest m = CYCLE_MANIFEST__INIT;
 	CycleUnit u[2] = { CYCLE_UNIT__INIT, CYCLE_UNIT__INIT }, *pu[2] = { &u[0], &u[1] };
 	int32_t ids0[] = { 120, 121, 122 }, ids1[] = { 300 };
-	struct img_header h = { IMG_MAGIC, IMG_CYCLE_MANIFEST, IMG_FORMAT_VERSION, sizeof(h), 0 };
+	struct img_header h = { IMG_MAGIC, CYCLE_KIND_MANIFEST, IMG_FORMAT_VERSION, sizeof(h), 0 };
 	struct img_trailer t = { IMG_TRAILER_MARK, 1, 0, IMG_END_MAGIC };
 	unsigned char *buf;
 	size_t sz;
