@@ -67,11 +67,8 @@ static int write_text(const char *path, const char *text)
 		return ret;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("cannot write %s", tmp);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("cannot write %s", tmp);
 	ret = write_all(fd, text, strlen(text));
 	close(fd);
 	if (!ret && rename(tmp, path))

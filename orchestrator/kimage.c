@@ -404,11 +404,8 @@ static int slurp(const char *path, unsigned char **out, size_t *outlen)
 	struct stat st;
 	int ret = 0;
 
-	if (fd < 0 || fstat(fd, &st)) {
-		ret = -errno;
-		pr_perror("cannot open %s", path);
-		return ret;
-	}
+	if (fd < 0 || fstat(fd, &st))
+		return pr_errno("cannot open %s", path);
 	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)KIMAGE_MAX_INPUT) {
 		pr_err("%s is not a kernel image or config file (a regular file of at most %lu "
 		       "MiB)",

@@ -62,8 +62,7 @@ int write_unit_record(const char *tmpdir, const char *name, const char *const *u
 	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		ret = -errno;
-		pr_perror("cannot write %s", p);
+		ret = pr_errno("cannot write %s", p);
 		if (fd >= 0)
 			close(fd);
 		return ret;

@@ -120,22 +120,17 @@ int img_writer_close(struct img_writer *w)
 
 	fd = openat(w->dirfd, w->tmpname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		ret = -errno;
-		pr_perror("cannot create image %s", w->name);
+		ret = pr_errno("cannot create image %s", w->name);
 		img_writer_abort(w);
 		return ret;
 	}
 	ret = write_all(fd, w->buf, w->len);
 	if (ret)
 		pr_err("cannot write image %s: %s", w->name, strerror(-ret));
-	if (close(fd) && !ret) {
-		ret = -errno;
-		pr_perror("cannot write image %s", w->name);
-	}
-	if (!ret && renameat(w->dirfd, w->tmpname, w->dirfd, w->name)) {
-		ret = -errno;
-		pr_perror("cannot rename image %s into place", w->name);
-	}
+	if (close(fd) && !ret)
+		ret = pr_errno("cannot write image %s", w->name);
+	if (!ret && renameat(w->dirfd, w->tmpname, w->dirfd, w->name))
+		ret = pr_errno("cannot rename image %s into place", w->name);
 	if (ret)
 		unlinkat(w->dirfd, w->tmpname, 0);
 	img_writer_abort(w);
@@ -222,16 +217,10 @@ int img_reader_open(struct img_reader *r, int dirfd, const char *name, enum img_
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image %s", name);
-		return ret;
-	}
-	if (fstat(fd, &st)) {
-		ret = -errno;
-		pr_perror("cannot stat image %s", name);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("cannot open image %s", name);
+	if (fstat(fd, &st))
+		return pr_errno("cannot stat image %s", name);
 	if (!S_ISREG(st.st_mode) || st.st_size > IMG_MAX_FILE) {
 		pr_err("image %s is not a regular file of at most %u bytes", name, IMG_MAX_FILE);
 		return -EINVAL;

@@ -118,11 +118,8 @@ static int parse_vmas(pid_t pid, const char *file, struct smaps_vma **out, int *
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
 	f = fopen(path, "re");
-	if (!f) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s", pid, path);
-		return ret;
-	}
+	if (!f)
+		return pr_errno("pid %d: cannot open %s", pid, path);
 	while (getline(&line, &cap, f) > 0) {
 		if (is_vma_header(line)) {
 			char perms[8];

@@ -20,11 +20,8 @@ int cr_images_connections(const char *imgdir, struct cr_conn **out, size_t *nr)
 
 	*out = NULL;
 	*nr = 0;
-	if (dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image directory %s", imgdir);
-		return ret;
-	}
+	if (dirfd < 0)
+		return pr_errno("cannot open image directory %s", imgdir);
 	ret = files_load(dirfd, &f);
 	for (size_t i = 0; !ret && i < f.nr_files; i++) {
 		struct cr_conn *nv;

@@ -276,11 +276,8 @@ int cr_images_ids(const char *imgdir, pid_t **out, size_t *nr)
 
 	*out = NULL;
 	*nr = 0;
-	if (dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image directory %s", imgdir);
-		return ret;
-	}
+	if (dirfd < 0)
+		return pr_errno("cannot open image directory %s", imgdir);
 	ret = img_reader_open(&r, dirfd, "pstree.img", IMG_PSTREE);
 	if (ret)
 		return ret;

@@ -115,11 +115,8 @@ static int syscall_stop(pid_t tid, const char *what)
 	int st = 0, ret;
 
 	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
-			ret = -errno;
-			pr_perror("tid %d: cannot resume for %s", tid, what);
-			return ret;
-		}
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return pr_errno("tid %d: cannot resume for %s", tid, what);
 		ret = wait_stop(tid, &st);
 		if (ret) {
 			pr_err("tid %d: waiting for %s: %s", tid, what, strerror(-ret));
@@ -146,8 +143,7 @@ int remote_syscall(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct
 
 	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask) ||
 	    ptrace(PTRACE_SETSIGMASK, tid, sizeof(all), &all)) {
-		ret = -errno;
-		pr_perror("tid %d: cannot block signals for syscall injection", tid);
+		ret = pr_errno("tid %d: cannot block signals for syscall injection", tid);
 		return ret;
 	}
 	r.rax = nr;
@@ -160,8 +156,7 @@ int remote_syscall(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct
 	r.rip = syscall_ip;
 	r.orig_rax = -1;
 	if (ptrace(PTRACE_SETREGS, tid, 0, &r)) {
-		ret = -errno;
-		pr_perror("tid %d: cannot set registers for syscall %ld", tid, nr);
+		ret = pr_errno("tid %d: cannot set registers for syscall %ld", tid, nr);
 		goto out;
 	}
 	ret = syscall_stop(tid, "syscall entry");
@@ -169,21 +164,16 @@ int remote_syscall(pid_t tid, uint64_t syscall_ip, const struct user_regs_struct
 		ret = syscall_stop(tid, "syscall exit");
 	if (!ret) {
 		if (ptrace(PTRACE_GETREGS, tid, 0, &r)) {
-			ret = -errno;
-			pr_perror("tid %d: cannot read syscall result", tid);
+			ret = pr_errno("tid %d: cannot read syscall result", tid);
 		} else {
 			*res = r.rax;
 		}
 	}
 out:
-	if (ptrace(PTRACE_SETREGS, tid, 0, regs) && !ret) {
-		ret = -errno;
-		pr_perror("tid %d: cannot put registers back after syscall injection", tid);
-	}
-	if (ptrace(PTRACE_SETSIGMASK, tid, sizeof(mask), &mask) && !ret) {
-		ret = -errno;
-		pr_perror("tid %d: cannot put the signal mask back", tid);
-	}
+	if (ptrace(PTRACE_SETREGS, tid, 0, regs) && !ret)
+		ret = pr_errno("tid %d: cannot put registers back after syscall injection", tid);
+	if (ptrace(PTRACE_SETSIGMASK, tid, sizeof(mask), &mask) && !ret)
+		ret = pr_errno("tid %d: cannot put the signal mask back", tid);
 	return ret;
 }
 
@@ -198,11 +188,9 @@ int remote_syscall_out(pid_t tid, uint64_t syscall_ip, const struct user_regs_st
 
 	if (out_len > sizeof(saved))
 		return -E2BIG;
-	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != sizeof(saved)) {
-		ret = -errno;
-		pr_perror("tid %d: its stack at %lx is not accessible", tid, (unsigned long)addr);
-		return ret;
-	}
+	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != sizeof(saved))
+		return pr_errno("tid %d: its stack at %lx is not accessible", tid,
+				(unsigned long)addr);
 	args[out_arg] = addr;
 	ret = remote_syscall(tid, syscall_ip, regs, nr, args, res);
 	if (!ret && *res >= 0) {
@@ -229,17 +217,12 @@ int remote_syscall_buf(pid_t tid, uint64_t syscall_ip, const struct user_regs_st
 
 	if (len > sizeof(saved))
 		return -E2BIG;
-	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != sizeof(saved)) {
-		ret = -errno;
-		pr_perror("tid %d: its stack at %lx is not accessible", tid, (unsigned long)addr);
-		return ret;
-	}
-	if (process_vm_writev(tid, &lb, 1, &rb, 1, 0) != (ssize_t)len) {
-		ret = -errno;
-		pr_perror("tid %d: cannot write the arguments of syscall %ld at %lx", tid, nr,
-			  (unsigned long)addr);
-		return ret;
-	}
+	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != sizeof(saved))
+		return pr_errno("tid %d: its stack at %lx is not accessible", tid,
+				(unsigned long)addr);
+	if (process_vm_writev(tid, &lb, 1, &rb, 1, 0) != (ssize_t)len)
+		return pr_errno("tid %d: cannot write the arguments of syscall %ld at %lx", tid, nr,
+				(unsigned long)addr);
 	args[buf_arg] = addr;
 	ret = remote_syscall(tid, syscall_ip, regs, nr, args, res);
 	if (!ret && *res >= 0 && process_vm_readv(tid, &lb, 1, &rb, 1, 0) != (ssize_t)len)

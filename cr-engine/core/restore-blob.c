@@ -117,12 +117,10 @@ static int make_gone_dir(const TaskCore *t, pid_t pid)
 	}
 	snprintf(made, sizeof(made), "%s", t->cwd);
 	for (int n = 0; mkdir(made, 0700); n++) {
-		if (errno != EEXIST || n == 100) {
-			ret = -errno;
-			pr_perror("pid %d: cannot make its removed working directory %s again", pid,
-				  t->cwd);
-			return ret;
-		}
+		if (errno != EEXIST || n == 100)
+			return pr_errno(
+				"pid %d: cannot make its removed working directory %s again", pid,
+				t->cwd);
 		snprintf(made, sizeof(made), "%.*s/.kupdate-cwd-%d-%d",
 			 slash == t->cwd ? 0 : (int)(slash - t->cwd), t->cwd, pid, n);
 	}
@@ -271,34 +269,22 @@ static int set_task_state(const struct rproc *rp)
 	const TaskCore *t = rp->core.task;
 	int ret;
 
-	if (t->root && strcmp(t->root, "/") && chroot(t->root)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot change root to %s", rp->pid, t->root);
-		return ret;
-	}
+	if (t->root && strcmp(t->root, "/") && chroot(t->root))
+		return pr_errno("pid %d: cannot change root to %s", rp->pid, t->root);
 	if (t->has_umask)
 		umask(t->umask);
-	if (t->has_personality && personality(t->personality) < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set its personality %#x", rp->pid, t->personality);
-		return ret;
-	}
-	if (t->child_subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot make it a child subreaper", rp->pid);
-		return ret;
-	}
+	if (t->has_personality && personality(t->personality) < 0)
+		return pr_errno("pid %d: cannot set its personality %#x", rp->pid, t->personality);
+	if (t->child_subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1))
+		return pr_errno("pid %d: cannot make it a child subreaper", rp->pid);
 	if (t->has_oom_score_adj) {
 		ret = set_oom_score_adj(rp, t->oom_score_adj);
 		if (ret)
 			return ret;
 	}
 	/* a removed one: the directory kupdate made again */
-	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : t->cwd && chdir(t->cwd)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot change directory to %s", rp->pid, t->cwd);
-		return ret;
-	}
+	if (rp->cwd_fd >= 0 ? fchdir(rp->cwd_fd) : t->cwd && chdir(t->cwd))
+		return pr_errno("pid %d: cannot change directory to %s", rp->pid, t->cwd);
 	return 0;
 }
 
@@ -386,8 +372,7 @@ static int map_blob(struct rproc *rp, struct rst_builder *b, uint64_t park_len,
 		return -ENOMEM;
 	if (mprotect(l->region, l->code_len + l->args_len, PROT_READ | PROT_WRITE) ||
 	    mprotect(l->region + l->total - l->stacks_len, l->stacks_len, PROT_READ | PROT_WRITE)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set up the restorer", rp->pid);
+		ret = pr_errno("pid %d: cannot set up the restorer", rp->pid);
 		return ret;
 	}
 	memcpy(l->region, restorer_blob, restorer_blob_end - restorer_blob);
@@ -639,11 +624,8 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 	ret = write_args(rp, &b, &vp, &l, a);
 	if (ret)
 		return ret;
-	if (mprotect(l.region, l.code_len, PROT_READ | PROT_EXEC)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set up the restorer", rp->pid);
-		return ret;
-	}
+	if (mprotect(l.region, l.code_len, PROT_READ | PROT_EXEC))
+		return pr_errno("pid %d: cannot set up the restorer", rp->pid);
 	free(b.vmas);
 	free(b.runs);
 	free(b.strings);

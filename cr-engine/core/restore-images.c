@@ -154,10 +154,8 @@ static int verify_files(struct rctx *c)
 			goto out;
 		}
 	}
-	if (!d) {
-		ret = -errno;
-		pr_perror("cannot list the image directory %s", c->opts->imgdir);
-	}
+	if (!d)
+		ret = pr_errno("cannot list the image directory %s", c->opts->imgdir);
 out:
 	if (d)
 		closedir(d);

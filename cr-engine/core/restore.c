@@ -814,13 +814,11 @@ static int follow_blobs(struct rctx *c)
 			if (r.rip == rp->blob_start + RST_HELPER_WAIT_OFFSET + 1) {
 				r.rax = (unsigned long long)mem_helper_wait(&rp->helper,
 									    &rp->helper_bad_addr);
-				if (ptrace(PTRACE_SETREGS, tid, 0, &r)) {
-					ret = -errno;
-					pr_perror("pid %d: cannot hand the fill's result to the "
-						  "restorer",
-						  rp->pid);
-					return ret;
-				}
+				if (ptrace(PTRACE_SETREGS, tid, 0, &r))
+					return pr_errno(
+						"pid %d: cannot hand the fill's result to the "
+						"restorer",
+						rp->pid);
 				ptrace(PTRACE_CONT, tid, 0, 0);
 				continue;
 			}
@@ -885,11 +883,8 @@ static int finish(struct rctx *c)
 		if (rp->zombie)
 			continue;
 		main_tc = rp->core.threads[0];
-		if (ptrace(PTRACE_GETREGS, main_tc->tid, 0, &r)) {
-			ret = -errno;
-			pr_perror("pid %d: cannot read the restorer's registers", rp->pid);
-			return ret;
-		}
+		if (ptrace(PTRACE_GETREGS, main_tc->tid, 0, &r))
+			return pr_errno("pid %d: cannot read the restorer's registers", rp->pid);
 		/* a shared fd table: what served the restore of its processes
 		 * is closed once all of them are done with it */
 		if (rp->fdt_shared) {
@@ -1176,11 +1171,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	c.opts = o;
 	c.t0 = now_ns(CLOCK_MONOTONIC);
 	c.dirfd = open(o->imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (c.dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image directory %s", o->imgdir);
-		return ret;
-	}
+	if (c.dirfd < 0)
+		return pr_errno("cannot open image directory %s", o->imgdir);
 	ret = prepare_tree(&c);
 	if (ret)
 		goto out;
@@ -1240,11 +1232,8 @@ int cr_images_check(const char *imgdir)
 	memset(&c, 0, sizeof(c));
 	c.opts = &o;
 	c.dirfd = open(imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (c.dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image directory %s", imgdir);
-		return ret;
-	}
+	if (c.dirfd < 0)
+		return pr_errno("cannot open image directory %s", imgdir);
 	ret = load_images(&c);
 	if (!ret)
 		ret = find_helpers(&c);

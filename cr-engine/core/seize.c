@@ -80,8 +80,7 @@ static int seize_thread(pid_t pid, struct cr_thread *t, int *group_stop_sig)
 	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0)) {
 		if (errno == ESRCH)
 			return 1;
-		ret = -errno;
-		pr_perror("pid %d: cannot interrupt thread %d", pid, t->tid);
+		ret = pr_errno("pid %d: cannot interrupt thread %d", pid, t->tid);
 		return ret;
 	}
 	for (;;) {

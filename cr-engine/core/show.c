@@ -305,11 +305,8 @@ int cr_show(const char *imgdir, bool json, FILE *out)
 	bool first = true;
 	int ret = 0;
 
-	if (dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image directory %s", imgdir);
-		return ret;
-	}
+	if (dirfd < 0)
+		return pr_errno("cannot open image directory %s", imgdir);
 	d = opendir(imgdir);
 	while (d && (de = readdir(d))) {
 		size_t l = strlen(de->d_name);

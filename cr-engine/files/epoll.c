@@ -219,14 +219,11 @@ int epoll_validate(const struct rfiles *f, const FileEntry *e)
 int epoll_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
 		  const char *what)
 {
-	int fd = epoll_create1(EPOLL_CLOEXEC), ret;
+	int fd = epoll_create1(EPOLL_CLOEXEC);
 
 	(void)e;
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create an epoll instance", what);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot create an epoll instance", what);
 	return fd;
 }
 

@@ -123,11 +123,8 @@ int eventfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp
 	if (e->efd->has_semaphore && e->efd->semaphore)
 		flags |= EFD_SEMAPHORE;
 	fd = eventfd(0, flags);
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create an eventfd", what);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot create an eventfd", what);
 	if (e->efd->count && (ret = efd_write(fd, e->efd->count))) {
 		pr_err("%s: cannot set the eventfd's counter to %lu: %s", what,
 		       (unsigned long)e->efd->count, strerror(-ret));

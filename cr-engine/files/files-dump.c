@@ -363,11 +363,8 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 
 	snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%d", p->pid, fd);
 	n = readlink(lpath, link, sizeof(link) - 1);
-	if (n < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot read the link of fd %d", p->pid, fd);
-		return ret;
-	}
+	if (n < 0)
+		return pr_errno("pid %d: cannot read the link of fd %d", p->pid, fd);
 	link[n] = 0;
 	if (!strcmp(link, "anon_inode:[userfaultfd]")) {
 		/* the tracking of a pre-dump no dump followed: it goes */
@@ -381,11 +378,8 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		       what, link);
 		return -EOPNOTSUPP;
 	}
-	if (stat(lpath, &st)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot stat fd %d (%s)", p->pid, fd, link);
-		return ret;
-	}
+	if (stat(lpath, &st))
+		return pr_errno("pid %d: cannot stat fd %d (%s)", p->pid, fd, link);
 	k = fd_kind_by_link(link);
 	if (k) {
 		kind = k->kind;
@@ -494,13 +488,11 @@ static int resolve_inflight(struct cr_dump_ctx *ctx, int i)
 
 	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", in.kfd);
 	n = readlink(lpath, link, sizeof(link) - 1);
-	if (n < 0 || stat(lpath, &st)) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot look at a file descriptor in flight in its unix "
-			  "socket",
-			  in.pid, in.fd);
-		return ret;
-	}
+	if (n < 0 || stat(lpath, &st))
+		return pr_errno(
+			"pid %d: fd %d: cannot look at a file descriptor in flight in its unix "
+			"socket",
+			in.pid, in.fd);
 	link[n] = 0;
 	ret = find_file(ctx, self, in.kfd, &st, &id, &at);
 	if (ret)
@@ -592,11 +584,8 @@ int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 	snprintf(dpath, sizeof(dpath), "/proc/%d/fd", p->pid);
 	d = opendir(dpath);
-	if (!d) {
-		ret = -errno;
-		pr_perror("pid %d: cannot list its fds (%s)", p->pid, dpath);
-		return ret;
-	}
+	if (!d)
+		return pr_errno("pid %d: cannot list its fds (%s)", p->pid, dpath);
 	while ((de = readdir(d)) && !ret) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;

@@ -44,21 +44,15 @@ static int create_pipe_descs(struct rfiles *f, size_t pi, pid_t pid)
 			fifo = f->files[i]->path;
 	if (fifo) {
 		anchor = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-		if (anchor < 0) {
-			ret = -errno;
-			pr_perror("pid %d: cannot open the FIFO %s", pid, fifo);
-			return ret;
-		}
+		if (anchor < 0)
+			return pr_errno("pid %d: cannot open the FIFO %s", pid, fifo);
 		anchor = files_lift(f, anchor);
 		if (anchor < 0)
 			return anchor;
 		ret = pipe_fill(pe, anchor);
 	} else {
-		if (pipe2(p, O_CLOEXEC)) {
-			ret = -errno;
-			pr_perror("pid %d: cannot create a pipe", pid);
-			return ret;
-		}
+		if (pipe2(p, O_CLOEXEC))
+			return pr_errno("pid %d: cannot create a pipe", pid);
 		p[0] = files_lift(f, p[0]);
 		p[1] = files_lift(f, p[1]);
 		if (p[0] < 0 || p[1] < 0) {
@@ -85,9 +79,8 @@ static int create_pipe_descs(struct rfiles *f, size_t pi, pid_t pid)
 				 acc == O_WRONLY ? p[1] : p[0]);
 		fd = open(fifo ? fifo : path, acc | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0) {
-			ret = -errno;
-			pr_perror("pid %d: cannot open an end of pipe %lu", pid,
-				  (unsigned long)pe->id);
+			ret = pr_errno("pid %d: cannot open an end of pipe %lu", pid,
+				       (unsigned long)pe->id);
 			break;
 		}
 		ret = files_set_fl(fd, e->flags, e->path);
@@ -353,9 +346,8 @@ static int finish_status(const FileEntry *e, pid_t pid, int fd)
 
 		if ((own.pid && fcntl(fd, F_SETOWN_EX, &own)) ||
 		    (e->owner->signum && fcntl(fd, F_SETSIG, (int)e->owner->signum))) {
-			ret = -errno;
-			pr_perror("pid %d: fd %d (%s): cannot give its signals to %d again", pid,
-				  fd, e->path, e->owner->pid);
+			ret = pr_errno("pid %d: fd %d (%s): cannot give its signals to %d again",
+				       pid, fd, e->path, e->owner->pid);
 			return ret;
 		}
 	}

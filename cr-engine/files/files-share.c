@@ -93,11 +93,8 @@ int files_check_outside(struct cr_dump_ctx *ctx)
 		return 0;
 	qsort(own, n, sizeof(*own), cmp_fdt);
 	d = opendir("/proc");
-	if (!d) {
-		ret = -errno;
-		pr_perror("cannot list the processes (/proc)");
-		return ret;
-	}
+	if (!d)
+		return pr_errno("cannot list the processes (/proc)");
 	while (!ret && (de = readdir(d))) {
 		pid_t x = atoi(de->d_name);
 		bool ours = x == getpid();

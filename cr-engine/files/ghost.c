@@ -195,11 +195,9 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 	rfd = open(src, O_RDONLY | O_CLOEXEC | O_NOATIME);
 	if (rfd < 0)
 		rfd = open(src, O_RDONLY | O_CLOEXEC);
-	if (rfd < 0) {
-		ret = -errno;
-		pr_perror("%s %s: cannot open the deleted file (%s) to save it", what, path, src);
-		return ret;
-	}
+	if (rfd < 0)
+		return pr_errno("%s %s: cannot open the deleted file (%s) to save it", what, path,
+				src);
 	ret = data_bytes(rfd, st->st_size, &data);
 	if (ret)
 		return ret;
@@ -373,8 +371,7 @@ int ghost_create(const struct rghost *g, const char *path)
 	}
 	/* nobody sees it by name for longer than this */
 	if (unlink(made)) {
-		ret = -errno;
-		pr_perror("cannot unlink %s", made);
+		ret = pr_errno("cannot unlink %s", made);
 		close(fd);
 		return ret;
 	}

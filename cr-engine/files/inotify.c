@@ -300,7 +300,7 @@ static int add_watch(const struct rfiles *f, int ifd, const InotifyWatch *w, con
 	_cleanup_close_ int pfd = -1;
 	char lpath[64];
 	struct stat st;
-	int wd, ret;
+	int wd;
 
 	if (w->has_ghost_id) {
 		/* a deleted file: one of its descriptions made again */
@@ -323,11 +323,8 @@ static int add_watch(const struct rfiles *f, int ifd, const InotifyWatch *w, con
 	}
 	for (;;) {
 		wd = inotify_add_watch(ifd, lpath, w->mask & IN_ALL_EVENTS);
-		if (wd < 0) {
-			ret = -errno;
-			pr_perror("%s: cannot watch %s", what, w->path);
-			return ret;
-		}
+		if (wd < 0)
+			return pr_errno("%s: cannot watch %s", what, w->path);
 		if ((uint32_t)wd == w->wd)
 			return 0;
 		if ((uint32_t)wd > w->wd) {
@@ -346,20 +343,15 @@ int inotify_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), ret = 0;
 	char buf[4096];
 
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create an inotify instance", what);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot create an inotify instance", what);
 	for (size_t i = 0; i < e->ify->n_watches && !ret; i++)
 		ret = add_watch(f, fd, e->ify->watches[i], what);
 	/* the IN_IGNORED events of the stand-ins */
 	while (!ret && read(fd, buf, sizeof(buf)) > 0)
 		;
-	if (!ret && !(e->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, e->flags & O_NONBLOCK)) {
-		ret = -errno;
-		pr_perror("%s: cannot set the inotify's flags", what);
-	}
+	if (!ret && !(e->flags & O_NONBLOCK) && fcntl(fd, F_SETFL, e->flags & O_NONBLOCK))
+		ret = pr_errno("%s: cannot set the inotify's flags", what);
 	if (ret) {
 		close(fd);
 		return ret;

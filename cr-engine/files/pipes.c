@@ -34,17 +34,11 @@ int pipe_dump(struct cr_dump_ctx *ctx, pid_t pid, int fd, uint64_t id)
 			return 0;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
 	pfd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (pfd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot open its pipe to read it", pid, fd);
-		return ret;
-	}
+	if (pfd < 0)
+		return pr_errno("pid %d: fd %d: cannot open its pipe to read it", pid, fd);
 	size = fcntl(pfd, F_GETPIPE_SZ);
-	if (size < 0 || ioctl(pfd, FIONREAD, &avail)) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot query its pipe", pid, fd);
-		return ret;
-	}
+	if (size < 0 || ioctl(pfd, FIONREAD, &avail))
+		return pr_errno("pid %d: fd %d: cannot query its pipe", pid, fd);
 	np = xrealloc_array(ctx->pipes, ctx->nr_pipes + 1, sizeof(*np));
 	if (!np)
 		return -ENOMEM;
@@ -59,9 +53,9 @@ int pipe_dump(struct cr_dump_ctx *ctx, pid_t pid, int fd, uint64_t id)
 			return -ENOMEM;
 		if (pipe2(tmp, O_NONBLOCK | O_CLOEXEC) ||
 		    fcntl(tmp[1], F_SETPIPE_SZ, size) < size) {
-			ret = -errno;
-			pr_perror("pid %d: fd %d: cannot make a pipe of %d bytes to copy its data",
-				  pid, fd, size);
+			ret = pr_errno(
+				"pid %d: fd %d: cannot make a pipe of %d bytes to copy its data",
+				pid, fd, size);
 			goto out;
 		}
 		/* one tee: it duplicates the buffers without consuming them */
@@ -165,13 +159,10 @@ int pipe_fill(const PipeEntry *pe, int wfd)
 {
 	int ret;
 
-	if (fcntl(wfd, F_GETPIPE_SZ) < (int)pe->size && fcntl(wfd, F_SETPIPE_SZ, pe->size) < 0) {
-		ret = -errno;
-		pr_perror("cannot give a pipe its size of %u bytes (is it above "
-			  "/proc/sys/fs/pipe-max-size?)",
-			  pe->size);
-		return ret;
-	}
+	if (fcntl(wfd, F_GETPIPE_SZ) < (int)pe->size && fcntl(wfd, F_SETPIPE_SZ, pe->size) < 0)
+		return pr_errno("cannot give a pipe its size of %u bytes (is it above "
+				"/proc/sys/fs/pipe-max-size?)",
+				pe->size);
 	if (pe->has_data && pe->data.len) {
 		ret = write_all(wfd, pe->data.data, pe->data.len);
 		if (ret) {
@@ -223,14 +214,10 @@ int fifo_make(const FileEntry *e, pid_t pid)
 {
 	int ret;
 
-	if (mkfifo(e->path, 0600)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot make the removed FIFO %s again", pid, e->path);
-		return ret;
-	}
+	if (mkfifo(e->path, 0600))
+		return pr_errno("pid %d: cannot make the removed FIFO %s again", pid, e->path);
 	if (chown(e->path, e->fifo_uid, e->fifo_gid) || chmod(e->path, e->fifo_mode)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot give the FIFO %s its owner and mode", pid, e->path);
+		ret = pr_errno("pid %d: cannot give the FIFO %s its owner and mode", pid, e->path);
 		unlink(e->path);
 		return ret;
 	}

@@ -80,11 +80,8 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 	if (f->kind == FILE_KIND__FILE_DIR)
 		flags |= O_DIRECTORY;
 	nfd = open(f->path, flags);
-	if (nfd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot reopen %s", pid, fd, f->path);
-		return ret;
-	}
+	if (nfd < 0)
+		return pr_errno("pid %d: fd %d: cannot reopen %s", pid, fd, f->path);
 	if (fstat(nfd, &st)) {
 		ret = -errno;
 		close(nfd);
@@ -105,9 +102,8 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 	}
 	if (f->kind == FILE_KIND__FILE_REG && !(f->flags & O_PATH) && f->has_pos &&
 	    lseek(nfd, f->pos, SEEK_SET) != (off_t)f->pos) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot seek %s to %lu", pid, fd, f->path,
-			  (unsigned long)f->pos);
+		ret = pr_errno("pid %d: fd %d: cannot seek %s to %lu", pid, fd, f->path,
+			       (unsigned long)f->pos);
 		close(nfd);
 		return ret ? ret : -EIO;
 	}
@@ -124,15 +120,11 @@ static int open_object(const FileEntry *e, int obj, pid_t pid, int fd)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", obj);
 	nfd = open(path, flags);
-	if (nfd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot open %s again", pid, fd, e->path);
-		return ret;
-	}
+	if (nfd < 0)
+		return pr_errno("pid %d: fd %d: cannot open %s again", pid, fd, e->path);
 	if (!(e->flags & O_PATH) && e->has_pos && lseek(nfd, e->pos, SEEK_SET) != (off_t)e->pos) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot seek %s to %lu", pid, fd, e->path,
-			  (unsigned long)e->pos);
+		ret = pr_errno("pid %d: fd %d: cannot seek %s to %lu", pid, fd, e->path,
+			       (unsigned long)e->pos);
 		close(nfd);
 		return ret ? ret : -EIO;
 	}

@@ -59,17 +59,15 @@ int signalfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *r
 {
 	uint64_t mask = e->sfd->sigmask;
 	sigset_t set;
-	int fd, ret;
+	int fd;
 
 	/* the kernel's sigset: one 64-bit word on x86-64 (glibc's sigaddset
 	 * refuses its own reserved signals, which a process may still read) */
 	sigemptyset(&set);
 	memcpy(&set, &mask, sizeof(mask));
 	fd = signalfd(-1, &set, SFD_CLOEXEC | (e->flags & O_NONBLOCK ? SFD_NONBLOCK : 0));
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create a signalfd for mask %#lx", what, (unsigned long)mask);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot create a signalfd for mask %#lx", what,
+				(unsigned long)mask);
 	return fd;
 }

@@ -46,11 +46,8 @@ int timerfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 	(void)fdinfo0;
 	if (tfd < 0)
 		return tfd;
-	if (timerfd_gettime(tfd, &its)) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: timerfd_gettime", p->pid, fd);
-		return ret;
-	}
+	if (timerfd_gettime(tfd, &its))
+		return pr_errno("pid %d: fd %d: timerfd_gettime", p->pid, fd);
 	ret = read_proc(&fdinfo, NULL, "/proc/%d/fdinfo/%d", p->pid, fd);
 	if (ret) {
 		pr_err("pid %d: cannot read fdinfo of fd %d: %s", p->pid, fd, strerror(-ret));
@@ -113,11 +110,8 @@ int timerfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp
 	int flags = 0, fd, ret;
 
 	fd = timerfd_create(t->clock, TFD_CLOEXEC | (e->flags & O_NONBLOCK ? TFD_NONBLOCK : 0));
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create a timerfd on clock %u", what, t->clock);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot create a timerfd on clock %u", what, t->clock);
 	memset(&its, 0, sizeof(its));
 	its.it_interval.tv_sec = t->interval_ns / NSEC;
 	its.it_interval.tv_nsec = t->interval_ns % NSEC;
@@ -131,18 +125,16 @@ int timerfd_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp
 		its.it_value.tv_sec = v / NSEC;
 		its.it_value.tv_nsec = v % NSEC;
 		if (timerfd_settime(fd, flags, &its, NULL)) {
-			ret = -errno;
-			pr_perror("%s: cannot arm the timerfd (%" PRIu64
-				  " ns left, interval %" PRIu64 " ns)",
-				  what, t->value_ns, t->interval_ns);
+			ret = pr_errno("%s: cannot arm the timerfd (%" PRIu64
+				       " ns left, interval %" PRIu64 " ns)",
+				       what, t->value_ns, t->interval_ns);
 			close(fd);
 			return ret;
 		}
 	}
 	if (t->has_ticks && t->ticks && ioctl(fd, TFD_IOC_SET_TICKS, &t->ticks)) {
-		ret = -errno;
-		pr_perror("%s: cannot give the timerfd its %" PRIu64 " unread expirations", what,
-			  t->ticks);
+		ret = pr_errno("%s: cannot give the timerfd its %" PRIu64 " unread expirations",
+			       what, t->ticks);
 		close(fd);
 		return ret;
 	}

@@ -418,8 +418,7 @@ static int open_index(const char *ptmx, uint32_t idx, const char *what)
 
 		fd = open(ptmx, O_RDWR | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0 || ioctl(fd, TIOCGPTN, &got)) {
-			ret = -errno;
-			pr_perror("%s: cannot open a pseudo-terminal by %s", what, ptmx);
+			ret = pr_errno("%s: cannot open a pseudo-terminal by %s", what, ptmx);
 			break;
 		}
 		if (got == idx)
@@ -566,8 +565,8 @@ int tty_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, in
 	if (tf->master) {
 		fd = fcntl(pair->master, F_DUPFD_CLOEXEC, 0);
 		if (fd < 0 || fcntl(fd, F_SETFL, e->flags & O_NONBLOCK)) {
-			ret = -errno;
-			pr_perror("%s: cannot set up the master of /dev/pts/%u", what, tf->index);
+			ret = pr_errno("%s: cannot set up the master of /dev/pts/%u", what,
+				       tf->index);
 			if (fd >= 0)
 				close(fd);
 			return ret;
@@ -583,11 +582,8 @@ int tty_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, in
 		fd = open(path,
 			  (e->flags & (O_ACCMODE | O_NONBLOCK | O_APPEND)) | O_NOCTTY | O_CLOEXEC);
 	}
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot open /dev/pts/%u", what, tf->index);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("%s: cannot open /dev/pts/%u", what, tf->index);
 	if (!pair->termios_done && tf->termios) {
 		ret = restore_queues(pair->master, fd, tf, what);
 		if (!ret)
@@ -614,10 +610,9 @@ int tty_set_ctty(int master_fd, uint32_t index, pid_t pid)
 {
 	int s = ioctl(master_fd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC), ret = 0;
 
-	if (s < 0 || ioctl(s, TIOCSCTTY, 0)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot make /dev/pts/%u its controlling terminal", pid, index);
-	}
+	if (s < 0 || ioctl(s, TIOCSCTTY, 0))
+		ret = pr_errno("pid %d: cannot make /dev/pts/%u its controlling terminal", pid,
+			       index);
 	if (s >= 0)
 		close(s);
 	return ret;
@@ -627,10 +622,9 @@ int tty_set_fg(pid_t fg, pid_t pid)
 {
 	int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC), ret = 0;
 
-	if (fd < 0 || tcsetpgrp(fd, fg)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot make group %d the foreground of its terminal", pid, fg);
-	}
+	if (fd < 0 || tcsetpgrp(fd, fg))
+		ret = pr_errno("pid %d: cannot make group %d the foreground of its terminal", pid,
+			       fg);
 	if (fd >= 0)
 		close(fd);
 	return ret;

@@ -43,4 +43,14 @@ const char *cr_log_thread_error(void);
 /* errno-preserving "error: ...: strerror" helper */
 #define pr_perror(fmt, ...) cr_log(CR_LOG_ERROR, fmt ": %s", ##__VA_ARGS__, strerror(errno))
 
+/* The same, as the error a function returns: -errno, read before the
+ * message's arguments are evaluated.  `return pr_errno("cannot open %s",
+ * path);` is the whole error path of a failed call. */
+#define pr_errno(fmt, ...)                                                         \
+	({                                                                         \
+		int errno_ = errno;                                                \
+		cr_log(CR_LOG_ERROR, fmt ": %s", ##__VA_ARGS__, strerror(errno_)); \
+		-errno_;                                                           \
+	})
+
 #endif

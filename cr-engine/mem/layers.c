@@ -71,13 +71,11 @@ static int load_layer(int child_fd, pid_t pid, struct layer *l, int depth, struc
 	int ret;
 
 	l->dirfd = openat(child_fd, "parent", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l->dirfd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: its pagemap refers to a parent image directory, which cannot "
-			  "be opened (layer %d)",
-			  pid, depth + 1);
-		return ret;
-	}
+	if (l->dirfd < 0)
+		return pr_errno(
+			"pid %d: its pagemap refers to a parent image directory, which cannot "
+			"be opened (layer %d)",
+			pid, depth + 1);
 	snprintf(name, sizeof(name), "pagemap-%d.img", pid);
 	ret = img_reader_open(&r, l->dirfd, name, IMG_PAGEMAP);
 	if (ret)

@@ -29,11 +29,8 @@ int mem_write_predump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 	snprintf(name, sizeof(name), "pages-%d.img", p->pid);
 	o.fd = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (o.fd < 0) {
-		ret = -errno;
-		pr_perror("cannot create image %s", name);
-		return ret;
-	}
+	if (o.fd < 0)
+		return pr_errno("cannot create image %s", name);
 	buf = malloc(BUF);
 	if (!buf) {
 		ret = -ENOMEM;

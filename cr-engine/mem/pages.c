@@ -321,11 +321,8 @@ static int pw_open(struct cr_dump_ctx *ctx, struct pw_part *w)
 
 	mem_pages_name(w->name, sizeof(w->name), w->p->pid, w->o.file);
 	w->o.fd = openat(ctx->dirfd, w->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (w->o.fd < 0) {
-		ret = -errno;
-		pr_perror("cannot create image %s", w->name);
-		return ret;
-	}
+	if (w->o.fd < 0)
+		return pr_errno("cannot create image %s", w->name);
 	/* its page count is known once the zeros are left out: the header
 	 * is written again then */
 	mem_pages_header(hdr, w->p->pid, w->o.file, w->nr_pages);
@@ -428,15 +425,12 @@ static int open_pages(int dirfd, pid_t pid, uint32_t file, uint64_t nr_pages)
 	struct pages_header h;
 	struct stat st;
 	char name[64];
-	int fd, ret;
+	int fd;
 
 	mem_pages_name(name, sizeof(name), pid, file);
 	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image %s", name);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("cannot open image %s", name);
 	if (fstat(fd, &st) || pread(fd, &h, sizeof(h), 0) != sizeof(h)) {
 		pr_err("image %s is damaged: cannot read its header", name);
 		close(fd);

@@ -67,12 +67,9 @@ static int open_mapped(pid_t pid, const VmaEntry *e, const struct rfiles *files,
 	fd = gid ? open_ghost_mapped(pid, e, files, flags) : open(e->path, flags | O_CLOEXEC);
 	if (gid && fd < 0)
 		return fd;
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s mapped at %lx", pid, e->path,
-			  (unsigned long)e->start);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("pid %d: cannot open %s mapped at %lx", pid, e->path,
+				(unsigned long)e->start);
 	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);

@@ -188,17 +188,11 @@ int prev_open(struct cr_dump_ctx *ctx)
 	char real[PATH_MAX];
 	int ret;
 
-	if (!realpath(dir, real)) {
-		ret = -errno;
-		pr_perror("--prev %s", dir);
-		return ret;
-	}
+	if (!realpath(dir, real))
+		return pr_errno("--prev %s", dir);
 	ctx->prev_dirfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (ctx->prev_dirfd < 0) {
-		ret = -errno;
-		pr_perror("cannot open the previous image directory %s", real);
-		return ret;
-	}
+	if (ctx->prev_dirfd < 0)
+		return pr_errno("cannot open the previous image directory %s", real);
 	ret = img_reader_open(&r, ctx->prev_dirfd, "inventory.img", IMG_INVENTORY);
 	if (ret) {
 		pr_err("--prev %s: not an image directory", real);
@@ -226,11 +220,8 @@ int prev_open(struct cr_dump_ctx *ctx)
 			real[0] = real[1] = '.';
 		}
 	}
-	if (!ctx->opts->check_only && symlinkat(real, ctx->dirfd, "parent")) {
-		ret = -errno;
-		pr_perror("cannot link %s/parent to %s", ctx->opts->imgdir, real);
-		return ret;
-	}
+	if (!ctx->opts->check_only && symlinkat(real, ctx->dirfd, "parent"))
+		return pr_errno("cannot link %s/parent to %s", ctx->opts->imgdir, real);
 	return 0;
 }
 
@@ -346,11 +337,8 @@ static int uffd_clean(struct cr_proc *p, int pm_fd, struct cr_range **out, int *
 		arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 		arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
 		n = ioctl(pm_fd, PAGEMAP_SCAN, &arg);
-		if (n < 0) {
-			ret = -errno;
-			pr_perror("pid %d: PAGEMAP_SCAN for written pages", p->pid);
-			return ret;
-		}
+		if (n < 0)
+			return pr_errno("pid %d: PAGEMAP_SCAN for written pages", p->pid);
 		for (long i = 0; i < n; i++) {
 			ret = push_range(out, nr, &cap, regs[i].start, regs[i].end);
 			if (ret)
@@ -475,8 +463,7 @@ int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	snprintf(name, sizeof(name), "/proc/%d/pagemap", p->pid);
 	pm_fd = open(name, O_RDONLY | O_CLOEXEC);
 	if (pm_fd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s", p->pid, name);
+		ret = pr_errno("pid %d: cannot open %s", p->pid, name);
 		goto out;
 	}
 	switch (h->has_tracking ? h->tracking : DIRTY_TRACK__TRACK_NONE) {
@@ -602,11 +589,8 @@ static int arm_uffd(struct cr_proc *p)
 	/* write-protect what is there: written pages lose it again */
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", p->pid);
 	pm_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pm_fd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s", p->pid, path);
-		return ret;
-	}
+	if (pm_fd < 0)
+		return pr_errno("pid %d: cannot open %s", p->pid, path);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		struct cr_vma *v = &p->vmas[i];
 		struct pm_scan_arg arg;
@@ -623,12 +607,10 @@ static int arm_uffd(struct cr_proc *p)
 			arg.start = start;
 			arg.end = v->s.end;
 			arg.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
-			if (ioctl(pm_fd, PAGEMAP_SCAN, &arg) < 0) {
-				ret = -errno;
-				pr_perror("pid %d: cannot write-protect %lx-%lx (PAGEMAP_SCAN)",
-					  p->pid, v->s.start, v->s.end);
-				return ret;
-			}
+			if (ioctl(pm_fd, PAGEMAP_SCAN, &arg) < 0)
+				return pr_errno(
+					"pid %d: cannot write-protect %lx-%lx (PAGEMAP_SCAN)",
+					p->pid, v->s.start, v->s.end);
 			if (arg.walk_end <= start)
 				break;
 			start = arg.walk_end;
@@ -652,10 +634,8 @@ int track_arm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/clear_refs", p->pid);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "4", 1) != 1) {
-		ret = -errno;
-		pr_perror("pid %d: cannot clear its soft-dirty bits (%s)", p->pid, path);
-	}
+	if (fd < 0 || write(fd, "4", 1) != 1)
+		ret = pr_errno("pid %d: cannot clear its soft-dirty bits (%s)", p->pid, path);
 	if (fd >= 0)
 		close(fd);
 	return ret;

@@ -280,24 +280,17 @@ static int find_cow(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_range 
 static int open_mem(struct cr_proc *p, int *pm_fd)
 {
 	char path[64];
-	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", p->pid);
 	*pm_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (*pm_fd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s", p->pid, path);
-		return ret;
-	}
+	if (*pm_fd < 0)
+		return pr_errno("pid %d: cannot open %s", p->pid, path);
 	if (p->mem_fd >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
 	p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (p->mem_fd < 0) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open %s", p->pid, path);
-		return ret;
-	}
+	if (p->mem_fd < 0)
+		return pr_errno("pid %d: cannot open %s", p->pid, path);
 	return 0;
 }
 

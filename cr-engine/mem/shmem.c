@@ -45,16 +45,12 @@ static int copy_object(struct cr_dump_ctx *ctx, struct cr_shm *s, int fd)
 
 	/* an empty memfd has nothing to map */
 	map = s->size ? mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		pr_perror("cannot map shared memory object %u to read it", s->id);
-		return ret;
-	}
+	if (map == MAP_FAILED)
+		return pr_errno("cannot map shared memory object %u to read it", s->id);
 	snprintf(name, sizeof(name), "shmem-pages-%u.img", s->id);
 	out = openat(ctx->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
-		ret = -errno;
-		pr_perror("cannot create image %s", name);
+		ret = pr_errno("cannot create image %s", name);
 		goto out;
 	}
 	memset(hdr, 0, sizeof(hdr));
@@ -199,16 +195,12 @@ int shmem_dump_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 	struct stat st;
 	_cleanup_close_ int fd = -1;
 	const char *path = v->s.path;
-	int ret;
 
 	snprintf(mf, sizeof(mf), "/proc/%d/map_files/%lx-%lx", p->pid, v->s.start, v->s.end);
 	fd = open(mf, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start,
-			  path);
-		return ret;
-	}
+	if (fd < 0 || fstat(fd, &st))
+		return pr_errno("pid %d: cannot open shared memory at %lx (%s)", p->pid, v->s.start,
+				path);
 	snprintf(mf, sizeof(mf), "pid %d: shared memory at %lx", p->pid, v->s.start);
 	return shm_object(ctx, fd, &st, path, mf, &v->shmid);
 }
@@ -218,16 +210,12 @@ int shmem_dump_fd(struct cr_dump_ctx *ctx, pid_t pid, int fd, const char *path, 
 	char pp[96];
 	struct stat st;
 	_cleanup_close_ int ofd = -1;
-	int ret;
 
 	/* a new open of the object itself, whatever the fd's mode */
 	snprintf(pp, sizeof(pp), "/proc/%d/fd/%d", pid, fd);
 	ofd = open(pp, O_RDONLY | O_CLOEXEC);
-	if (ofd < 0 || fstat(ofd, &st)) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot open its memfd (%s)", pid, fd, path);
-		return ret;
-	}
+	if (ofd < 0 || fstat(ofd, &st))
+		return pr_errno("pid %d: fd %d: cannot open its memfd (%s)", pid, fd, path);
 	snprintf(pp, sizeof(pp), "pid %d: fd %d", pid, fd);
 	return shm_object(ctx, ofd, &st, path, pp, shmid);
 }
@@ -356,11 +344,8 @@ static int fill_object(int dirfd, const ShmemEntry *e, unsigned char *map, bool 
 		total += e->runs[k]->nr_pages;
 	snprintf(name, sizeof(name), "shmem-pages-%u.img", e->id);
 	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		pr_perror("cannot open image %s", name);
-		return ret;
-	}
+	if (fd < 0)
+		return pr_errno("cannot open image %s", name);
 	if (fstat(fd, &st) || pread(fd, &h, sizeof(h), 0) != sizeof(h) || h.h.magic != IMG_MAGIC ||
 	    h.h.kind != IMG_SHMEM_PAGES || h.h.version != IMG_FORMAT_VERSION ||
 	    h.nr_pages != total || h.pid != e->id ||
@@ -413,8 +398,7 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 		if (fd < 0 || ftruncate(fd, e->has_file_size ? e->file_size : e->size) ||
 		    (e->has_uid && e->has_gid && fchown(fd, e->uid, e->gid)) ||
 		    (e->has_mode && fchmod(fd, e->mode & 07777))) {
-			ret = -errno;
-			pr_perror("cannot create memfd %s", e->name);
+			ret = pr_errno("cannot create memfd %s", e->name);
 			if (fd >= 0)
 				close(fd);
 			return ret;
@@ -427,9 +411,8 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 			   0);
 	}
 	if (map == MAP_FAILED) {
-		ret = -errno;
-		pr_perror("cannot map shared memory object %u (%lu bytes)", e->id,
-			  (unsigned long)e->size);
+		ret = pr_errno("cannot map shared memory object %u (%lu bytes)", e->id,
+			       (unsigned long)e->size);
 		if (fd >= 0)
 			close(fd);
 		return ret;
@@ -442,17 +425,13 @@ static int create_object(int dirfd, const ShmemEntry *e, bool verify)
 		snprintf(mf, sizeof(mf), "/proc/self/map_files/%lx-%lx", (unsigned long)map,
 			 (unsigned long)(map + e->size));
 		fd = open(mf, O_RDWR | O_CLOEXEC);
-		if (fd < 0) {
-			ret = -errno;
-			pr_perror("cannot reopen shared memory object %u", e->id);
-		}
+		if (fd < 0)
+			ret = pr_errno("cannot reopen shared memory object %u", e->id);
 	}
 	if (map)
 		munmap(map, e->size);
-	if (!ret && e->has_seals && e->seals && fcntl(fd, F_ADD_SEALS, e->seals)) {
-		ret = -errno;
-		pr_perror("cannot seal memfd %s", e->name);
-	}
+	if (!ret && e->has_seals && e->seals && fcntl(fd, F_ADD_SEALS, e->seals))
+		ret = pr_errno("cannot seal memfd %s", e->name);
 	if (ret) {
 		if (fd >= 0)
 			close(fd);

@@ -336,19 +336,15 @@ int sysvshm_create(const ShmemEntry *e, int *state, void **mapp)
 			id);
 		*state = SYSV_TAKEN;
 	} else if (errno != EINVAL && errno != EIDRM) {
-		ret = -errno;
-		pr_perror("cannot look at System V shared memory segment %d", id);
+		ret = pr_errno("cannot look at System V shared memory segment %d", id);
 		return ret;
 	} else {
 		ret = create_segment(e);
 		if (ret)
 			return ret;
 		*state = SYSV_CREATED;
-		if (shmctl(id, IPC_STAT, &ds)) {
-			ret = -errno;
-			pr_perror("cannot look at System V shared memory segment %d", id);
-			return ret;
-		}
+		if (shmctl(id, IPC_STAT, &ds))
+			return pr_errno("cannot look at System V shared memory segment %d", id);
 	}
 	ds.shm_perm.uid = e->uid;
 	ds.shm_perm.gid = e->gid;
@@ -356,22 +352,17 @@ int sysvshm_create(const ShmemEntry *e, int *state, void **mapp)
 	if (shmctl(id, IPC_SET, &ds) ||
 	    ((e->sysv_locked || (ds.shm_perm.mode & SHM_LOCKED)) &&
 	     shmctl(id, e->sysv_locked ? SHM_LOCK : SHM_UNLOCK, NULL))) {
-		ret = -errno;
-		pr_perror("cannot set owner, mode or lock of System V shared memory segment %d",
-			  id);
+		ret = pr_errno(
+			"cannot set owner, mode or lock of System V shared memory segment %d", id);
 		return ret;
 	}
 	map = shmat(id, NULL, 0);
-	if (map == (void *)-1) {
-		ret = -errno;
-		pr_perror("cannot attach System V shared memory segment %d to fill it", id);
-		return ret;
-	}
+	if (map == (void *)-1)
+		return pr_errno("cannot attach System V shared memory segment %d to fill it", id);
 	/* what the image does not hold was never written: a segment taken
 	 * back loses whatever was written into it since */
 	if (*state == SYSV_TAKEN && madvise(map, e->size, MADV_REMOVE)) {
-		ret = -errno;
-		pr_perror("cannot clear System V shared memory segment %d", id);
+		ret = pr_errno("cannot clear System V shared memory segment %d", id);
 		shmdt(map);
 		return ret;
 	}
@@ -394,9 +385,8 @@ int sysvshm_commit(struct rshm *t)
 		if (e->kind != SHMEM_KIND__SHMEM_SYSV || !e->sysv_removed)
 			continue;
 		if (shmctl(e->sysv_id, IPC_RMID, NULL)) {
-			ret = -errno;
-			pr_perror("cannot mark System V shared memory segment %d for removal",
-				  e->sysv_id);
+			ret = pr_errno("cannot mark System V shared memory segment %d for removal",
+				       e->sysv_id);
 			break;
 		}
 	}

@@ -344,8 +344,7 @@ int mcast_restore(int sk, const InetSk *s, const char *what)
 			     "IP_MULTICAST_ALL", what);
 	if (!ret && s->has_mc_if_addr &&
 	    setsockopt(sk, IPPROTO_IP, IP_MULTICAST_IF, s->mc_if_addr.data, 4)) {
-		ret = -errno;
-		pr_perror("%s: cannot set its multicast interface", what);
+		ret = pr_errno("%s: cannot set its multicast interface", what);
 	}
 	if (!ret && s->has_mc_ifindex)
 		ret = setint(sk, IPPROTO_IPV6, IPV6_MULTICAST_IF,
@@ -363,12 +362,9 @@ int mcast_restore(int sk, const InetSk *s, const char *what)
 
 		group_sa(s->family, m->group.data, &gr.gr_group);
 		group_str(s->family, m->group.data, g, sizeof(g));
-		if (setsockopt(sk, lvl, MCAST_JOIN_GROUP, &gr, sizeof(gr))) {
-			ret = -errno;
-			pr_perror("%s: cannot join multicast group %s on %s", what, g,
-				  m->ifname ? m->ifname : "its interface");
-			return ret;
-		}
+		if (setsockopt(sk, lvl, MCAST_JOIN_GROUP, &gr, sizeof(gr)))
+			return pr_errno("%s: cannot join multicast group %s on %s", what, g,
+					m->ifname ? m->ifname : "its interface");
 		if (m->fmode == MCAST_EXCLUDE && !m->n_sources)
 			continue;
 		memset(gf, 0, size);
@@ -380,9 +376,8 @@ int mcast_restore(int sk, const InetSk *s, const char *what)
 			group_sa(s->family, m->sources[k].data, &gf->gf_slist[k]);
 		if (setsockopt(sk, lvl, MCAST_MSFILTER, gf,
 			       (socklen_t)GROUP_FILTER_SIZE(m->n_sources))) {
-			ret = -errno;
-			pr_perror("%s: cannot set its source filter of multicast group %s", what,
-				  g);
+			ret = pr_errno("%s: cannot set its source filter of multicast group %s",
+				       what, g);
 			return ret;
 		}
 	}

@@ -93,8 +93,7 @@ static int deliver_fin(int sk, const InetSk *s, uint32_t write_seq, bool locked,
 	if (raw < 0 ||
 	    setsockopt(raw, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_HDRINCL : 36 /* IPV6_HDRINCL */,
 		       &(int){ 1 }, sizeof(int))) {
-		ret = -errno;
-		pr_perror("%s: cannot open a raw TCP socket to deliver its peer's FIN", what);
+		ret = pr_errno("%s: cannot open a raw TCP socket to deliver its peer's FIN", what);
 		if (raw >= 0)
 			close(raw);
 		return ret;
@@ -112,8 +111,7 @@ static int deliver_fin(int sk, const InetSk *s, uint32_t write_seq, bool locked,
 			break;
 		}
 		if (ioctl(sk, SIOCOUTQ, &outq)) {
-			ret = -errno;
-			pr_perror("%s: cannot read its send queue's length", what);
+			ret = pr_errno("%s: cannot read its send queue's length", what);
 			break;
 		}
 		memset(&th, 0, sizeof(th));
@@ -175,8 +173,7 @@ static int deliver_fin(int sk, const InetSk *s, uint32_t write_seq, bool locked,
 			n = sendto(raw, &m, sizeof(m), 0, (void *)&to, sizeof(to));
 		}
 		if (n < 0) {
-			ret = -errno;
-			pr_perror("%s: cannot send its peer's FIN to it", what);
+			ret = pr_errno("%s: cannot send its peer's FIN to it", what);
 			break;
 		}
 		/* it loops back at once, mostly before sendto returns */
@@ -219,8 +216,7 @@ static int shut(int sk, int how, const char *what)
 int inet_release(int sk, const InetSk *s, bool locked, const char *what)
 {
 	const TcpStream *t = s->tcp;
-	bool fin_out = tcp_fin_sent_state(s->state),
-	     fin_in = tcp_fin_received_state(s->state);
+	bool fin_out = tcp_fin_sent_state(s->state), fin_in = tcp_fin_received_state(s->state);
 	int ret = tcp_repair_off(sk, TCP_RESUME_PROBES, what);
 
 	if (!ret)
@@ -228,9 +224,9 @@ int inet_release(int sk, const InetSk *s, bool locked, const char *what)
 	if (ret)
 		return ret;
 	if (t && t->unsent)
-		ret = tcp_repair_send_unsent(sk, t->outq.data + t->outq.len - t->unsent, t->unsent,
-				  s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1,
-				  what);
+		ret = tcp_repair_send_unsent(
+			sk, t->outq.data + t->outq.len - t->unsent, t->unsent,
+			s->opts && s->opts->has_buf_lock ? (int)s->opts->buf_lock : -1, what);
 	if (!ret && fin_out && s->state != TCP_LAST_ACK)
 		ret = shut(sk, SHUT_WR, what);
 	if (!ret && fin_in)
@@ -295,9 +291,9 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 				pidfd = syscall(SYS_pidfd_open, rp->pid, 0);
 			sk = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, rp->fds[k]->fd, 0);
 			if (sk < 0) {
-				ret = -errno;
-				pr_perror("pid %d: fd %d: cannot reach the restored connection",
-					  rp->pid, rp->fds[k]->fd);
+				ret = pr_errno(
+					"pid %d: fd %d: cannot reach the restored connection",
+					rp->pid, rp->fds[k]->fd);
 				break;
 			}
 			snprintf(what, sizeof(what), "pid %d: fd %d", rp->pid, rp->fds[k]->fd);

@@ -107,11 +107,8 @@ static int repair_off_once(int sk, bool probe, const char *what)
 		v = TCP_REPAIR_OFF;
 		ret = setsockopt(sk, SOL_TCP, TCP_REPAIR, &v, sizeof(v));
 	}
-	if (ret) {
-		ret = -errno;
-		pr_perror("%s: cannot leave repair mode", what);
-		return ret;
-	}
+	if (ret)
+		return pr_errno("%s: cannot leave repair mode", what);
 	return 0;
 }
 
@@ -178,8 +175,7 @@ static int save_queues(int sk, struct tcp_repair_data *d, const char *what)
 
 	if (ioctl(sk, SIOCOUTQ, &outq) || ioctl(sk, SIOCOUTQNSD, &unsent) ||
 	    ioctl(sk, SIOCINQ, &inq)) {
-		ret = -errno;
-		pr_perror("%s: cannot read the queue lengths", what);
+		ret = pr_errno("%s: cannot read the queue lengths", what);
 		return ret;
 	}
 	/* the FIN it sent is the last sequence number of its send queue, in
@@ -235,19 +231,13 @@ static int save_data(int sk, struct tcp_repair_data *d, const char *what)
 	uint32_t v = 0;
 	int ret;
 
-	if (getsockopt(sk, SOL_TCP, TCP_INFO, &ti, &l)) {
-		ret = -errno;
-		pr_perror("%s: cannot read TCP_INFO", what);
-		return ret;
-	}
+	if (getsockopt(sk, SOL_TCP, TCP_INFO, &ti, &l))
+		return pr_errno("%s: cannot read TCP_INFO", what);
 	ret = save_queues(sk, d, what);
 	if (ret)
 		return ret;
-	if (getint(sk, SOL_TCP, TCP_MAXSEG, &d->mss)) {
-		ret = -errno;
-		pr_perror("%s: cannot read its MSS", what);
-		return ret;
-	}
+	if (getint(sk, SOL_TCP, TCP_MAXSEG, &d->mss))
+		return pr_errno("%s: cannot read its MSS", what);
 	if (ti.tcpi_options & TCPI_OPT_WSCALE) {
 		d->has_wscale = true;
 		d->snd_wscale = ti.tcpi_snd_wscale;
@@ -444,16 +434,10 @@ int tcp_repair_restore(int sk, const struct tcp_repair *c, const struct sockaddr
 
 	if (ret)
 		return ret;
-	if (bind(sk, self, self_len)) {
-		ret = -errno;
-		pr_perror("%s: cannot bind", what);
-		return ret;
-	}
-	if (connect(sk, peer, peer_len)) {
-		ret = -errno;
-		pr_perror("%s: cannot connect in repair mode", what);
-		return ret;
-	}
+	if (bind(sk, self, self_len))
+		return pr_errno("%s: cannot bind", what);
+	if (connect(sk, peer, peer_len))
+		return pr_errno("%s: cannot connect in repair mode", what);
 	ret = restore_options(sk, d, what);
 	if (ret)
 		return ret;

@@ -136,7 +136,7 @@ int peer_una_candidates(const TcpStream *t, uint32_t seqs[3])
 }
 
 void rto_revert_send(struct rto_revert *r, const struct cr_conn *conn, const uint32_t *seqs,
-			    int nseq, const struct cr_conn *all, size_t nall, const char *what)
+		     int nseq, const struct cr_conn *all, size_t nall, const char *what)
 {
 	const struct cr_conn c = *conn;
 	int sent = 0;

@@ -17,7 +17,10 @@ struct rto_revert {
 	int fd4, fd6; /* -1: none yet, -2: failed */
 	unsigned peers, sent;
 };
-#define RTO_REVERT_INIT { .fd4 = -1, .fd6 = -1 }
+#define RTO_REVERT_INIT              \
+	{                            \
+		.fd4 = -1, .fd6 = -1 \
+	}
 
 /* what the peer may wait to have acknowledged, without repeats: 1 to 3 */
 int peer_una_candidates(const TcpStream *t, uint32_t seqs[3]);

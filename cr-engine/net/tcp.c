@@ -506,11 +506,8 @@ int inet_create(const InetSk *s, const char *what)
 	sk = socket(s->family,
 		    (s->protocol == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
 		    s->protocol);
-	if (sk < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create the socket", what);
-		return ret;
-	}
+	if (sk < 0)
+		return pr_errno("%s: cannot create the socket", what);
 	/* (images before the field was always written have it only when set) */
 	if (s->has_v6only)
 		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, s->v6only, "IPV6_V6ONLY", what);
@@ -520,8 +517,8 @@ int inet_create(const InetSk *s, const char *what)
 			      what);
 	if (s->bind_dev &&
 	    setsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, s->bind_dev, strlen(s->bind_dev))) {
-		ret = -errno;
-		pr_perror("%s: cannot bind it to device %s (SO_BINDTODEVICE)", what, s->bind_dev);
+		ret = pr_errno("%s: cannot bind it to device %s (SO_BINDTODEVICE)", what,
+			       s->bind_dev);
 		goto fail;
 	}
 	if (s->bind_no_port)
@@ -558,15 +555,13 @@ int inet_create(const InetSk *s, const char *what)
 	if (s->bound) {
 		len = bind_addr_of(s, &ss);
 		if (bind(sk, (struct sockaddr *)&ss, len)) {
-			ret = -errno;
-			pr_perror("%s: cannot bind", what);
+			ret = pr_errno("%s: cannot bind", what);
 			goto fail;
 		}
 	}
 	if (s->protocol == IPPROTO_TCP && s->state == TCP_LISTEN &&
 	    listen(sk, s->has_backlog ? (int)s->backlog : 128)) {
-		ret = -errno;
-		pr_perror("%s: cannot listen", what);
+		ret = pr_errno("%s: cannot listen", what);
 		goto fail;
 	}
 	/* its multicast groups and options (before its queue: its datagrams
@@ -591,8 +586,7 @@ int inet_create(const InetSk *s, const char *what)
 	if (s->protocol == IPPROTO_UDP && s->state == TCP_ESTABLISHED) {
 		len = sockaddr_of(s, true, &ss);
 		if (connect(sk, (struct sockaddr *)&ss, len)) {
-			ret = -errno;
-			pr_perror("%s: cannot connect", what);
+			ret = pr_errno("%s: cannot connect", what);
 			goto fail;
 		}
 	}

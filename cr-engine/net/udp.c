@@ -443,8 +443,7 @@ static int read_queue(int sk, InetSk *s, int flags, int mode, const char *what)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (n < 0) {
-			ret = -errno;
-			pr_perror("%s: cannot read its queued datagrams", what);
+			ret = pr_errno("%s: cannot read its queued datagrams", what);
 			break;
 		}
 		if (n > DGRAM_MAX || (m.msg_flags & MSG_CTRUNC)) {
@@ -479,20 +478,14 @@ static int walk(int sk, InetSk *s, const char *what)
 	char c;
 	int ret;
 
-	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int))) {
-		ret = -errno;
-		pr_perror("%s: cannot peek at an offset (SO_PEEK_OFF, Linux 4.7)", what);
-		return ret;
-	}
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ 0 }, sizeof(int)))
+		return pr_errno("%s: cannot peek at an offset (SO_PEEK_OFF, Linux 4.7)", what);
 	ret = read_queue(sk, s, MSG_PEEK, STRICT, what);
 	if (ret)
 		return ret;
 	/* the head, without an offset */
-	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ -1 }, sizeof(int))) {
-		ret = -errno;
-		pr_perror("%s: cannot set SO_PEEK_OFF", what);
-		return ret;
-	}
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &(int){ -1 }, sizeof(int)))
+		return pr_errno("%s: cannot set SO_PEEK_OFF", what);
 	if (recv(sk, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) == 0 &&
 	    (!s->n_queue || s->queue[0]->data.len)) {
 		pr_err("%s: a zero-length datagram at the head of its queue was peeked before (by "
@@ -812,9 +805,8 @@ static int refill(int sk, const InetSk *s, int rcvbuf, int buf_lock, bool keep_g
 			continue;
 		}
 		if (sendto(fd, pkt, len, 0, (struct sockaddr *)&to, tl) != (ssize_t)len) {
-			ret = -errno;
-			pr_perror("%s: cannot send queued datagram %zu (from %s) again", what,
-				  i + 1, sa);
+			ret = pr_errno("%s: cannot send queued datagram %zu (from %s) again", what,
+				       i + 1, sa);
 			continue;
 		}
 		/* it loops back at once, mostly before sendto returns */

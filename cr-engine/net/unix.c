@@ -354,18 +354,15 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		return ret;
 	raise_nofile();
 	getsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &old_off, &olen);
-	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero))) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue (SO_PEEK_OFF)",
-			  pid, fd);
-		return ret;
-	}
+	if (setsockopt(sk, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)))
+		return pr_errno(
+			"pid %d: fd %d: cannot peek at the unix socket's queue (SO_PEEK_OFF)", pid,
+			fd);
 	if (creds && (getsockopt(sk, SOL_SOCKET, SO_PASSCRED, &old_cred, &clen) ||
 		      setsockopt(sk, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)))) {
-		ret = -errno;
-		pr_perror("pid %d: fd %d: cannot tell the records of a shut seqpacket socket "
-			  "from its end (SO_PASSCRED)",
-			  pid, fd);
+		ret = pr_errno("pid %d: fd %d: cannot tell the records of a shut seqpacket socket "
+			       "from its end (SO_PASSCRED)",
+			       pid, fd);
 		goto out;
 	}
 	for (;;) {
@@ -388,8 +385,8 @@ static int peek_queue(struct cr_dump_ctx *ctx, pid_t pid, int fd, int sk, const 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			ret = -errno;
-			pr_perror("pid %d: fd %d: cannot peek at the unix socket's queue", pid, fd);
+			ret = pr_errno("pid %d: fd %d: cannot peek at the unix socket's queue", pid,
+				       fd);
 			break;
 		}
 		nfds = take_fds(&mh, fds);
@@ -905,10 +902,8 @@ static int finish_sk(int sk, const UnixSk *u, const char *what)
 			  : (u->shutdown & 2)	 ? SHUT_WR
 						 : SHUT_RD;
 
-		if (shutdown(sk, how) && errno != ENOTCONN) {
-			ret = -errno;
-			pr_perror("%s: cannot shut the unix socket down", what);
-		}
+		if (shutdown(sk, how) && errno != ENOTCONN)
+			ret = pr_errno("%s: cannot shut the unix socket down", what);
 	}
 	return ret;
 }
@@ -1055,11 +1050,8 @@ static int make_pair(const UnixSk *a, const UnixSk *b, int sv[2], const char *wh
 			"made without its names",
 			what, strerror(-ret));
 	}
-	if (socketpair(AF_UNIX, a->type | SOCK_CLOEXEC, 0, sv)) {
-		ret = -errno;
-		pr_perror("%s: cannot create a unix socket pair", what);
-		return ret;
-	}
+	if (socketpair(AF_UNIX, a->type | SOCK_CLOEXEC, 0, sv))
+		return pr_errno("%s: cannot create a unix socket pair", what);
 	return 0;
 }
 
@@ -1115,8 +1107,7 @@ static int orphan_fill(int sk, int via, const UnixSk *u, const char *what,
 	/* closed with data of its own unread, the peer leaves ECONNRESET */
 	if (!ret && u->has_error && u->error == ECONNRESET &&
 	    send(sk, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot make its pending error again", what);
+		ret = pr_errno("%s: cannot make its pending error again", what);
 	}
 	close(via);
 	if (!ret)
@@ -1157,8 +1148,7 @@ static int connect_closed(int sk, const char *what)
 	    bind(tmp, (struct sockaddr *)&(sa_family_t){ AF_UNIX }, sizeof(sa_family_t)) ||
 	    getsockname(tmp, (struct sockaddr *)&a, &len) ||
 	    connect(sk, (struct sockaddr *)&a, len)) {
-		ret = -errno;
-		pr_perror("%s: cannot connect the unix socket to a closed peer", what);
+		ret = pr_errno("%s: cannot connect the unix socket to a closed peer", what);
 	}
 	if (tmp >= 0)
 		close(tmp);
@@ -1182,8 +1172,7 @@ static int bound_fill(int sk, const UnixSk *u, const char *what, const struct un
 		socklen_t len = make_addr(&a, &u->name);
 
 		if (tmp < 0 || connect(tmp, (struct sockaddr *)&a, len)) {
-			ret = -errno;
-			pr_perror("%s: cannot refill the datagram queue", what);
+			ret = pr_errno("%s: cannot refill the datagram queue", what);
 		} else {
 			ret = send_queue(tmp, u, what, res);
 		}
@@ -1210,17 +1199,12 @@ int unix_create(const UnixSk *u, const char *what, int *via)
 	if (peer_closed(u) && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2))
 		return create_orphan(u, what, via);
 	sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0);
-	if (sk < 0) {
-		ret = -errno;
-		pr_perror("%s: cannot create a unix socket", what);
-		return ret;
-	}
+	if (sk < 0)
+		return pr_errno("%s: cannot create a unix socket", what);
 	if (u->has_name && u->name.len)
 		ret = do_bind(sk, u, what);
-	if (!ret && u->state == TCP_LISTEN && listen(sk, u->has_backlog ? (int)u->backlog : 128)) {
-		ret = -errno;
-		pr_perror("%s: cannot listen", what);
-	}
+	if (!ret && u->state == TCP_LISTEN && listen(sk, u->has_backlog ? (int)u->backlog : 128))
+		ret = pr_errno("%s: cannot listen", what);
 	if (!ret && !via)
 		ret = bound_fill(sk, u, what, NULL);
 	if (ret) {

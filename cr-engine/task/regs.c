@@ -126,11 +126,8 @@ int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 	int ret;
 
 	(void)ctx;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot read registers of thread %d", p->pid, t->tid);
-		return ret;
-	}
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs))
+		return pr_errno("pid %d: cannot read registers of thread %d", p->pid, t->tid);
 	ret = step_out_of_vdso(p, t);
 	if (ret)
 		return ret;
@@ -150,18 +147,13 @@ int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 	iov.iov_base = t->xsave;
 	iov.iov_len = XSAVE_MAX;
 	/* without XSAVE, the FXSAVE area (512 bytes) is all there is */
-	if (ptrace(PTRACE_GETREGSET, t->tid, cpu_xcr0() ? NT_X86_XSTATE : NT_PRFPREG, &iov)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot read the FPU/xsave state of thread %d", p->pid, t->tid);
-		return ret;
-	}
+	if (ptrace(PTRACE_GETREGSET, t->tid, cpu_xcr0() ? NT_X86_XSTATE : NT_PRFPREG, &iov))
+		return pr_errno("pid %d: cannot read the FPU/xsave state of thread %d", p->pid,
+				t->tid);
 	t->xsave_len = iov.iov_len;
 
-	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot read the signal mask of thread %d", p->pid, t->tid);
-		return ret;
-	}
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask))
+		return pr_errno("pid %d: cannot read the signal mask of thread %d", p->pid, t->tid);
 
 	memset(&rc, 0, sizeof(rc));
 	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, t->tid, sizeof(rc), &rc) >= 0) {
@@ -176,12 +168,9 @@ int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t)
 		void *head = NULL;
 		size_t len = 0;
 
-		if (syscall(SYS_get_robust_list, t->tid, &head, &len)) {
-			ret = -errno;
-			pr_perror("pid %d: cannot read the robust futex list of thread %d", p->pid,
-				  t->tid);
-			return ret;
-		}
+		if (syscall(SYS_get_robust_list, t->tid, &head, &len))
+			return pr_errno("pid %d: cannot read the robust futex list of thread %d",
+					p->pid, t->tid);
 		t->robust_list = (uintptr_t)head;
 		t->robust_len = len;
 	}
@@ -543,21 +532,14 @@ int core_set_thread(pid_t pid, const ThreadCore *tc)
 	/* 512 bytes: an FXSAVE area, from a CPU without XSAVE */
 	if (ptrace(PTRACE_SETREGSET, tc->tid, tc->xsave.len == 512 ? NT_PRFPREG : NT_X86_XSTATE,
 		   &iov)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set the FPU/xsave state of thread %d", pid, tc->tid);
+		ret = pr_errno("pid %d: cannot set the FPU/xsave state of thread %d", pid, tc->tid);
 		return ret;
 	}
-	if (ptrace(PTRACE_SETREGS, tc->tid, 0, &r)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set the registers of thread %d (ip %lx)", pid, tc->tid,
-			  (unsigned long)r.rip);
-		return ret;
-	}
-	if (ptrace(PTRACE_SETSIGMASK, tc->tid, sizeof(mask), &mask)) {
-		ret = -errno;
-		pr_perror("pid %d: cannot set the signal mask of thread %d", pid, tc->tid);
-		return ret;
-	}
+	if (ptrace(PTRACE_SETREGS, tc->tid, 0, &r))
+		return pr_errno("pid %d: cannot set the registers of thread %d (ip %lx)", pid,
+				tc->tid, (unsigned long)r.rip);
+	if (ptrace(PTRACE_SETSIGMASK, tc->tid, sizeof(mask), &mask))
+		return pr_errno("pid %d: cannot set the signal mask of thread %d", pid, tc->tid);
 	return 0;
 }
 

@@ -131,10 +131,10 @@ static int read_chain(pid_t pid, pid_t tid, struct cr_seccomp_filter **out, int 
 			struct seccomp_md md = { n - 1, 0 };
 
 			if (ptrace(PTRACE_SECCOMP_GET_METADATA, tid, sizeof(md), &md) < 0) {
-				ret = -errno;
-				pr_perror("pid %d: thread %d: cannot read the flags of seccomp "
-					  "filter %d",
-					  pid, tid, n - 1);
+				ret = pr_errno(
+					"pid %d: thread %d: cannot read the flags of seccomp "
+					"filter %d",
+					pid, tid, n - 1);
 				free_chain(f, n);
 				return ret;
 			}

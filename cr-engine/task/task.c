@@ -216,11 +216,8 @@ int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_threa
 	(void)ctx;
 	/* scheduling: readable from outside */
 	n = syscall(SYS_sched_getattr, t->tid, t->sched_attr, sizeof(t->sched_attr), 0);
-	if (n) {
-		ret = -errno;
-		pr_perror("pid %d: thread %d: sched_getattr", p->pid, t->tid);
-		return ret;
-	}
+	if (n)
+		return pr_errno("pid %d: thread %d: sched_getattr", p->pid, t->tid);
 	t->sched_attr_len = *(uint32_t *)t->sched_attr;
 	if (t->sched_attr_len > sizeof(t->sched_attr))
 		t->sched_attr_len = sizeof(t->sched_attr);
@@ -229,19 +226,13 @@ int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_threa
 	 * carries it (the restorer sets it first, with setpriority) */
 	errno = 0;
 	n = getpriority(PRIO_PROCESS, t->tid);
-	if (errno) {
-		ret = -errno;
-		pr_perror("pid %d: thread %d: getpriority", p->pid, t->tid);
-		return ret;
-	}
+	if (errno)
+		return pr_errno("pid %d: thread %d: getpriority", p->pid, t->tid);
 	if (t->sched_attr_len >= 20)
 		memcpy(t->sched_attr + 16, &n, sizeof(n));
 	n = syscall(SYS_sched_getaffinity, t->tid, sizeof(t->affinity), t->affinity);
-	if (n < 0) {
-		ret = -errno;
-		pr_perror("pid %d: thread %d: sched_getaffinity", p->pid, t->tid);
-		return ret;
-	}
+	if (n < 0)
+		return pr_errno("pid %d: thread %d: sched_getaffinity", p->pid, t->tid);
 	t->affinity_len = n;
 
 	/* per thread, only from inside */

@@ -122,13 +122,11 @@ int timens_enter(int64_t mono, int64_t boot, int *saved)
 	if (*saved < 0) {
 		if (errno == ENOENT)
 			return 0; /* no time namespaces: the clocks are what they are */
-		ret = -errno;
-		pr_perror("cannot open /proc/self/ns/time_for_children");
+		ret = pr_errno("cannot open /proc/self/ns/time_for_children");
 		return ret;
 	}
 	if (unshare(CLONE_NEWTIME)) {
-		ret = -errno;
-		pr_perror("cannot create a time namespace for the restored tree");
+		ret = pr_errno("cannot create a time namespace for the restored tree");
 		close(*saved);
 		*saved = -1;
 		return ret;
@@ -142,10 +140,9 @@ int timens_enter(int64_t mono, int64_t boot, int *saved)
 		 (long long)floor_div(om), (long long)(om - floor_div(om) * 1000000000LL),
 		 (long long)floor_div(ob), (long long)(ob - floor_div(ob) * 1000000000LL));
 	if (fd < 0 || write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf)) {
-		ret = -errno;
-		pr_perror("cannot set the restored tree's clock offsets (monotonic %+.3f s, "
-			  "boottime %+.3f s)",
-			  om / 1e9, ob / 1e9);
+		ret = pr_errno("cannot set the restored tree's clock offsets (monotonic %+.3f s, "
+			       "boottime %+.3f s)",
+			       om / 1e9, ob / 1e9);
 		timens_leave(*saved);
 		*saved = -1;
 		return ret;

@@ -5,7 +5,7 @@
 # failing line).
 set -u
 k=$1 dir=$(dirname "$0") rc=0
-for s in check-host output man completion install; do
+for s in check-host output man completion install layers; do
 	[ -x "$dir/$s.sh" ] || continue
 	echo "# $s"
 	out=$("$dir/$s.sh" "$k" 2>&1)
