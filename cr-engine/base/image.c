@@ -6,31 +6,60 @@
 #include "crc32c.h"
 #include "fault.h"
 #include "image.h"
+#include "images/core.pb-c.h"
+#include "images/files.pb-c.h"
+#include "images/ghost.pb-c.h"
+#include "images/inventory.pb-c.h"
+#include "images/mm.pb-c.h"
+#include "images/pagemap.pb-c.h"
+#include "images/pipes.pb-c.h"
+#include "images/pstree.pb-c.h"
+#include "images/shmem.pb-c.h"
+#include "images/signals.pb-c.h"
+#include "images/timers.pb-c.h"
 #include "log.h"
 #include "util.h"
 
-static const char *const kind_names[IMG_KIND_MAX] = {
-	[IMG_INVENTORY] = "inventory",
-	[IMG_PSTREE] = "pstree",
-	[IMG_CORE] = "core",
-	[IMG_MM] = "mm",
-	[IMG_PAGEMAP] = "pagemap",
-	[IMG_FILES] = "files",
-	[IMG_FDS] = "fds",
-	[IMG_PAGES] = "pages",
-	[IMG_SIGNALS] = "signals",
-	[IMG_SHMEM] = "shmem",
-	[IMG_SHMEM_PAGES] = "shmem pages",
-	[IMG_PIPES] = "pipes",
-	[IMG_TIMERS] = "timers",
-	[IMG_GHOST] = "ghost file",
+/* Every kind of image: its name in messages, and the messages its file
+ * holds (the first record, then the others; none for raw page data), which
+ * `kupdate show` decodes.  A new kind is one row here and its number in
+ * image.h. */
+static const struct img_kind_info {
+	const char *name;
+	const ProtobufCMessageDescriptor *first, *rest;
+} kinds[IMG_KIND_MAX] = {
+	[IMG_INVENTORY] = { "inventory", &inventory_entry__descriptor,
+			    &inventory_entry__descriptor },
+	[IMG_PSTREE] = { "pstree", &pstree_entry__descriptor, &pstree_entry__descriptor },
+	[IMG_CORE] = { "core", &task_core__descriptor, &thread_core__descriptor },
+	[IMG_MM] = { "mm", &mm_core__descriptor, &vma_entry__descriptor },
+	[IMG_PAGEMAP] = { "pagemap", &pagemap_head__descriptor, &pagemap_entry__descriptor },
+	[IMG_FILES] = { "files", &file_entry__descriptor, &file_entry__descriptor },
+	[IMG_FDS] = { "fds", &fd_entry__descriptor, &fd_entry__descriptor },
+	[IMG_PAGES] = { "pages", NULL, NULL },
+	[IMG_SIGNALS] = { "signals", &signals_core__descriptor, &sigaction_entry__descriptor },
+	[IMG_SHMEM] = { "shmem", &shmem_entry__descriptor, &shmem_entry__descriptor },
+	[IMG_SHMEM_PAGES] = { "shmem pages", NULL, NULL },
+	[IMG_PIPES] = { "pipes", &pipe_entry__descriptor, &pipe_entry__descriptor },
+	[IMG_TIMERS] = { "timers", &timers_core__descriptor, &posix_timer__descriptor },
+	[IMG_GHOST] = { "ghost file", &ghost_entry__descriptor, &ghost_chunk__descriptor },
 };
 
 const char *img_kind_name(uint32_t kind)
 {
-	if (kind == 0 || kind >= IMG_KIND_MAX)
+	if (kind == 0 || kind >= IMG_KIND_MAX || !kinds[kind].name)
 		return "unknown";
-	return kind_names[kind];
+	return kinds[kind].name;
+}
+
+int img_kind_messages(uint32_t kind, const ProtobufCMessageDescriptor **first,
+		      const ProtobufCMessageDescriptor **rest)
+{
+	if (kind == 0 || kind >= IMG_KIND_MAX || !kinds[kind].first)
+		return -EINVAL;
+	*first = kinds[kind].first;
+	*rest = kinds[kind].rest;
+	return 0;
 }
 
 static int wbuf_reserve(struct img_writer *w, size_t more)

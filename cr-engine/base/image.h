@@ -46,6 +46,10 @@ enum img_kind {
 };
 
 const char *img_kind_name(uint32_t kind);
+/* the messages a file of that kind holds: its first record, then the
+ * others; -EINVAL for a kind that is unknown or raw data */
+int img_kind_messages(uint32_t kind, const ProtobufCMessageDescriptor **first,
+		      const ProtobufCMessageDescriptor **rest);
 
 struct img_header {
 	uint32_t magic;

@@ -374,44 +374,6 @@ int seize_tree(struct cr_dump_ctx *ctx);
 /* Let the tree go: resume it as it was (kill=false) or kill it. */
 void release_tree(struct cr_dump_ctx *ctx, bool kill);
 
-/* regs.c: per-thread state */
-int dump_thread(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
-int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p);
-
-/* predump.c: dirty tracking between a pre-dump and the dump that follows */
-int track_method(int *track);
-int prev_open(struct cr_dump_ctx *ctx);
-/* what changed in p since the parent dump (sets p->inpar), and the
- * tracking of the parent dump disarmed */
-int prev_collect(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* append [start, end) to a sorted list, merged with the last range */
-int push_range(struct cr_range **v, int *n, int *cap, uint64_t start, uint64_t end);
-/* start tracking writes in p (seized, its mappings read) */
-int track_arm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* fd of p is a userfaultfd: if it is the one a pre-dump leaves (not
- * followed by a dump with --prev), close it and return 1; 0: not ours */
-int track_leftover(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd);
-/* undo track_arm (a failed pre-dump) */
-void track_disarm(struct cr_dump_ctx *ctx, struct cr_proc *p);
-
-/* files/files-dump.c, files-share.c, files-write.c */
-int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
-/* once every process is dumped: no fd table of the tree is shared with a
- * process outside it (CLONE_FILES) */
-int files_check_outside(struct cr_dump_ctx *ctx);
-int write_files(struct cr_dump_ctx *ctx);
-/* once every process is dumped: the fds in flight found in unix sockets'
- * queues, each a file of the tree or a file of its own */
-int files_resolve_inflight(struct cr_dump_ctx *ctx);
-void free_files(struct cr_dump_ctx *ctx);
-
-/* task.c, creds.c, timers.c */
-int dump_task_misc(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int dump_thread_misc(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_thread *t);
-int dump_creds(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
-int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
-
 /* pstree.c */
 int check_tree(struct cr_dump_ctx *ctx);
 int write_pstree(struct cr_dump_ctx *ctx);

@@ -11,7 +11,9 @@
 #include "log.h"
 #include "memory.h"
 #include "parts.h"
+#include "regs.h"
 #include "signals.h"
+#include "task.h"
 #include "timers.h"
 
 #include "restore-ctx.h"

@@ -455,7 +455,7 @@ static void write_vmas_threads(const struct rproc *rp, struct rst_builder *b,
 }
 
 /* At *off in a: the POSIX timers; the interval timers go in b->args. */
-static void write_timers(const struct rproc *rp, struct rst_builder *b, void *a, size_t *off)
+static void plan_timers(const struct rproc *rp, struct rst_builder *b, void *a, size_t *off)
 {
 	const Itimer *it[3] = { rp->timers.core->real, rp->timers.core->virt,
 				rp->timers.core->prof };
@@ -551,7 +551,7 @@ static int write_args(const struct rproc *rp, struct rst_builder *b, const struc
 	b->args.park_start = (uintptr_t)l->region + l->code_len + l->args_len;
 	b->args.task_size = l->task_size;
 	write_vmas_threads(rp, b, l, a, &off);
-	write_timers(rp, b, a, &off);
+	plan_timers(rp, b, a, &off);
 	write_task(rp, b, a, &off);
 	write_strings(b, a, &off);
 	ret = vdso_fill(rp->pid, &rp->mm, vp, (struct rst_vma *)((char *)a + b->args.vmas_off),

@@ -15,6 +15,7 @@
 #include "images/pagemap.pb-c.h"
 #include "images/pstree.pb-c.h"
 #include "blob-builder.h"
+#include "regs.h"
 #include "restorer/restorer.h"
 #include "shmem.h"
 #include "signals.h"
@@ -41,11 +42,6 @@ struct rmm {
 };
 
 /* threads and task state of one process (regs.c) */
-struct rcore {
-	TaskCore *task;
-	ThreadCore **threads;
-	size_t nr_threads;
-};
 
 struct rproc {
 	PstreeEntry *pe;
@@ -80,8 +76,6 @@ struct rproc {
 };
 
 /* regs.c */
-int core_load(int dirfd, const PstreeEntry *pe, struct rcore *core);
-void core_free(struct rcore *core);
 int core_set_thread(pid_t pid, const ThreadCore *tc);
 
 #endif

@@ -6,57 +6,8 @@
 
 #include "cr.h"
 #include "image.h"
-#include "images/core.pb-c.h"
-#include "images/files.pb-c.h"
-#include "images/ghost.pb-c.h"
-#include "images/inventory.pb-c.h"
-#include "images/mm.pb-c.h"
-#include "images/pagemap.pb-c.h"
-#include "images/pstree.pb-c.h"
-#include "images/pipes.pb-c.h"
-#include "images/shmem.pb-c.h"
-#include "images/signals.pb-c.h"
-#include "images/timers.pb-c.h"
 #include "log.h"
 #include "util.h"
-
-struct kind_desc {
-	const ProtobufCMessageDescriptor *first; /* first record */
-	const ProtobufCMessageDescriptor *rest;	 /* the others */
-};
-
-static struct kind_desc descs(uint32_t kind)
-{
-	switch (kind) {
-	case IMG_INVENTORY:
-		return (struct kind_desc){ &inventory_entry__descriptor,
-					   &inventory_entry__descriptor };
-	case IMG_PSTREE:
-		return (struct kind_desc){ &pstree_entry__descriptor, &pstree_entry__descriptor };
-	case IMG_CORE:
-		return (struct kind_desc){ &task_core__descriptor, &thread_core__descriptor };
-	case IMG_MM:
-		return (struct kind_desc){ &mm_core__descriptor, &vma_entry__descriptor };
-	case IMG_PAGEMAP:
-		return (struct kind_desc){ &pagemap_head__descriptor, &pagemap_entry__descriptor };
-	case IMG_FILES:
-		return (struct kind_desc){ &file_entry__descriptor, &file_entry__descriptor };
-	case IMG_SIGNALS:
-		return (struct kind_desc){ &signals_core__descriptor,
-					   &sigaction_entry__descriptor };
-	case IMG_TIMERS:
-		return (struct kind_desc){ &timers_core__descriptor, &posix_timer__descriptor };
-	case IMG_PIPES:
-		return (struct kind_desc){ &pipe_entry__descriptor, &pipe_entry__descriptor };
-	case IMG_SHMEM:
-		return (struct kind_desc){ &shmem_entry__descriptor, &shmem_entry__descriptor };
-	case IMG_FDS:
-		return (struct kind_desc){ &fd_entry__descriptor, &fd_entry__descriptor };
-	case IMG_GHOST:
-		return (struct kind_desc){ &ghost_entry__descriptor, &ghost_chunk__descriptor };
-	}
-	return (struct kind_desc){ NULL, NULL };
-}
 
 static void json_str(FILE *out, const char *s)
 {
@@ -233,7 +184,7 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 {
 	struct img_reader r;
 	uint32_t kind;
-	struct kind_desc kd;
+	const ProtobufCMessageDescriptor *first, *rest;
 	ProtobufCMessage *m;
 	int ret, n = 0;
 
@@ -261,8 +212,7 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 		*first_img = false;
 		return 0;
 	}
-	kd = descs(kind);
-	if (!kd.first) {
+	if (img_kind_messages(kind, &first, &rest)) {
 		pr_err("%s holds an unknown kind of image (%u)", name, kind);
 		return -EINVAL;
 	}
@@ -275,7 +225,7 @@ static int show_image(int dirfd, const char *name, bool json, FILE *out, bool *f
 	else
 		fprintf(out, "== %s (%s, %u records)\n", name, img_kind_name(kind), r.nr);
 	*first_img = false;
-	while ((ret = img_read(&r, n ? kd.rest : kd.first, &m)) > 0) {
+	while ((ret = img_read(&r, n ? rest : first, &m)) > 0) {
 		if (json && n)
 			fputc(',', out);
 		print_msg(out, m, json, 0);

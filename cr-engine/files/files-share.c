@@ -9,6 +9,7 @@
 #include "dump.h"
 #include "fdinfo.h"
 #include "files-share.h"
+#include "files.h"
 #include "log.h"
 #include "util.h"
 

@@ -5,6 +5,7 @@
 
 #include "dump.h"
 #include "fdkind.h"
+#include "files.h"
 #include "ghost.h"
 #include "image.h"
 #include "images/files.pb-c.h"

@@ -78,4 +78,18 @@ int files_restore_sharer(struct rfiles *f, struct rproc *rp);
 /* the lookups below the kinds (files_index, files_ghost...) */
 #include "fdinfo.h"
 
+struct cr_dump_ctx;
+struct cr_proc;
+
+/* the dump of fds: files-dump.c, files-share.c, files-write.c */
+int dump_files(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* once every process is dumped: no fd table of the tree is shared with a
+ * process outside it (CLONE_FILES) */
+int files_check_outside(struct cr_dump_ctx *ctx);
+int write_files(struct cr_dump_ctx *ctx);
+/* once every process is dumped: the fds in flight found in unix sockets'
+ * queues, each a file of the tree or a file of its own */
+int files_resolve_inflight(struct cr_dump_ctx *ctx);
+void free_files(struct cr_dump_ctx *ctx);
+
 #endif

@@ -40,6 +40,7 @@
 #include "images/inventory.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "log.h"
+#include "predump.h"
 #include "remote.h"
 #include "sockets.h"
 #include "util.h"

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "pages.h"
 #include "pagescan.h"
+#include "predump.h"
 #include "scan.h"
 #include "util.h"
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "remote.h"
 #include "seccomp.h"
+#include "task.h"
 #include "util.h"
 
 static int ids(const char *status, const char *key, uint32_t out[4])

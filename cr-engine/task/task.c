@@ -19,6 +19,7 @@
 #include "dump.h"
 #include "log.h"
 #include "remote.h"
+#include "task.h"
 #include "timens.h"
 #include "util.h"
 

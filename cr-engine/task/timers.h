@@ -6,6 +6,12 @@
 #include "images/pstree.pb-c.h"
 #include "images/timers.pb-c.h"
 
+struct cr_dump_ctx;
+struct cr_proc;
+
+int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p);
+
 struct rtimers {
 	TimersCore *core;
 	PosixTimer **timers; /* sorted by id */
