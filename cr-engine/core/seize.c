@@ -365,6 +365,12 @@ static int check_members(struct cr_dump_ctx *ctx)
 
 		for (int j = 0; j < ctx->opts->nr_members && !member; j++)
 			member = ctx->opts->members[j] == ctx->procs[i]->pid;
+		/* an exited child its parent has not waited for: the kernel
+		 * takes a process out of its cgroup's list as it exits, and
+		 * the zombie is its parent's (a member's) */
+		if (!member && ctx->procs[i]->state == TASK_STATE__TASK_ZOMBIE &&
+		    ctx->procs[i]->parent)
+			continue;
 		if (!member) {
 			pr_err("pid %d (%s), a child of %d, is not in the group being dumped "
 			       "(another "
