@@ -251,7 +251,9 @@ static void free_proc(struct cr_proc *p)
 		free(p->threads[i].creds);
 	}
 	free(p->shared_pending);
-	free(p->ptimers);
+	for (size_t i = 0; i < nr_proc_parts; i++)
+		if (proc_parts[i].release)
+			proc_parts[i].release(p);
 	free(p->creds.groups);
 	seccomp_free_dump(&p->seccomp);
 	free(p->threads);

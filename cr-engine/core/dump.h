@@ -45,12 +45,6 @@ struct cr_thread {
 	struct cr_creds *creds; /* creds.c: its own, NULL if the process's */
 };
 
-struct cr_ptimer {
-	int id, clock, notify, signo, tid, overrun;
-	bool sig_pending; /* its signal is queued (taken out of the pending lists) */
-	uint64_t sival, value_ns, interval_ns;
-};
-
 struct cr_shm_run {
 	uint64_t offset, nr_pages;
 	uint32_t crc;
@@ -282,11 +276,7 @@ struct cr_proc {
 	/* signals.c: pending for the whole process */
 	uint8_t (*shared_pending)[128];
 	int nr_shared_pending;
-	/* timers.c */
-	uint64_t itimer[3][2]; /* value, interval in us: REAL, VIRTUAL, PROF */
-	struct cr_ptimer *ptimers;
-	int nr_ptimers;
-	int64_t timers_mono; /* its CLOCK_MONOTONIC when they were read */
+	struct cr_timers *timers; /* timers.c: its own, once read */
 };
 
 /* an established TCP connection the dump has read: a copy of its socket,

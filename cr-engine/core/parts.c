@@ -170,12 +170,13 @@ static void fds_part_free(struct rproc *rp)
 /* ------------------------------------------------------------ the table */
 
 const struct proc_part proc_parts[] = {
-	{ "memory map", dump_mm, mem_part_write, mem_part_load, mem_part_free },
-	{ "task", dump_task_misc, write_core, core_part_load, core_part_free },
-	{ "credentials", dump_creds, NULL, NULL, NULL },
-	{ "deleted files mapped", NULL, NULL, ghosts_part_load, NULL },
-	{ "signals", signals_part_dump, write_signals, signals_part_load, signals_part_free },
-	{ "timers", dump_timers, write_timers, timers_part_load, timers_part_free },
-	{ "fds", dump_files, NULL, fds_part_load, fds_part_free },
+	{ "memory map", dump_mm, mem_part_write, NULL, mem_part_load, mem_part_free },
+	{ "task", dump_task_misc, write_core, NULL, core_part_load, core_part_free },
+	{ "credentials", dump_creds, NULL, NULL, NULL, NULL },
+	{ "deleted files mapped", NULL, NULL, NULL, ghosts_part_load, NULL },
+	{ "signals", signals_part_dump, write_signals, NULL, signals_part_load, signals_part_free },
+	{ "timers", dump_timers, write_timers, timers_free_dump, timers_part_load,
+	  timers_part_free },
+	{ "fds", dump_files, NULL, NULL, fds_part_load, fds_part_free },
 };
 const size_t nr_proc_parts = sizeof(proc_parts) / sizeof(proc_parts[0]);

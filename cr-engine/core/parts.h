@@ -20,6 +20,8 @@ struct proc_part {
 	int (*dump)(struct cr_dump_ctx *ctx, struct cr_proc *p);
 	/* dump: write its images (never for a check-only dump) */
 	int (*write)(struct cr_dump_ctx *ctx, struct cr_proc *p);
+	/* dump: free what dump kept of the process (also after a failure) */
+	void (*release)(struct cr_proc *p);
 	/* restore: read and validate its images for one process of the tree
 	 * (not a zombie), and free what load kept */
 	int (*load)(struct rctx *c, struct rproc *rp);

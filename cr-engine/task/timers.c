@@ -119,11 +119,11 @@ static int parse_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			pr_err("pid %d: cannot parse /proc/%d/timers", p->pid, p->pid);
 			return -EINVAL;
 		}
-		nt = xrealloc_array(p->ptimers, p->nr_ptimers + 1, sizeof(*nt));
+		nt = xrealloc_array(p->timers->ptimers, p->timers->nr_ptimers + 1, sizeof(*nt));
 		if (!nt)
 			return -ENOMEM;
-		p->ptimers = nt;
-		t = &nt[p->nr_ptimers++];
+		p->timers->ptimers = nt;
+		t = &nt[p->timers->nr_ptimers++];
 		memset(t, 0, sizeof(*t));
 		t->id = id;
 		t->signo = signo;
@@ -163,10 +163,11 @@ static void take_timer_signals(struct cr_proc *p, uint8_t (*q)[128], int *nr)
 		memcpy(&signo, q[i], 4);
 		memcpy(&code, q[i] + 8, 4);
 		memcpy(&tid, q[i] + 16, 4); /* si_timerid */
-		for (int t = 0; code == SI_TIMER && t < p->nr_ptimers && !mine; t++)
-			if (p->ptimers[t].id == tid && p->ptimers[t].signo == signo &&
-			    !p->ptimers[t].sig_pending) {
-				p->ptimers[t].sig_pending = true;
+		for (int t = 0; code == SI_TIMER && t < p->timers->nr_ptimers && !mine; t++)
+			if (p->timers->ptimers[t].id == tid &&
+			    p->timers->ptimers[t].signo == signo &&
+			    !p->timers->ptimers[t].sig_pending) {
+				p->timers->ptimers[t].sig_pending = true;
 				mine = true;
 			}
 		if (!mine)
@@ -181,13 +182,16 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	int64_t boot, ref;
 	int ret;
 
+	p->timers = calloc(1, sizeof(*p->timers));
+	if (!p->timers)
+		return -ENOMEM;
 	/* the times are brought back to one moment, ref (kupdate's clock),
-	 * which is p->timers_mono on the process's clock */
+	 * which is p->timers->mono on the process's clock */
 	ref = now_ns(CLOCK_MONOTONIC);
-	ret = timens_clocks(p->pid, &p->timers_mono, &boot);
+	ret = timens_clocks(p->pid, &p->timers->mono, &boot);
 	if (ret)
 		return ret;
-	p->timers_mono -= now_ns(CLOCK_MONOTONIC) - ref;
+	p->timers->mono -= now_ns(CLOCK_MONOTONIC) - ref;
 	for (int w = 0; w < 3; w++) {
 		struct itimerval it;
 		long args[6] = { w }, res;
@@ -203,16 +207,16 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			pr_err("pid %d: getitimer(%d) failed: %s", p->pid, w, strerror((int)-res));
 			return (int)res;
 		}
-		p->itimer[w][0] = tv_us(it.it_value);
-		p->itimer[w][1] = tv_us(it.it_interval);
-		if (w == ITIMER_REAL && p->itimer[w][0])
-			p->itimer[w][0] += (at - ref) / 1000;
+		p->timers->itimer[w][0] = tv_us(it.it_value);
+		p->timers->itimer[w][1] = tv_us(it.it_interval);
+		if (w == ITIMER_REAL && p->timers->itimer[w][0])
+			p->timers->itimer[w][0] += (at - ref) / 1000;
 	}
 	ret = parse_timers(ctx, p);
 	if (ret)
 		return ret;
-	for (int i = 0; i < p->nr_ptimers; i++) {
-		struct cr_ptimer *pt = &p->ptimers[i];
+	for (int i = 0; i < p->timers->nr_ptimers; i++) {
+		struct cr_ptimer *pt = &p->timers->ptimers[i];
 		struct itimerspec its;
 		long args[6] = { pt->id }, res;
 		int64_t at;
@@ -245,6 +249,14 @@ int dump_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+void timers_free_dump(struct cr_proc *p)
+{
+	if (p->timers)
+		free(p->timers->ptimers);
+	free(p->timers);
+	p->timers = NULL;
+}
+
 int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	struct img_writer w;
@@ -259,17 +271,17 @@ int write_timers(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (ret)
 		return ret;
 	for (int i = 0; i < 3; i++) {
-		if (!p->itimer[i][0] && !p->itimer[i][1])
+		if (!p->timers->itimer[i][0] && !p->timers->itimer[i][1])
 			continue;
-		it[i].value_us = p->itimer[i][0];
-		it[i].interval_us = p->itimer[i][1];
+		it[i].value_us = p->timers->itimer[i][0];
+		it[i].interval_us = p->timers->itimer[i][1];
 		*slot[i] = &it[i];
 	}
 	tc.has_read_mono_ns = 1;
-	tc.read_mono_ns = p->timers_mono;
+	tc.read_mono_ns = p->timers->mono;
 	img_write(&w, &tc.base);
-	for (int i = 0; i < p->nr_ptimers; i++) {
-		struct cr_ptimer *pt = &p->ptimers[i];
+	for (int i = 0; i < p->timers->nr_ptimers; i++) {
+		struct cr_ptimer *pt = &p->timers->ptimers[i];
 		PosixTimer e = POSIX_TIMER__INIT;
 
 		e.id = pt->id;
