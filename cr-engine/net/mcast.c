@@ -318,14 +318,6 @@ static unsigned ifindex_of(const char *name, unsigned saved, const char *what)
 	return i ? i : saved;
 }
 
-static int setint(int sk, int level, int opt, int v, const char *name, const char *what)
-{
-	if (!setsockopt(sk, level, opt, &v, sizeof(v)))
-		return 0;
-	pr_perror("%s: cannot set %s", what, name);
-	return -errno;
-}
-
 int mcast_restore(int sk, const InetSk *s, const char *what)
 {
 	size_t size = sizeof(struct group_filter) + MAX_SOURCES * sizeof(struct sockaddr_storage);
@@ -334,22 +326,22 @@ int mcast_restore(int sk, const InetSk *s, const char *what)
 	int lvl = v4 ? IPPROTO_IP : IPPROTO_IPV6, ret = 0;
 
 	if (s->has_mc_ttl)
-		ret = setint(sk, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS, (int)s->mc_ttl,
-			     "its multicast TTL", what);
+		ret = sk_setint(sk, lvl, v4 ? IP_MULTICAST_TTL : IPV6_MULTICAST_HOPS,
+				(int)s->mc_ttl, "its multicast TTL", what);
 	if (!ret && s->mc_loop_off)
-		ret = setint(sk, lvl, v4 ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP, 0,
-			     "its multicast loop", what);
+		ret = sk_setint(sk, lvl, v4 ? IP_MULTICAST_LOOP : IPV6_MULTICAST_LOOP, 0,
+				"its multicast loop", what);
 	if (!ret && s->mc_all_off)
-		ret = setint(sk, lvl, v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, 0,
-			     "IP_MULTICAST_ALL", what);
+		ret = sk_setint(sk, lvl, v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, 0,
+				"IP_MULTICAST_ALL", what);
 	if (!ret && s->has_mc_if_addr &&
 	    setsockopt(sk, IPPROTO_IP, IP_MULTICAST_IF, s->mc_if_addr.data, 4)) {
 		ret = pr_errno("%s: cannot set its multicast interface", what);
 	}
 	if (!ret && s->has_mc_ifindex)
-		ret = setint(sk, IPPROTO_IPV6, IPV6_MULTICAST_IF,
-			     (int)ifindex_of(s->mc_ifname, s->mc_ifindex, what),
-			     "its multicast interface", what);
+		ret = sk_setint(sk, IPPROTO_IPV6, IPV6_MULTICAST_IF,
+				(int)ifindex_of(s->mc_ifname, s->mc_ifindex, what),
+				"its multicast interface", what);
 	if (ret || !s->n_mc_groups)
 		return ret;
 	gf = malloc(size);

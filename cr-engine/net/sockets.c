@@ -214,3 +214,10 @@ int sk_getint(int sk, int level, int opt, int *v)
 	*v = 0;
 	return getsockopt(sk, level, opt, v, &l) ? -errno : 0;
 }
+
+int sk_setint(int sk, int level, int opt, int v, const char *name, const char *what)
+{
+	if (setsockopt(sk, level, opt, &v, sizeof(v)))
+		return pr_errno("%s: cannot set %s", what, name);
+	return 0;
+}

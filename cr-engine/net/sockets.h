@@ -9,6 +9,8 @@ struct cr_proc;
 int sk_dup(struct cr_proc *p, int fd);
 /* an int socket option into *v (0 on failure); 0 or -errno */
 int sk_getint(int sk, int level, int opt, int *v);
+/* set an int socket option; logs "WHAT: cannot set NAME" and returns -errno */
+int sk_setint(int sk, int level, int opt, int v, const char *name, const char *what);
 int sk_opts_dump(int sk, SkOpts *o, int family);
 int sk_opts_restore(int sk, const SkOpts *o, const char *what);
 

@@ -93,42 +93,31 @@ static bool addr_any(int family, const uint8_t *a)
 	return !memcmp(a, any, alen(family));
 }
 
-static int getint(int sk, int level, int opt, uint32_t *v)
-{
-	int val = 0;
-	socklen_t l = sizeof(val);
-
-	if (getsockopt(sk, level, opt, &val, &l))
-		return -errno;
-	*v = val;
-	return 0;
-}
-
 /* the option differs from what a new socket of the same kind (fresh, or
  * -1: none could be made) reads for it: the default of a sysctl the
  * socket follows until the program sets it */
-static bool differs_from_new(int fresh, int sk, int level, int opt, uint32_t *v)
+static bool differs_from_new(int fresh, int sk, int level, int opt, int *v)
 {
-	uint32_t def = 0;
+	int def = 0;
 
-	if (getint(sk, level, opt, v))
+	if (sk_getint(sk, level, opt, v))
 		return false;
-	return fresh < 0 || getint(fresh, level, opt, &def) || *v != def;
+	return fresh < 0 || sk_getint(fresh, level, opt, &def) || *v != def;
 }
 
 /* the TCP options of a socket that is not an established connection */
 static int dump_topts(int sk, int fresh, InetSk *s)
 {
 	TcpOpts *o = xzalloc(sizeof(*o));
-	uint32_t v = 0;
+	int v = 0;
 
 	if (!o)
 		return -ENOMEM;
 	tcp_opts__init(o);
 	s->topts = o;
-	if (!getint(sk, SOL_TCP, TCP_NODELAY, &v) && v)
+	if (!sk_getint(sk, SOL_TCP, TCP_NODELAY, &v) && v)
 		o->has_nodelay = o->nodelay = 1;
-	if (!getint(sk, SOL_TCP, TCP_CORK, &v) && v)
+	if (!sk_getint(sk, SOL_TCP, TCP_CORK, &v) && v)
 		o->has_cork = o->cork = 1;
 	if (differs_from_new(fresh, sk, SOL_TCP, TCP_KEEPIDLE, &v)) {
 		o->has_keepidle = 1;
@@ -142,7 +131,7 @@ static int dump_topts(int sk, int fresh, InetSk *s)
 		o->has_keepcnt = 1;
 		o->keepcnt = v;
 	}
-	if (!getint(sk, SOL_TCP, TCP_USER_TIMEOUT, &v) && v) {
+	if (!sk_getint(sk, SOL_TCP, TCP_USER_TIMEOUT, &v) && v) {
 		o->has_user_timeout = 1;
 		o->user_timeout = v;
 	}
@@ -234,18 +223,18 @@ static int ip_opts_dump(int sk, int fresh, const struct sk_diag *d, InetSk *s)
 {
 	char dev[IFNAMSIZ + 1] = "";
 	socklen_t l = IFNAMSIZ;
-	uint32_t v = 0;
+	int v = 0;
 
-	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_V6ONLY, &v)) {
+	if (d->family == AF_INET6 && !sk_getint(sk, IPPROTO_IPV6, IPV6_V6ONLY, &v)) {
 		s->has_v6only = 1;
 		s->v6only = !!v;
 	}
 	/* IP_TOS also for IPv6: the IPv4 packets of a dual-stack socket */
-	if (!getint(sk, IPPROTO_IP, IP_TOS, &v) && v) {
+	if (!sk_getint(sk, IPPROTO_IP, IP_TOS, &v) && v) {
 		s->has_tos = 1;
 		s->tos = v;
 	}
-	if (d->family == AF_INET6 && !getint(sk, IPPROTO_IPV6, IPV6_TCLASS, &v) && v) {
+	if (d->family == AF_INET6 && !sk_getint(sk, IPPROTO_IPV6, IPV6_TCLASS, &v) && v) {
 		s->has_tclass = 1;
 		s->tclass = v;
 	}
@@ -258,15 +247,15 @@ static int ip_opts_dump(int sk, int fresh, const struct sk_diag *d, InetSk *s)
 		s->has_hops = 1;
 		s->hops = v;
 	}
-	if (!getint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &v) && v)
+	if (!sk_getint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &v) && v)
 		s->has_bind_no_port = s->bind_no_port = 1;
 	if (!getsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) && dev[0]) {
 		s->bind_dev = strdup(dev);
 		if (!s->bind_dev)
 			return -ENOMEM;
 	}
-	if (!getint(sk, d->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
-		    d->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, &v) &&
+	if (!sk_getint(sk, d->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+		       d->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, &v) &&
 	    v)
 		s->has_freebind = s->freebind = 1;
 	return 0;
@@ -452,16 +441,6 @@ static socklen_t bind_addr_of(const InetSk *s, struct sockaddr_storage *ss)
 	return len;
 }
 
-static int setint(int sk, int level, int opt, int val, const char *name, const char *what)
-{
-	if (setsockopt(sk, level, opt, &val, sizeof(val))) {
-		int ret = -errno;
-		pr_perror("%s: cannot set %s", what, name);
-		return ret;
-	}
-	return 0;
-}
-
 /* the connection, in repair mode (tcp-repair.c) */
 static int restore_stream(int sk, const InetSk *s, const char *what)
 {
@@ -483,16 +462,17 @@ static int restore_stream(int sk, const InetSk *s, const char *what)
 
 static int restore_topts(int sk, const TcpOpts *o, const char *what)
 {
-	if ((o->nodelay && setint(sk, SOL_TCP, TCP_NODELAY, 1, "TCP_NODELAY", what)) ||
-	    (o->cork && setint(sk, SOL_TCP, TCP_CORK, 1, "TCP_CORK", what)) ||
+	if ((o->nodelay && sk_setint(sk, SOL_TCP, TCP_NODELAY, 1, "TCP_NODELAY", what)) ||
+	    (o->cork && sk_setint(sk, SOL_TCP, TCP_CORK, 1, "TCP_CORK", what)) ||
 	    (o->has_keepidle &&
-	     setint(sk, SOL_TCP, TCP_KEEPIDLE, o->keepidle, "TCP_KEEPIDLE", what)) ||
+	     sk_setint(sk, SOL_TCP, TCP_KEEPIDLE, o->keepidle, "TCP_KEEPIDLE", what)) ||
 	    (o->has_keepintvl &&
-	     setint(sk, SOL_TCP, TCP_KEEPINTVL, o->keepintvl, "TCP_KEEPINTVL", what)) ||
-	    (o->has_keepcnt && setint(sk, SOL_TCP, TCP_KEEPCNT, o->keepcnt, "TCP_KEEPCNT", what)) ||
+	     sk_setint(sk, SOL_TCP, TCP_KEEPINTVL, o->keepintvl, "TCP_KEEPINTVL", what)) ||
+	    (o->has_keepcnt &&
+	     sk_setint(sk, SOL_TCP, TCP_KEEPCNT, o->keepcnt, "TCP_KEEPCNT", what)) ||
 	    (o->has_user_timeout &&
-	     setint(sk, SOL_TCP, TCP_USER_TIMEOUT, o->user_timeout, "TCP_USER_TIMEOUT", what)) ||
-	    (o->has_maxseg && setint(sk, SOL_TCP, TCP_MAXSEG, o->maxseg, "TCP_MAXSEG", what)))
+	     sk_setint(sk, SOL_TCP, TCP_USER_TIMEOUT, o->user_timeout, "TCP_USER_TIMEOUT", what)) ||
+	    (o->has_maxseg && sk_setint(sk, SOL_TCP, TCP_MAXSEG, o->maxseg, "TCP_MAXSEG", what)))
 		return -EINVAL;
 	return 0;
 }
@@ -510,11 +490,11 @@ int inet_create(const InetSk *s, const char *what)
 		return pr_errno("%s: cannot create the socket", what);
 	/* (images before the field was always written have it only when set) */
 	if (s->has_v6only)
-		ret |= setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, s->v6only, "IPV6_V6ONLY", what);
+		ret |= sk_setint(sk, IPPROTO_IPV6, IPV6_V6ONLY, s->v6only, "IPV6_V6ONLY", what);
 	if (s->freebind)
-		ret |= setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
-			      s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND",
-			      what);
+		ret |= sk_setint(sk, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+				 s->family == AF_INET ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND",
+				 what);
 	if (s->bind_dev &&
 	    setsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, s->bind_dev, strlen(s->bind_dev))) {
 		ret = pr_errno("%s: cannot bind it to device %s (SO_BINDTODEVICE)", what,
@@ -522,18 +502,18 @@ int inet_create(const InetSk *s, const char *what)
 		goto fail;
 	}
 	if (s->bind_no_port)
-		ret |= setint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1, "IP_BIND_ADDRESS_NO_PORT",
-			      what);
+		ret |= sk_setint(sk, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1,
+				 "IP_BIND_ADDRESS_NO_PORT", what);
 	/* IP_TOS sets the priority too: SO_PRIORITY comes after (sk_opts_restore) */
 	if (s->has_tos)
-		ret |= setint(sk, IPPROTO_IP, IP_TOS, s->tos, "IP_TOS", what);
+		ret |= sk_setint(sk, IPPROTO_IP, IP_TOS, s->tos, "IP_TOS", what);
 	if (s->has_tclass)
-		ret |= setint(sk, IPPROTO_IPV6, IPV6_TCLASS, s->tclass, "IPV6_TCLASS", what);
+		ret |= sk_setint(sk, IPPROTO_IPV6, IPV6_TCLASS, s->tclass, "IPV6_TCLASS", what);
 	if (s->has_ttl)
-		ret |= setint(sk, IPPROTO_IP, IP_TTL, s->ttl, "IP_TTL", what);
+		ret |= sk_setint(sk, IPPROTO_IP, IP_TTL, s->ttl, "IP_TTL", what);
 	if (s->has_hops)
-		ret |= setint(sk, IPPROTO_IPV6, IPV6_UNICAST_HOPS, s->hops, "IPV6_UNICAST_HOPS",
-			      what);
+		ret |= sk_setint(sk, IPPROTO_IPV6, IPV6_UNICAST_HOPS, s->hops, "IPV6_UNICAST_HOPS",
+				 what);
 	if (!ret && s->topts)
 		ret = restore_topts(sk, s->topts, what);
 	if (!ret)
@@ -542,7 +522,8 @@ int inet_create(const InetSk *s, const char *what)
 		goto fail;
 
 	if (s->protocol == IPPROTO_TCP && tcp_repair_state(s->state)) {
-		if (setint(sk, SOL_TCP, TCP_REPAIR, 1, "TCP_REPAIR (needs CAP_NET_ADMIN)", what)) {
+		if (sk_setint(sk, SOL_TCP, TCP_REPAIR, 1, "TCP_REPAIR (needs CAP_NET_ADMIN)",
+			      what)) {
 			ret = -EPERM;
 			goto fail;
 		}
