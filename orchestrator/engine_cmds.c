@@ -56,6 +56,7 @@ int cmd_dump(int argc, char **argv)
 		{ "pre-dump", no_argument, NULL, 'P' },
 		{ "prev", required_argument, NULL, 'p' },
 		{ "no-rto-revert", no_argument, NULL, 'N' },
+		{ "own-namespaces", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -88,6 +89,9 @@ int cmd_dump(int argc, char **argv)
 			break;
 		case 'N':
 			o.no_rto_revert = true;
+			break;
+		case 'O':
+			o.own_namespaces = true;
 			break;
 		case 'g':
 			if (parse_size(optarg, &o.ghost_limit)) {
@@ -203,6 +207,7 @@ int cmd_restore(int argc, char **argv)
 		{ "no-page-verify", no_argument, NULL, 'V' },
 		{ "reconnect-unix", no_argument, NULL, 'r' },
 		{ "no-rto-revert", no_argument, NULL, 'R' },
+		{ "namespaces-of", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -229,6 +234,12 @@ int cmd_restore(int argc, char **argv)
 			break;
 		case 'R':
 			o.no_rto_revert = true;
+			break;
+		case 'n':
+			if (parse_pid(optarg, &o.ns_pid)) {
+				pr_err("restore: --namespaces-of '%s' is not a pid", optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);

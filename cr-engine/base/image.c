@@ -11,12 +11,14 @@
 #include "images/ghost.pb-c.h"
 #include "images/inventory.pb-c.h"
 #include "images/mm.pb-c.h"
+#include "images/namespaces.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "images/pipes.pb-c.h"
 #include "images/pstree.pb-c.h"
 #include "images/shmem.pb-c.h"
 #include "images/signals.pb-c.h"
 #include "images/timers.pb-c.h"
+#include "images/tmpdir.pb-c.h"
 #include "log.h"
 #include "util.h"
 
@@ -43,6 +45,8 @@ static const struct img_kind_info {
 	[IMG_PIPES] = { "pipes", &pipe_entry__descriptor, &pipe_entry__descriptor },
 	[IMG_TIMERS] = { "timers", &timers_core__descriptor, &posix_timer__descriptor },
 	[IMG_GHOST] = { "ghost file", &ghost_entry__descriptor, &ghost_chunk__descriptor },
+	[IMG_NS] = { "namespaces", &ns_entry__descriptor, &ns_entry__descriptor },
+	[IMG_TMPDIR] = { "saved directory", &tmpdir_entry__descriptor, &tmpdir_node__descriptor },
 };
 
 const char *img_kind_name(uint32_t kind)

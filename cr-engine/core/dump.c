@@ -15,6 +15,7 @@
 #include "fault.h"
 #include "files.h"
 #include "ghost.h"
+#include "namespaces.h"
 #include "image.h"
 #include "images/inventory.pb-c.h"
 #include "log.h"
@@ -356,6 +357,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 		sockdiag_free(&ctx->sk);
 	shmem_free_dump(ctx);
 	pipes_free_dump(ctx);
+	ns_free_dump(ctx);
 	if (ctx->dirfd >= 0)
 		close(ctx->dirfd);
 	if (ctx->prev_dirfd >= 0)
@@ -414,6 +416,8 @@ static int write_images(struct cr_dump_ctx *ctx)
 		ret = shmem_write(ctx);
 	if (!ret)
 		ret = pipes_write(ctx);
+	if (!ret)
+		ret = ns_write(ctx);
 	/* the inventory last: a directory without one is not a dump */
 	if (!ret)
 		ret = write_inventory(ctx);
@@ -542,6 +546,9 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		step_done(ctx, NULL, "tree seized");
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
+	/* the tree's namespaces: the paths the dump looks at go through them */
+	if (!ret)
+		ret = ns_dump(ctx);
 	if (!ret && o->pre_dump) {
 		ret = pre_dump(ctx, o, created);
 		fill_stats(ctx, st);

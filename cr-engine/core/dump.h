@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/user.h>
 
@@ -355,7 +356,22 @@ struct cr_dump_ctx {
 	int via_fd;
 	struct dump_udp_sk *udp_sks;
 	int nr_udp_sks;
+	struct cr_ns *ns; /* its own namespaces (namespaces.c) */
+	/* "/proc/ROOT/root" when the tree has its own mount namespace: the
+	 * paths the dump looks at are its paths (dump_path) */
+	char root_prefix[64];
 };
+
+/* path, as the tree sees it, for kupdate to look at (in buf if it has to
+ * go through the tree's root) */
+static inline const char *dump_path(const struct cr_dump_ctx *ctx, const char *path, char *buf,
+				    size_t len)
+{
+	if (!ctx->root_prefix[0] || path[0] != '/')
+		return path;
+	snprintf(buf, len, "%s%s", ctx->root_prefix, path);
+	return buf;
+}
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);
 

@@ -60,6 +60,10 @@ struct rctx {
 	struct shared *sh;
 	size_t sh_len;
 	uint64_t xcr0;
+	/* namespaces.c: kupdate's own, while it is in the tree's */
+	int ns_saved[7];
+	int ns_entered;
+	int ns_cwd;
 };
 
 /* restore-images.c: every image of the tree, loaded and checked against

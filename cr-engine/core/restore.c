@@ -37,6 +37,7 @@
 #include "fault.h"
 #include "ghost.h"
 #include "log.h"
+#include "namespaces.h"
 #include "proc.h"
 #include "remote.h"
 #include "tcp.h"
@@ -1043,6 +1044,10 @@ static int prepare_tree(struct rctx *c)
 		ret = find_launchers(c);
 	if (!ret)
 		ret = check_ids_free(c);
+	/* from here kupdate works inside the tree's namespaces, if it had its
+	 * own (namespaces.c): what it makes, the tree it forks */
+	if (!ret)
+		ret = ns_restore_enter(c);
 	if (!ret)
 		ret = shmem_restore(c->dirfd, &c->shm, !o->no_page_verify);
 	/* the deleted files the processes map, made once for all of them */
@@ -1142,6 +1147,7 @@ static int run_tree(struct rctx *c)
 	ret = finish(c);
 	if (ret)
 		return ret;
+	ns_restore_leave(c);
 	if (c->opts->pidfile)
 		write_pidfile(c->opts->pidfile, c->procs[0].pid);
 	step_done(c, "tree running");
@@ -1168,6 +1174,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	int ret, subreaper = 1, timens_fd = -1;
 
 	memset(&c, 0, sizeof(c));
+	ns_restore_init(&c);
 	c.opts = o;
 	c.t0 = now_ns(CLOCK_MONOTONIC);
 	c.dirfd = open(o->imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1209,6 +1216,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
+	ns_restore_leave(&c);
 	timens_leave(timens_fd);
 	if (!subreaper)
 		prctl(PR_SET_CHILD_SUBREAPER, 0);

@@ -11,6 +11,7 @@
 #include "images/files.pb-c.h"
 #include "locks.h"
 #include "log.h"
+#include "namespaces.h"
 #include "util.h"
 
 int write_files(struct cr_dump_ctx *ctx)
@@ -31,6 +32,9 @@ int write_files(struct cr_dump_ctx *ctx)
 		e.path = f->path;
 		e.flags = f->flags;
 		e.has_pos = e.has_ino = e.has_size = 1;
+		/* in a directory saved whole (tmpdir.c): made again, a new inode */
+		if (f->path && ns_saved_path(ctx, f->path))
+			e.has_ino = 0;
 		e.pos = f->pos;
 		e.ino = f->ino;
 		e.size = f->size;

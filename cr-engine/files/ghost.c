@@ -29,6 +29,7 @@
 #include "ghost.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "util.h"
 
 #define CHUNK (1U << 20)
@@ -141,21 +142,23 @@ static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const c
 
 /* the restore makes the file again in its directory: 0 if that exists
  * and can be written */
-static int dir_usable(const char *path)
+static int dir_usable(const struct cr_dump_ctx *ctx, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	char dir[PATH_MAX];
+	char rdir[PATH_MAX + 64], dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *rd;
 	struct statvfs sv;
 	struct stat st;
 
 	if (path[0] != '/' || !slash || (size_t)(slash - path) >= sizeof(dir))
 		return -EINVAL;
 	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	if (stat(dir, &st))
+	rd = dump_path(ctx, dir, rdir, sizeof(rdir)); /* as the tree sees it */
+
+	if (stat(rd, &st))
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if (!statvfs(dir, &sv) && (sv.f_flag & ST_RDONLY))
+	if (!statvfs(rd, &sv) && (sv.f_flag & ST_RDONLY))
 		return -EROFS;
 	return 0;
 }
@@ -186,7 +189,7 @@ int ghost_save(struct cr_dump_ctx *ctx, const char *src, const char *what, const
 			*id = ctx->ghosts[i].id;
 			return 0;
 		}
-	ret = dir_usable(path);
+	ret = dir_usable(ctx, path);
 	if (ret) {
 		pr_err("%s %s, which was deleted %s; kupdate cannot make it again there", what,
 		       path, ret == -EROFS ? "on a read-only file system" : "with its directory");

@@ -24,6 +24,7 @@
 #include "fdinfo.h"
 #include "inotify.h"
 #include "log.h"
+#include "namespaces.h"
 #include "proc.h"
 #include "sockets.h"
 #include "util.h"
@@ -166,6 +167,13 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 		return -ENOMEM;
 	f->ify = in;
 	inotify_file__init(in);
+	/* its watches are found by handle through kupdate's own mounts */
+	if (ctx->root_prefix[0]) {
+		pr_err("pid %d: fd %d: an inotify instance of a process in its own mount "
+		       "namespace; kupdate does not restore its watches yet",
+		       p->pid, fd);
+		return -EOPNOTSUPP;
+	}
 	ret = events_queued(p, fd);
 	if (ret)
 		return ret;

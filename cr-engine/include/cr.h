@@ -41,6 +41,9 @@ struct cr_dump_opts {
 	bool no_net_lock;     /* the caller locks the network itself */
 	bool check_only;      /* look at everything, write nothing, resume the tree */
 	bool no_rto_revert;   /* a tree that goes on: no ICMP to its peers (tcp.c) */
+	/* the tree may live in mount, UTS and IPC namespaces of its own; its
+	 * restore needs a process in equivalent ones (cr_restore_opts.ns_pid) */
+	bool own_namespaces;
 	uint64_t ghost_limit; /* most data of an unlinked open or mapped file saved; 0: 1 MiB
 			       * for a file only open, 256 MiB for one mapped or run */
 	/* pre_dump: save only memory, copied after the tree runs again, and
@@ -110,6 +113,9 @@ struct cr_restore_opts {
 	bool no_net_unlock;   /* the caller lifts the network lock itself */
 	bool no_rto_revert;   /* no ICMP to cut the peers' retransmission timeout (tcp.c) */
 	const char *cycle_id; /* if set, the images must have been dumped for it */
+	/* a process living in namespaces equivalent to those the tree had of
+	 * its own (task/namespaces.c): the tree is restored into them */
+	pid_t ns_pid;
 	cr_open_external_fn open_external;
 	void *cb_arg;
 };

@@ -9,6 +9,7 @@
 #include "dump.h"
 #include "ghost.h"
 #include "log.h"
+#include "namespaces.h"
 #include "mappings.h"
 #include "proc.h"
 #include "remote.h"
@@ -39,14 +40,15 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* a path from /proc ("PATH (deleted)") of a file st that was deleted,
  * rather than one whose name ends so */
-static bool deleted_path(const char *path, const struct stat *st)
+static bool deleted_path(const struct cr_dump_ctx *ctx, const char *path, const struct stat *st)
 {
+	char buf[PATH_MAX + 64];
 	struct stat named;
 
 	if (!ends_with(path, " (deleted)"))
 		return false;
-	return st->st_nlink == 0 || stat(path, &named) || named.st_dev != st->st_dev ||
-	       named.st_ino != st->st_ino;
+	return st->st_nlink == 0 || stat(dump_path(ctx, path, buf, sizeof(buf)), &named) ||
+	       named.st_dev != st->st_dev || named.st_ino != st->st_ino;
 }
 
 static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
@@ -126,7 +128,7 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 		/* a deleted file (a library apt replaced): saved once, made
 		 * again at restore (ghost.c), which refuses one that still
 		 * has another name */
-		if (deleted_path(path, &st)) {
+		if (deleted_path(ctx, path, &st)) {
 			char what[96];
 			int ret;
 
@@ -198,7 +200,7 @@ static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			p->exe_ino = st.st_ino;
 			/* replaced: the file it maps, saved with its mappings,
 			 * or on its own */
-			if (deleted_path(buf, &st) && strip_deleted(buf)) {
+			if (deleted_path(ctx, buf, &st) && strip_deleted(buf)) {
 				char what[64];
 
 				p->exe_ghost_id = ghost_find(ctx, st.st_dev, st.st_ino);
@@ -223,9 +225,11 @@ static int read_links(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			struct stat pst;
 
 			if (slash && slash != buf) {
+				char rbuf[PATH_MAX + 64];
+
 				*slash = 0;
-				ret = stat(buf, &pst)	     ? -errno
-				      : S_ISDIR(pst.st_mode) ? 0
+				ret = stat(dump_path(ctx, buf, rbuf, sizeof(rbuf)), &pst) ? -errno
+				      : S_ISDIR(pst.st_mode)				  ? 0
 							     : -ENOTDIR;
 				*slash = '/';
 			} else {

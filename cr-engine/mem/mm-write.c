@@ -9,6 +9,7 @@
 #include "images/mm.pb-c.h"
 #include "images/pagemap.pb-c.h"
 #include "log.h"
+#include "namespaces.h"
 #include "mm-write.h"
 #include "pages.h"
 #include "util.h"
@@ -202,6 +203,9 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.pgoff = v->s.pgoff;
 			e.path = v->s.path;
 			e.ino = v->ino;
+			/* in a directory saved whole (tmpdir.c): made again */
+			if (ns_saved_path(ctx, v->s.path))
+				e.has_ino = e.has_mtime_ns = 0;
 			e.file_size = v->file_size;
 			e.mtime_ns = v->mtime_ns;
 			e.has_may_write = 1;

@@ -19,6 +19,7 @@
 #include "dump.h"
 #include "log.h"
 #include "remote.h"
+#include "namespaces.h"
 #include "task.h"
 #include "timens.h"
 #include "util.h"
@@ -107,40 +108,6 @@ static long status_field(const char *status, const char *key, int base)
 	return p ? strtol(p + strlen(key), NULL, base) : -1;
 }
 
-/* Namespaces are not rebuilt: every process must share kupdate's. */
-static int check_namespaces(struct cr_proc *p)
-{
-	static const struct {
-		const char *name, *what;
-	} ns[] = {
-		{ "mnt", "mount namespace (a unit's PrivateTmp=, ProtectSystem=, ReadOnlyPaths= "
-			 "and other sandboxing create one)" },
-		{ "net", "network namespace (PrivateNetwork=, or a container)" },
-		{ "pid", "pid namespace (a container)" },
-		{ "uts", "UTS namespace (ProtectHostname=, or a container)" },
-		{ "ipc", "IPC namespace (PrivateIPC=, or a container)" },
-		{ "user", "user namespace (PrivateUsers=, or a container)" },
-		{ "cgroup", "cgroup namespace" },
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
-		char a[64], b[64];
-		struct stat x, y;
-
-		snprintf(a, sizeof(a), "/proc/%d/ns/%s", p->pid, ns[i].name);
-		snprintf(b, sizeof(b), "/proc/self/ns/%s", ns[i].name);
-		if (stat(b, &y) || stat(a, &x))
-			continue;
-		if (x.st_ino != y.st_ino || x.st_dev != y.st_dev) {
-			pr_err("pid %d lives in its own %s, which this kupdate cannot restore; run "
-			       "the service without it, or run kupdate inside it",
-			       p->pid, ns[i].what);
-			return -EOPNOTSUPP;
-		}
-	}
-	return 0;
-}
-
 /* tracers inside the tree and processes sharing memory (vfork) cannot be
  * rebuilt */
 static int check_refusals(struct cr_dump_ctx *ctx, struct cr_proc *p, const char *status)
@@ -154,7 +121,7 @@ static int check_refusals(struct cr_dump_ctx *ctx, struct cr_proc *p, const char
 		       p->pid, tracer);
 		return -EOPNOTSUPP;
 	}
-	if (check_namespaces(p))
+	if (ns_check_proc(ctx, p))
 		return -EOPNOTSUPP;
 	/* a time namespace is rebuilt (timens.c), one per tree */
 	if (timens_check(p->pid, ctx->procs[0]->pid))

@@ -539,6 +539,8 @@ static int do_dump(pid_t root, const char *img, bool leave_running, const char *
 		argv[a++] = "--prev";
 		argv[a++] = (char *)dump_prev;
 	}
+	if (o.own_ns && !o.ns_unasked)
+		argv[a++] = "--own-namespaces";
 	for (int i = 0; i < o.n_dump_extra && a < 74; i++)
 		argv[a++] = subst(o.dump_extra[i]);
 	argv[a] = NULL;
@@ -621,7 +623,18 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 {
 	char *argv[32] = { (char *)o.kupdate, "restore",   "-D",	   (char *)img,
 			   "--detach",	      "--pidfile", (char *)pidfile };
+	char holder[16];
 	int a = 7;
+
+	if (o.own_ns) {
+		/* the tree keeps the namespaces of the last holder alive */
+		ns_holder_stop();
+		if (ns_holder_start())
+			return -1;
+		snprintf(holder, sizeof(holder), "%d", ns_holder);
+		argv[a++] = "--namespaces-of";
+		argv[a++] = holder;
+	}
 
 	for (int i = 0; i < o.n_restore_extra && a < 30; i++)
 		argv[a++] = subst(o.restore_extra[i]);
@@ -712,6 +725,8 @@ static int test_main(char **targv)
 		for (int i = 3; i < 1024; i++)
 			close(i);
 		setenv("CRT_DIR", workdir, 1);
+		if (o.own_ns && ns_setup(false))
+			_exit(125);
 		if (chdir(workdir))
 			_exit(126);
 		execv(targv[0], targv);
@@ -1033,6 +1048,10 @@ static int test_main(char **targv)
 				return 1;
 			}
 		}
+		if (o.own_ns && ns_check_restored(root)) {
+			kill_tree(root);
+			return 1;
+		}
 		{
 			int nafter = collect_tree(root, after, 512);
 
@@ -1183,6 +1202,9 @@ int main(int argc, char **argv)
 		{ "win-probes", required_argument, NULL, 'w' },
 		{ "rto-revert", required_argument, NULL, 'T' },
 		{ "one-way", no_argument, NULL, '1' },
+		{ "own-ns", no_argument, NULL, 'M' },
+		{ "ns-holder-differs", no_argument, NULL, 'Y' },
+		{ "ns-unasked", no_argument, NULL, 'U' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1194,6 +1216,15 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'k':
 			o.kupdate = optarg;
+			break;
+		case 'M':
+			o.own_ns = true;
+			break;
+		case 'Y':
+			o.ns_holder_differs = true;
+			break;
+		case 'U':
+			o.ns_unasked = true;
 			break;
 		case 'i':
 			o.iterations = atoi(optarg);
@@ -1328,6 +1359,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = test_main(&argv[optind]);
+	ns_holder_stop();
 	remove_our_shm();
 	if (peer_pid) {
 		kill(peer_pid, SIGKILL);

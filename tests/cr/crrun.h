@@ -48,6 +48,9 @@ struct opts {
 	bool one_way;	/* --one-way: the test sends its peer nothing */
 	int rto_revert; /* --rto-revert: ICMP errors the peer receives a restore, at least (-1: unchecked; 0: none) */
 	const char *skip_if;
+	bool own_ns;		/* --own-ns: crrun-ns.c */
+	bool ns_holder_differs; /* --ns-holder-differs */
+	bool ns_unasked;	/* --ns-unasked: no dump --own-namespaces */
 };
 
 extern struct opts o;
@@ -86,5 +89,12 @@ long net_counter6(pid_t pid, const char *name);
 long tcpext_counter(const char *name);
 long long peer_acked(long long *written);
 void show_net_state(pid_t root);
+
+/* crrun-ns.c: the test's own namespaces and the holders restores go into */
+extern pid_t ns_holder;
+int ns_setup(bool differs);
+int ns_holder_start(void);
+void ns_holder_stop(void);
+int ns_check_restored(pid_t root);
 
 #endif

@@ -1,0 +1,563 @@
+/* Namespaces: a tree in mount, UTS and IPC namespaces of its own (a
+ * systemd unit's PrivateTmp=, ProtectSystem=, ProtectHostname=,
+ * PrivateIPC=...).
+ *
+ * The engine does not build such namespaces: the caller gives the restore
+ * a process that lives in equivalent ones (cr_restore_opts.ns_pid; in a
+ * cycle, a process systemd started with the unit's own sandboxing, so that
+ * the confinement is exactly the unit's), kupdate enters them before it
+ * forks the tree, and every process is created inside.
+ *
+ * Dump: every process of the tree must share the root's namespaces (one
+ * that made its own, unshare(1) inside a unit, is refused naming it); those
+ * of the root that are not kupdate's must be allowed (cr_dump_opts.
+ * own_namespaces) and be a mount, UTS or IPC namespace.  Recorded in
+ * namespaces.img: which are the tree's own, its host and domain names, and
+ * the mounts its mount namespace has that kupdate's has not (the
+ * sandboxing: read-only remounts, inaccessible paths, private /tmp and
+ * /dev), with a systemd-private-* directory name made "*".  Paths the dump
+ * checks are looked up through /proc/ROOT/root (dump_path(), dump.h).  The
+ * contents of the directories no file system outside keeps (tmpdir.c) are
+ * saved with them.
+ *
+ * Restore: the given process's namespaces must be the tree's own exactly
+ * where the images say so, and its mounts that kupdate's lack must be the
+ * recorded ones (a unit whose ReadWritePaths= changed, a path gone, is
+ * refused before anything is created); kupdate enters them, sets the names
+ * back, fills the saved directories, and leaves them once the tree runs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cr-util.h"
+#include "dump.h"
+#include "image.h"
+#include "images/namespaces.pb-c.h"
+#include "log.h"
+#include "namespaces.h"
+#include "restore-ctx.h"
+#include "tmpdir.h"
+#include "util.h"
+
+static const struct ns_kind {
+	const char *name;
+	int flag;	  /* CLONE_NEW*, 0: never the tree's own */
+	const char *what; /* in messages */
+} kinds[] = {
+	{ "mnt", CLONE_NEWNS, "mount namespace" },
+	{ "uts", CLONE_NEWUTS, "UTS namespace" },
+	{ "ipc", CLONE_NEWIPC, "IPC namespace" },
+	{ "net", 0, "network namespace (PrivateNetwork=, or a container)" },
+	{ "pid", 0, "pid namespace (a container)" },
+	{ "user", 0, "user namespace (PrivateUsers=, DynamicUser=, or a container)" },
+	{ "cgroup", 0, "cgroup namespace" },
+};
+
+static int ns_stat(pid_t pid, const char *name, struct stat *st)
+{
+	char path[64];
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
+	return stat(path, st) ? -errno : 0;
+}
+
+static bool same_ns(pid_t a, pid_t b, const char *name)
+{
+	struct stat x, y;
+
+	/* a kernel without that kind of namespace: all share the one */
+	if (ns_stat(a, name, &x) || ns_stat(b, name, &y))
+		return true;
+	return x.st_ino == y.st_ino && x.st_dev == y.st_dev;
+}
+
+/* ------------------------------------------------------------ dump */
+
+int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	pid_t root = ctx->procs[0]->pid;
+
+	if (p->pid == root)
+		return 0; /* ns_dump() looked at it */
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (!same_ns(p->pid, root, kinds[i].name)) {
+			pr_err("pid %d (%s) made a %s of its own inside the tree (unshare), which "
+			       "kupdate cannot restore; the tree's root %d lives in another",
+			       p->pid, p->stat.comm, kinds[i].what, root);
+			return -EOPNOTSUPP;
+		}
+	return 0;
+}
+
+/* a systemd-private-BOOTID-UNIT-RANDOM component becomes systemd-private-*:
+ * the same unit's private directory in another boot */
+static char *normalize_root(const char *root)
+{
+	char *s = xstrdup(root), *p;
+
+	if (s && (p = strstr(s, "/systemd-private-"))) {
+		char *end = strchr(p + 1, '/');
+
+		memcpy(p, "/systemd-private-*", 18);
+		if (end)
+			memmove(p + 18, end, strlen(end) + 1);
+		else
+			p[18] = 0;
+	}
+	return s;
+}
+
+static bool same_mount(const struct mount_entry *a, const struct mount_entry *b)
+{
+	return !strcmp(a->mp, b->mp) && !strcmp(a->fstype, b->fstype) &&
+	       !strcmp(a->root, b->root) && !strcmp(a->vfs, b->vfs) && a->maj == b->maj &&
+	       a->min == b->min;
+}
+
+/* the mounts of table t that host has not: what the sandboxing made */
+static int mounts_delta(const struct mount_table *t, const struct mount_table *host, NsMount ***out,
+			size_t *nr)
+{
+	NsMount **m = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mount_entry *e = &t->e[i];
+		bool found = false;
+		NsMount *x;
+
+		for (size_t j = 0; j < host->n && !found; j++)
+			found = same_mount(e, &host->e[j]);
+		if (found)
+			continue;
+		m = xrealloc_array(m, n + 1, sizeof(*m));
+		x = m ? xzalloc(sizeof(*x)) : NULL;
+		if (!x)
+			goto nomem;
+		m[n++] = x;
+		ns_mount__init(x);
+		x->point = xstrdup(e->mp);
+		x->fstype = xstrdup(e->fstype);
+		x->root = normalize_root(e->root);
+		x->options = xstrdup(e->vfs);
+		if (!x->point || !x->fstype || !x->root || !x->options)
+			goto nomem;
+	}
+	*out = m;
+	*nr = n;
+	return 0;
+nomem:
+	for (size_t i = 0; i < n; i++)
+		ns_mount__free_unpacked(m[i], NULL);
+	free(m);
+	return -ENOMEM;
+}
+
+static void free_mounts(NsMount **m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ns_mount__free_unpacked(m[i], NULL);
+	free(m);
+}
+
+/* Directories whose contents nothing outside the namespace keeps: a
+ * systemd PrivateTmp= directory, a tmpfs of the namespace's own (not
+ * /dev, whose nodes the namespace's maker makes). */
+static bool saved_whole(const NsMount *m)
+{
+	if (strstr(m->root, "/systemd-private-*/"))
+		return true;
+	if (strcmp(m->fstype, "tmpfs") || !strcmp(m->point, "/dev") ||
+	    !strncmp(m->point, "/dev/", 5))
+		return false;
+	return true;
+}
+
+/* the tree's host and domain names, read in a thread that joined its UTS
+ * namespace (a thread may: its own nsproxy changes) */
+struct uts_read {
+	int fd;
+	struct utsname u;
+	int err;
+};
+
+static void *uts_thread(void *arg)
+{
+	struct uts_read *r = arg;
+
+	if (setns(r->fd, CLONE_NEWUTS) || uname(&r->u))
+		r->err = -errno;
+	return NULL;
+}
+
+int ns_run_in(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
+{
+	char path[64];
+	pthread_t th;
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return pr_errno("pid %d: cannot open its %s namespace", pid, name);
+	*(int *)arg = fd;
+	ret = -pthread_create(&th, NULL, fn, arg);
+	if (!ret)
+		pthread_join(th, NULL);
+	close(fd);
+	return ret;
+}
+
+static int read_uts(pid_t pid, struct cr_ns *ns)
+{
+	struct uts_read r = { .err = 0 };
+	int ret = ns_run_in(pid, "uts", uts_thread, &r);
+
+	if (!ret && r.err)
+		ret = r.err;
+	if (ret) {
+		pr_err("pid %d: cannot read its host name: %s", pid, strerror(-ret));
+		return ret;
+	}
+	ns->hostname = xstrdup(r.u.nodename);
+	ns->domainname = xstrdup(r.u.domainname);
+	return ns->hostname && ns->domainname ? 0 : -ENOMEM;
+}
+
+static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
+{
+	struct mount_table t = { 0 }, host = { 0 };
+	_cleanup_free_ char *path = xasprintf("/proc/%d/mountinfo", ctx->procs[0]->pid);
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = mount_table_read(path, &t);
+	if (!ret)
+		ret = mount_table_read(NULL, &host);
+	if (!ret)
+		ret = mounts_delta(&t, &host, &ns->mounts, &ns->nr_mounts);
+	mount_table_free(&t);
+	mount_table_free(&host);
+	if (ret) {
+		pr_err("pid %d: cannot read its mount table: %s", ctx->procs[0]->pid,
+		       strerror(-ret));
+		return ret;
+	}
+	for (size_t i = 0; i < ns->nr_mounts; i++) {
+		if (!saved_whole(ns->mounts[i]))
+			continue;
+		ret = tmpdir_dump(ctx, ns->mounts[i]->point);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int ns_dump(struct cr_dump_ctx *ctx)
+{
+	pid_t root = ctx->procs[0]->pid;
+	struct cr_ns *ns = xzalloc(sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	ctx->ns = ns;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		if (same_ns(root, 0, kinds[i].name))
+			continue;
+		if (!kinds[i].flag) {
+			pr_err("pid %d lives in its own %s, which this kupdate cannot restore; run "
+			       "the service without it",
+			       root, kinds[i].what);
+			return -EOPNOTSUPP;
+		}
+		if (!ctx->opts->own_namespaces) {
+			pr_err("pid %d lives in its own %s; its restore needs a process in an "
+			       "equivalent one (kupdate dump --own-namespaces, restore "
+			       "--namespaces-of PID)",
+			       root, kinds[i].what);
+			return -EOPNOTSUPP;
+		}
+		ns->own |= kinds[i].flag;
+	}
+	if (ns->own & CLONE_NEWNS)
+		snprintf(ctx->root_prefix, sizeof(ctx->root_prefix), "/proc/%d/root", root);
+	if (ns->own & CLONE_NEWUTS) {
+		int ret = read_uts(root, ns);
+
+		if (ret)
+			return ret;
+	}
+	if (ns->own & CLONE_NEWNS)
+		return read_mounts(ctx, ns);
+	return 0;
+}
+
+bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path)
+{
+	return ctx->ns && tmpdir_holds(ctx, path);
+}
+
+int ns_write(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+	NsEntry e = NS_ENTRY__INIT;
+	char *own[ARRAY_SIZE(kinds)];
+	struct img_writer w;
+	int ret;
+
+	if (!ns || !ns->own)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (ns->own & kinds[i].flag)
+			own[e.n_own++] = (char *)kinds[i].name;
+	e.own = own;
+	e.hostname = ns->hostname;
+	e.domainname = ns->domainname;
+	e.n_mounts = ns->nr_mounts;
+	e.mounts = ns->mounts;
+	ret = tmpdir_write(ctx, &e.tmpdirs, &e.n_tmpdirs);
+	if (ret)
+		return ret;
+	ret = img_writer_open(&w, ctx->dirfd, "namespaces.img", IMG_NS);
+	if (!ret) {
+		img_write(&w, &e.base);
+		ret = img_writer_close(&w);
+	}
+	free(e.tmpdirs);
+	return ret;
+}
+
+void ns_free_dump(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+
+	if (!ns)
+		return;
+	tmpdir_free_dump(ctx);
+	free_mounts(ns->mounts, ns->nr_mounts);
+	free(ns->hostname);
+	free(ns->domainname);
+	free(ns);
+	ctx->ns = NULL;
+}
+
+/* ------------------------------------------------------------ restore */
+
+static int own_flags(const NsEntry *e, int *flags)
+{
+	*flags = 0;
+	for (size_t i = 0; i < e->n_own; i++) {
+		size_t k;
+
+		for (k = 0; k < ARRAY_SIZE(kinds); k++)
+			if (kinds[k].flag && !strcmp(e->own[i], kinds[k].name))
+				break;
+		if (k == ARRAY_SIZE(kinds)) {
+			pr_err("image namespaces.img names a namespace this kupdate cannot enter: "
+			       "%s",
+			       e->own[i]);
+			return -EINVAL;
+		}
+		*flags |= kinds[k].flag;
+	}
+	return 0;
+}
+
+static bool mount_in(const NsMount *m, NsMount *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(m->point, set[i]->point) && !strcmp(m->fstype, set[i]->fstype) &&
+		    !strcmp(m->root, set[i]->root) && !strcmp(m->options, set[i]->options))
+			return true;
+	return false;
+}
+
+/* the mounts the given process has beyond kupdate's are those recorded */
+static int check_mounts(const NsEntry *e, pid_t pid)
+{
+	struct mount_table t = { 0 }, host = { 0 };
+	_cleanup_free_ char *path = xasprintf("/proc/%d/mountinfo", pid);
+	NsMount **now = NULL;
+	size_t nr = 0;
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = mount_table_read(path, &t);
+	if (!ret)
+		ret = mount_table_read(NULL, &host);
+	if (!ret)
+		ret = mounts_delta(&t, &host, &now, &nr);
+	mount_table_free(&t);
+	mount_table_free(&host);
+	if (ret) {
+		pr_err("pid %d: cannot read its mount table: %s", pid, strerror(-ret));
+		return ret;
+	}
+	for (size_t i = 0; i < e->n_mounts && !ret; i++)
+		if (!mount_in(e->mounts[i], now, nr)) {
+			pr_err("the mount namespace of pid %d lacks the tree's mount of %s on %s "
+			       "(%s %s): the namespace's configuration changed since the dump",
+			       pid, e->mounts[i]->root, e->mounts[i]->point, e->mounts[i]->fstype,
+			       e->mounts[i]->options);
+			ret = -ESTALE;
+		}
+	for (size_t i = 0; i < nr && !ret; i++)
+		if (!mount_in(now[i], e->mounts, e->n_mounts)) {
+			pr_err("the mount namespace of pid %d has a mount the tree's had not: %s "
+			       "on "
+			       "%s (%s %s): the namespace's configuration changed since the dump",
+			       pid, now[i]->root, now[i]->point, now[i]->fstype, now[i]->options);
+			ret = -ESTALE;
+		}
+	free_mounts(now, nr);
+	return ret;
+}
+
+static int check_given(const NsEntry *e, int own, pid_t pid)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		bool theirs = !same_ns(pid, 0, kinds[i].name);
+		bool want = kinds[i].flag && (own & kinds[i].flag);
+
+		if (theirs == want)
+			continue;
+		if (want)
+			pr_err("the tree lived in its own %s, and pid %d, whose namespaces it is "
+			       "to be restored into, lives in kupdate's",
+			       kinds[i].what, pid);
+		else
+			pr_err("pid %d, whose namespaces the tree is to be restored into, lives in "
+			       "its own %s, and the tree lived in kupdate's",
+			       pid, kinds[i].what);
+		return -ESTALE;
+	}
+	return (own & CLONE_NEWNS) ? check_mounts(e, pid) : 0;
+}
+
+void ns_restore_init(struct rctx *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->ns_saved); i++)
+		c->ns_saved[i] = -1;
+	c->ns_cwd = -1;
+}
+
+static int enter(struct rctx *c, pid_t pid, int own)
+{
+	if (own & CLONE_NEWNS) {
+		/* setns() of a mount namespace moves the cwd to its root */
+		c->ns_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (c->ns_cwd < 0)
+			return pr_errno("cannot keep kupdate's working directory");
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		char path[64];
+		int fd, ret = 0;
+
+		if (!(own & kinds[i].flag))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i].name);
+		c->ns_saved[i] = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i].name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (c->ns_saved[i] < 0 || fd < 0 || setns(fd, kinds[i].flag))
+			ret = pr_errno("cannot enter the %s of pid %d", kinds[i].what, pid);
+		if (fd >= 0)
+			close(fd);
+		if (ret)
+			return ret;
+		c->ns_entered |= kinds[i].flag;
+	}
+	return 0;
+}
+
+static int set_names(const NsEntry *e)
+{
+	struct utsname u;
+
+	if (uname(&u))
+		return -errno;
+	if (e->hostname && strcmp(u.nodename, e->hostname) &&
+	    sethostname(e->hostname, strlen(e->hostname)))
+		return pr_errno("cannot set the tree's host name %s", e->hostname);
+	if (e->domainname && strcmp(u.domainname, e->domainname) &&
+	    setdomainname(e->domainname, strlen(e->domainname)))
+		return pr_errno("cannot set the tree's domain name %s", e->domainname);
+	return 0;
+}
+
+int ns_restore_enter(struct rctx *c)
+{
+	struct img_reader r;
+	ProtobufCMessage *m;
+	NsEntry *e;
+	int own, ret;
+
+	if (faccessat(c->dirfd, "namespaces.img", F_OK, 0)) {
+		if (c->opts->ns_pid)
+			return check_given(&(NsEntry)NS_ENTRY__INIT, 0, c->opts->ns_pid);
+		return 0;
+	}
+	ret = img_reader_open(&r, c->dirfd, "namespaces.img", IMG_NS);
+	if (ret)
+		return ret;
+	ret = img_read(&r, &ns_entry__descriptor, &m);
+	img_reader_close(&r);
+	if (ret <= 0) {
+		pr_err("image namespaces.img is damaged: it is empty");
+		return ret ? ret : -EINVAL;
+	}
+	e = (NsEntry *)m;
+	ret = own_flags(e, &own);
+	if (!ret && !c->opts->ns_pid) {
+		pr_err("the tree lived in namespaces of its own (%s%s%s); its restore needs a "
+		       "process living in equivalent ones (restore --namespaces-of PID)",
+		       e->n_own ? e->own[0] : "", e->n_own > 1 ? ", " : "",
+		       e->n_own > 1 ? e->own[1] : "");
+		ret = -EOPNOTSUPP;
+	}
+	if (!ret)
+		ret = check_given(e, own, c->opts->ns_pid);
+	if (!ret)
+		ret = tmpdir_check(c->opts->ns_pid, e->tmpdirs, e->n_tmpdirs);
+	if (!ret)
+		ret = enter(c, c->opts->ns_pid, own);
+	if (!ret && (own & CLONE_NEWUTS))
+		ret = set_names(e);
+	if (!ret)
+		ret = tmpdir_restore(c->dirfd, e->tmpdirs, e->n_tmpdirs);
+	ns_entry__free_unpacked(e, NULL);
+	if (!ret && own)
+		pr_info("restoring into the namespaces of pid %d", c->opts->ns_pid);
+	return ret;
+}
+
+void ns_restore_leave(struct rctx *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		if (c->ns_saved[i] < 0)
+			continue;
+		if ((c->ns_entered & kinds[i].flag) && setns(c->ns_saved[i], kinds[i].flag))
+			pr_perror("cannot go back to kupdate's own %s", kinds[i].what);
+		close(c->ns_saved[i]);
+		c->ns_saved[i] = -1;
+	}
+	if (c->ns_cwd >= 0) {
+		if (fchdir(c->ns_cwd))
+			pr_perror("cannot go back to kupdate's working directory");
+		close(c->ns_cwd);
+		c->ns_cwd = -1;
+	}
+	c->ns_entered = 0;
+}

@@ -1,0 +1,46 @@
+/* A tree in namespaces of its own (namespaces.c). */
+#ifndef CR_NAMESPACES_H
+#define CR_NAMESPACES_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct cr_dump_ctx;
+struct cr_proc;
+struct rctx;
+struct tmpdir;
+typedef struct NsMount NsMount;
+
+/* the dump's view of the tree's namespaces */
+struct cr_ns {
+	int own;	/* CLONE_NEW* of those not kupdate's */
+	char *hostname; /* with a UTS namespace of its own */
+	char *domainname;
+	NsMount **mounts; /* its mounts that kupdate's namespace has not */
+	size_t nr_mounts;
+	struct tmpdir *tmpdirs; /* tmpdir.c */
+	size_t nr_tmpdirs;
+};
+
+/* dump: the root's namespaces, once the tree is seized; every other
+ * process shares them (ns_check_proc) */
+int ns_dump(struct cr_dump_ctx *ctx);
+int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
+int ns_write(struct cr_dump_ctx *ctx);
+void ns_free_dump(struct cr_dump_ctx *ctx);
+/* path lies in a directory saved whole (tmpdir.c): the restore makes it
+ * again, with a new inode */
+bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path);
+/* run fn in a thread that joined namespace name of pid; arg's first member
+ * is an int that receives the namespace's fd */
+int ns_run_in(pid_t pid, const char *name, void *(*fn)(void *), void *arg);
+
+/* restore: into the namespaces of cr_restore_opts.ns_pid, checked against
+ * the images, before the tree is forked; and back once it runs */
+void ns_restore_init(struct rctx *c);
+int ns_restore_enter(struct rctx *c);
+void ns_restore_leave(struct rctx *c);
+
+#endif

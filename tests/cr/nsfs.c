@@ -1,0 +1,154 @@
+/* A tree in mount, UTS and IPC namespaces of its own (crrun --own-ns makes
+ * them: a private tmpfs on $CRT_DIR/private, $CRT_DIR/ro read-only,
+ * $CRT_DIR/hidden inaccessible, the host name "crtest-ns"):
+ *  - in the private tmpfs: "open" held open at offset 5 with 9 bytes,
+ *    "gone" held open and unlinked (64 KiB with a hole), "closed" not held
+ *    (mode 0640, a known mtime), a subdirectory with a file, a symlink, a
+ *    hard link of "closed", a FIFO held open for reading;
+ *  - a child shares the namespaces and holds the private tmpfs as its cwd;
+ *  - with the argument "unshare", the child makes a UTS namespace of its
+ *    own (the dump must refuse, naming it).
+ * After the restore, all from inside: the contents, offsets, modes, the
+ * mtime, the hard link (one inode), the unlinked file unlinked with its
+ * data; writes to $CRT_DIR/ro fail with EROFS; the host name; the mount table has the private tmpfs, the
+ * read-only bind and the cover of $CRT_DIR/hidden; the child in the same mount namespace as its parent. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crt.h"
+
+#define GONE_SIZE (64 << 10)
+
+static char priv[4096];
+
+/* $CRT_DIR/private/name, in one of four buffers (two may be in use) */
+static const char *in_priv(const char *name)
+{
+	static char buf[4][4200];
+	static int n;
+
+	n = (n + 1) % 4;
+	snprintf(buf[n], sizeof(buf[n]), "%s/%s", priv, name);
+	return buf[n];
+}
+
+static unsigned char pat(int i)
+{
+	return (unsigned char)(i * 7 + 3);
+}
+
+static void check_mounts(void)
+{
+	char *mi = crt_read_file("/proc/self/mountinfo", NULL);
+	char want[4200];
+
+	crt_check(mi, "cannot read /proc/self/mountinfo");
+	snprintf(want, sizeof(want), " %s rw,nosuid,nodev", priv);
+	crt_check(strstr(mi, want), "the private tmpfs on %s is not in the mount table", priv);
+	snprintf(want, sizeof(want), " %s ro,", crt_path("ro"));
+	crt_check(strstr(mi, want), "%s is not mounted read-only", crt_path("ro"));
+	snprintf(want, sizeof(want), " %s ro,nosuid,nodev,noexec", crt_path("hidden"));
+	crt_check(strstr(mi, want), "%s is not covered (inaccessible)", crt_path("hidden"));
+}
+
+int main(int argc, char **argv)
+{
+	bool unshare_child = argc > 1 && !strcmp(argv[1], "unshare");
+	static unsigned char buf[GONE_SIZE];
+	struct timespec ts[2] = { { 1000000000, 0 }, { 1234567890, 5 } };
+	char host[64], lbuf[256];
+	struct stat sc, sl, sg;
+	int fo, fg, ff, st, p[2];
+	pid_t child;
+
+	crt_init();
+	snprintf(priv, sizeof(priv), "%s", crt_path("private"));
+	fo = open(in_priv("open"), O_RDWR | O_CREAT | O_EXCL, 0600);
+	crt_check(fo >= 0 && write(fo, "123456789", 9) == 9 && lseek(fo, 5, SEEK_SET) == 5,
+		  "open: %s", strerror(errno));
+	for (int i = 0; i < GONE_SIZE; i++)
+		buf[i] = i >= 4096 && i < 8192 ? 0 : pat(i);
+	fg = open(in_priv("gone"), O_RDWR | O_CREAT | O_EXCL, 0600);
+	crt_check(fg >= 0 && pwrite(fg, buf, 4096, 0) == 4096 &&
+			  pwrite(fg, buf + 8192, GONE_SIZE - 8192, 8192) == GONE_SIZE - 8192 &&
+			  !unlink(in_priv("gone")),
+		  "gone: %s", strerror(errno));
+	ff = open(in_priv("closed"), O_WRONLY | O_CREAT | O_EXCL, 0640);
+	crt_check(ff >= 0 && write(ff, "closed\n", 7) == 7 && !fchmod(ff, 0640) &&
+			  !futimens(ff, ts) && !close(ff),
+		  "closed: %s", strerror(errno));
+	crt_check(!mkdir(in_priv("sub"), 0750) && !symlink("closed", in_priv("sym")) &&
+			  !link(in_priv("closed"), in_priv("hard")) &&
+			  !mkfifo(in_priv("fifo"), 0600),
+		  "nodes: %s", strerror(errno));
+	ff = open(in_priv("sub/inner"), O_WRONLY | O_CREAT | O_EXCL, 0600);
+	crt_check(ff >= 0 && write(ff, "inner", 5) == 5 && !close(ff), "inner: %s",
+		  strerror(errno));
+	ff = open(in_priv("fifo"), O_RDONLY | O_NONBLOCK);
+	crt_check(ff >= 0, "fifo: %s", strerror(errno));
+	crt_check(pipe(p) == 0, "pipe");
+	child = fork();
+	if (child == 0) {
+		if (unshare_child && unshare(CLONE_NEWUTS))
+			_exit(3);
+		if (chdir(priv))
+			_exit(2);
+		close(p[0]);
+		close(p[1]);
+		crt_wait_term();
+		_exit(access("sub/inner", R_OK) ? 1 : 0);
+	}
+	crt_own_child(child);
+	close(p[1]);
+	/* the child is set up (its namespace made, if asked) */
+	crt_check(read(p[0], host, 1) == 0, "child");
+	close(p[0]);
+
+	crt_ready();
+	crt_wait_term();
+
+	crt_check(!gethostname(host, sizeof(host)) && !strcmp(host, "crtest-ns"),
+		  "the host name is %s", host);
+	crt_check(lseek(fo, 0, SEEK_CUR) == 5, "open is at %ld", (long)lseek(fo, 0, SEEK_CUR));
+	crt_check(read(fo, lbuf, 10) == 4 && !memcmp(lbuf, "6789", 4), "open's data");
+	crt_check(fstat(fg, &sg) == 0 && sg.st_nlink == 0 && sg.st_size == GONE_SIZE,
+		  "gone: %lu links, %ld bytes", (unsigned long)sg.st_nlink, (long)sg.st_size);
+	{
+		static unsigned char got[GONE_SIZE];
+
+		crt_check(pread(fg, got, GONE_SIZE, 0) == GONE_SIZE && !memcmp(got, buf, GONE_SIZE),
+			  "gone's data differ");
+	}
+	crt_check(access(in_priv("gone"), F_OK) && errno == ENOENT, "gone has a name again");
+	crt_check(!stat(in_priv("closed"), &sc) && (sc.st_mode & 07777) == 0640 &&
+			  sc.st_mtim.tv_sec == ts[1].tv_sec && sc.st_mtim.tv_nsec == ts[1].tv_nsec,
+		  "closed: mode %o, mtime %ld", sc.st_mode & 07777, (long)sc.st_mtim.tv_sec);
+	crt_check(!stat(in_priv("hard"), &sl) && sl.st_ino == sc.st_ino && sc.st_nlink == 2,
+		  "hard is not a link of closed");
+	{
+		char *t = crt_read_file(in_priv("closed"), NULL);
+
+		crt_check(t && !strcmp(t, "closed\n"), "closed's data");
+	}
+	crt_check(readlink(in_priv("sym"), lbuf, sizeof(lbuf)) == 6 && !memcmp(lbuf, "closed", 6),
+		  "sym");
+	crt_check(!stat(in_priv("sub"), &sl) && S_ISDIR(sl.st_mode) && (sl.st_mode & 0777) == 0750,
+		  "sub: mode %o", sl.st_mode);
+	crt_check(!fstat(ff, &sl) && S_ISFIFO(sl.st_mode) && !stat(in_priv("fifo"), &sc) &&
+			  sc.st_ino == sl.st_ino,
+		  "the fifo held is not the one named");
+	crt_check(open(crt_path("ro/x"), O_WRONLY | O_CREAT, 0600) < 0 && errno == EROFS,
+		  "%s is writable", crt_path("ro"));
+	check_mounts();
+	kill(child, SIGTERM);
+	crt_check(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the child in the private tmpfs: status %x", st);
+	crt_pass();
+}
