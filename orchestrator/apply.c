@@ -243,6 +243,7 @@ static int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdi
 	o.imgdir = u->pre;
 	o.cycle_id = cycle_id;
 	o.pre_dump = true;
+	o.own_namespaces = true;
 	o.ghost_limit = u->ghost_limit;
 	o.external_unix = journal_replaceable;
 	cr_log_mark();
@@ -293,6 +294,8 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	o.cycle_id = cycle_id;
 	o.prev_dir = u->pre;
 	o.no_rto_revert = no_rto_revert;
+	/* restored into the namespaces systemd builds anew (kupdate-anchor) */
+	o.own_namespaces = true;
 	o.ghost_limit = u->ghost_limit;
 	o.external_unix = journal_replaceable;
 	o.seized = thaw_seized;
@@ -595,6 +598,8 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		cu[i].processes = u[i].st.processes;
 		cu[i].connections = u[i].nr_conns;
 		cu[i].frozen_at_ns = u[i].frozen_at_rt;
+		cu[i].has_namespaces = u[i].st.namespaces != 0;
+		cu[i].namespaces = u[i].st.namespaces;
 		pcu[i] = &cu[i];
 	}
 	m.n_units = n;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,22 +139,41 @@ void remove_checkpointed_dropin(const char *unit)
  * weight is the unit's, and once the boot is over its CPUWeight= holds. */
 #define BOOT_RESTORE_SERVICE "StartupCPUWeight=1000\n"
 
+const char *anchor_path(void)
+{
+	const char *a = getenv("KUPDATE_ANCHOR");
+
+	return a && *a ? a : KUPDATE_LIBDIR "/kupdate-anchor";
+}
+
+/* A unit whose processes had namespaces of their own: its ExecStartPre= is
+ * kupdate-anchor, which systemd runs with the unit's whole sandboxing (no
+ * prefix), so that the restore (ExecStart=+, full privileges, the same
+ * cgroup) finds the namespaces a fresh start of the unit gets, and
+ * restores the tree into them.  The anchor ends by itself after the
+ * start's timeout. */
+#define RESTORE_TIMEOUT_S 600
+
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
-			 bool here, const char *store_deps)
+			 bool here, const char *store_deps, unsigned namespaces)
 {
 	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
 	const char *mounts = store_deps ? store_deps : "";
+	_cleanup_free_ char *anchor = namespaces ? xasprintf("ExecStartPre=%s %d\n", anchor_path(),
+							     RESTORE_TIMEOUT_S + 60)
+						 : xstrdup("");
 	_cleanup_free_ char *t =
 		xasprintf("# kupdate: this start restores %s from kernel update cycle %s\n"
 			  "[Unit]\n%s%s"
 			  "[Service]\nType=forking\nPIDFile=" PID_DIR "/%s.pid\nGuessMainPID=no\n"
-			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=600\n"
-			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n"
+			  "Restart=no\nRemainAfterExit=no\nTimeoutStartSec=%d\n"
+			  "ExecCondition=\nExecStartPre=\nExecStartPost=\nExecStart=\n%s"
 			  "ExecStart=+%s restore-unit --cycle %s --unit %s%s\n%s",
-			  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, exe, id, unit,
-			  here ? " --here" : "", here ? "" : BOOT_RESTORE_SERVICE);
+			  unit, id, here ? "" : BOOT_RESTORE_ORDER, mounts, unit, RESTORE_TIMEOUT_S,
+			  anchor ? anchor : "", exe, id, unit, here ? " --here" : "",
+			  here ? "" : BOOT_RESTORE_SERVICE);
 
-	return p && t ? write_text(p, t) : -ENOMEM;
+	return p && t && anchor ? write_text(p, t) : -ENOMEM;
 }
 
 /* Test only (cr-engine/base/fault.h): the boot side takes its faults from
@@ -372,7 +392,7 @@ int cmd_generator(int argc, char **argv)
 
 		if (has_status(id, u))
 			continue; /* restored, or handed to an ordinary start */
-		if (write_restore_dropin(early, u, exe, id, false, deps))
+		if (write_restore_dropin(early, u, exe, id, false, deps, m->units[i]->namespaces))
 			continue;
 		nw = xasprintf("%s %s", wants, u);
 		na = xasprintf("%s %s", after, u);
@@ -598,6 +618,40 @@ static int may_restore(const CycleManifest *m, const char *id, const char *unit,
 	return 0;
 }
 
+/* The process kupdate-anchor left in our cgroup (the unit's
+ * ExecStartPre=): it lives in the namespaces systemd built for the unit.
+ * Its pid, or 0 (said). */
+static pid_t find_anchor(const char *unit)
+{
+	_cleanup_free_ char *cg = own_cgroup(), *path = NULL, *procs = NULL;
+	char *save = NULL;
+
+	if (!cg || !(path = xasprintf("%s%s/cgroup.procs", cgroup_root(), cg)) ||
+	    read_file_at(AT_FDCWD, path, &procs, NULL)) {
+		pr_err("unit %s: cannot read the processes of its cgroup", unit);
+		return 0;
+	}
+	for (char *l = strtok_r(procs, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		pid_t pid = (pid_t)strtol(l, NULL, 10);
+		char exe[64], buf[PATH_MAX];
+		ssize_t n;
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+		n = readlink(exe, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		if (!strcmp(buf, anchor_path()))
+			return pid;
+	}
+	pr_err("unit %s: no kupdate-anchor in its cgroup holds the namespaces systemd builds "
+	       "for it (its ExecStartPre= %s failed?)",
+	       unit, anchor_path());
+	return 0;
+}
+
 /* the unit's position and name for the engine's fault checks (tests) */
 static void fault_unit_env(const CycleManifest *m, const CycleUnit *cu, const char *unit)
 {
@@ -691,7 +745,13 @@ int cmd_restore_unit(int argc, char **argv)
 	cr_net_lock_keep_table();
 	cr_log_mark();
 	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
-	ret = cr_restore(&o, &root, &status);
+	/* into the namespaces systemd built for the unit, held by its anchor */
+	if (cu->namespaces && !(o.ns_pid = find_anchor(unit)))
+		ret = -ESRCH;
+	else
+		ret = cr_restore(&o, &root, &status);
+	if (o.ns_pid > 0)
+		kill(o.ns_pid, SIGKILL); /* started by this unit's ExecStartPre= */
 
 	st.name = (char *)unit;
 	st.has_old_main_pid = 1;
@@ -1003,8 +1063,8 @@ int restore_here(struct sd *s, const char *id)
 		return -EINVAL;
 	for (size_t i = 0; i < m->n_units; i++) {
 		remove_checkpointed_dropin(m->units[i]->name);
-		if (write_restore_dropin(runtime_unit_dir(), m->units[i]->name, exe, id, true,
-					 NULL))
+		if (write_restore_dropin(runtime_unit_dir(), m->units[i]->name, exe, id, true, NULL,
+					 m->units[i]->namespaces))
 			ret = -EIO;
 	}
 	if (!ret)

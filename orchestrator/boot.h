@@ -16,9 +16,13 @@ const char *runtime_unit_dir(void);
 int write_checkpointed_dropin(const char *unit);
 void remove_checkpointed_dropin(const char *unit);
 /* the drop-in that makes a unit's start restore it from cycle id; store:
- * apply --store's directory, which the restore waits to be mounted */
+ * apply --store's directory, which the restore waits to be mounted;
+ * namespaces: those its tree had of its own (CLONE_NEW*), which systemd
+ * builds anew for kupdate-anchor before the restore */
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
-			 bool here, const char *store);
+			 bool here, const char *store, unsigned namespaces);
+/* kupdate-anchor, as installed (KUPDATE_ANCHOR in tests) */
+const char *anchor_path(void);
 /* start reading the images of cycle id from the disk in the background
  * (the generator: the restores come seconds later) */
 void prefetch_cycle_images(const char *id, const CycleManifest *m);

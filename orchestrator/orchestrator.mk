@@ -13,7 +13,7 @@ $(GEN)/orch-images/%.pb-c.c $(GEN)/orch-images/%.pb-c.h: orchestrator/images/%.p
 
 # the engine's public face only (cr-engine/include), never its internals
 ORCH_INC     := -Iorchestrator -I$(ENGINE_DIR)/include -I$(GEN)/orch-images
-ORCH_CFLAGS   = $(CFLAGS) $(PKG_CFLAGS) $(ORCH_INC)
+ORCH_CFLAGS   = $(CFLAGS) $(PKG_CFLAGS) $(ORCH_INC) -DKUPDATE_LIBDIR='"$(PREFIX)/lib/kupdate"'
 
 $(OBJ)/orchestrator/%.o: orchestrator/%.c $(ORCH_PROTO_H)
 	@mkdir -p $(dir $@)
@@ -23,7 +23,13 @@ $(KUPDATE): $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(ORCH_OBJ) $(ORCH_PROTO_OBJ) $(LIBCR) $(KUPDATE_LIBS)
 
-all: $(KUPDATE)
+# the unit's namespaces in the boot that restores it (anchor/kupdate-anchor.c)
+ANCHOR       := $(BUILD)/bin/kupdate-anchor
+$(ANCHOR): orchestrator/anchor/kupdate-anchor.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<
+
+all: $(KUPDATE) $(ANCHOR)
 .PHONY: kupdate
 kupdate: $(KUPDATE)
 .SECONDARY: $(ORCH_PROTO_C) $(ORCH_PROTO_H)
@@ -38,8 +44,9 @@ GENDIR     := $(PREFIX)/lib/systemd/system-generators
 MANDIR     := $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 .PHONY: install
-install: $(KUPDATE)
+install: $(KUPDATE) $(ANCHOR)
 	install -D -m 0755 $(KUPDATE) $(DESTDIR)$(SBINDIR)/kupdate
+	install -D -m 0755 $(ANCHOR) $(DESTDIR)$(PREFIX)/lib/kupdate/kupdate-anchor
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(GENDIR)
 	for u in units/*.service units/*.target; do \
 		sed 's|@SBINDIR@|$(SBINDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \

@@ -410,6 +410,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 			o.nr_members = n;
 			o.root = members[0];
 			o.check_only = true;
+			o.own_namespaces = true;
 			o.ghost_limit = ghost_limit;
 			o.external_unix = journal_replaceable;
 			o.seized = check_thaw;
@@ -525,6 +526,63 @@ int cmd_disable(int argc, char **argv)
 	return ret;
 }
 
+/* The namespaces a unit's main process has of its own: those a cycle
+ * keeps (restored into the ones systemd builds for the unit anew), and
+ * those it does not, marked "!" (the unit is refused) */
+static void ns_text(unsigned own, unsigned kept, char *buf, size_t len)
+{
+	char b[64], *save = NULL;
+	size_t o;
+
+	cr_namespace_names(kept, buf, len);
+	if (!own)
+		snprintf(buf, len, "-");
+	cr_namespace_names(own & ~kept, b, sizeof(b));
+	o = strlen(buf);
+	for (char *t = strtok_r(b, " ", &save); t && o < len; t = strtok_r(NULL, " ", &save))
+		o += snprintf(buf + o, len - o, "%s%s!", o ? " " : "", t);
+}
+
+static json_object *ns_list(unsigned flags)
+{
+	json_object *arr = json_object_new_array();
+	char names[64], *save = NULL;
+
+	cr_namespace_names(flags, names, sizeof(names));
+	for (char *t = strtok_r(names, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		json_object_array_add(arr, json_object_new_string(t));
+	return arr;
+}
+
+static json_object *ns_json(unsigned own, unsigned kept)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "own", ns_list(own));
+	json_object_object_add(o, "kept", ns_list(kept));
+	return o;
+}
+
+/* one unit of `kupdate list --json`; why: NULL if not checked */
+static json_object *list_json(const char *unit, const struct unit_info *ui,
+			      const struct cr_dump_stats *st, bool ok, const char *why)
+{
+	json_object *e = json_object_new_object();
+
+	json_object_object_add(e, "unit", json_object_new_string(unit));
+	json_object_object_add(e, "state", json_object_new_string(ui->active));
+	json_object_object_add(e, "main_pid", json_object_new_int(ui->main_pid));
+	json_object_object_add(e, "processes", json_object_new_int64(st->processes));
+	json_object_object_add(e, "checkpointable", why ? json_object_new_boolean(ok) : NULL);
+	json_object_object_add(e, "reason",
+			       ok ? NULL : json_object_new_string(why ? why : "not checked"));
+	json_object_object_add(e, "deleted_files",
+			       ok ? json_object_new_int64(st->deleted_files) : NULL);
+	json_object_object_add(e, "deleted_bytes",
+			       ok ? json_object_new_int64(st->deleted_bytes) : NULL);
+	return e;
+}
+
 int cmd_list(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -608,13 +666,14 @@ int cmd_list(int argc, char **argv)
 	if (json)
 		jarr = json_object_new_array();
 	else
-		printf("%-32s %-10s %8s %6s  %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
-		       "CHECKPOINT");
+		printf("%-32s %-10s %8s %6s  %-16s %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
+		       "NAMESPACES", "CHECKPOINT");
 	for (int i = 0; i < n; i++) {
 		struct unit_info ui;
 		char why[1024] = "", note[96] = "";
 		struct cr_dump_stats st = { 0 };
-		unsigned procs = 0;
+		unsigned procs = 0, ns_own, ns_kept;
+		char nstext[64];
 		bool ok = false;
 
 		if (sd_unit_info(&s, units[i], &ui)) {
@@ -630,27 +689,20 @@ int cmd_list(int argc, char **argv)
 		procs = st.processes;
 		/* what the dump would save of files deleted since they started */
 		deleted_note(&st, note, sizeof(note));
+		ns_own = ns_kept = 0;
+		if (ui.main_pid > 0)
+			cr_process_namespaces(ui.main_pid, &ns_own, &ns_kept);
+		ns_text(ns_own, ns_kept, nstext, sizeof(nstext));
 		if (check && !ok)
 			ret = 1;
 		if (json) {
-			json_object *e = json_object_new_object();
+			json_object *e = list_json(units[i], &ui, &st, ok, check ? why : NULL);
 
-			json_object_object_add(e, "unit", json_object_new_string(units[i]));
-			json_object_object_add(e, "state", json_object_new_string(ui.active));
-			json_object_object_add(e, "main_pid", json_object_new_int(ui.main_pid));
-			json_object_object_add(e, "processes", json_object_new_int64(procs));
-			json_object_object_add(e, "checkpointable",
-					       check ? json_object_new_boolean(ok) : NULL);
-			json_object_object_add(e, "reason",
-					       ok ? NULL : json_object_new_string(why));
-			json_object_object_add(e, "deleted_files",
-					       ok ? json_object_new_int64(st.deleted_files) : NULL);
-			json_object_object_add(e, "deleted_bytes",
-					       ok ? json_object_new_int64(st.deleted_bytes) : NULL);
+			json_object_object_add(e, "namespaces", ns_json(ns_own, ns_kept));
 			json_object_array_add(jarr, e);
 		} else {
-			printf("%-32s %-10s %8d %6u  %s%s%s%s%s%s\n", units[i], ui.active,
-			       ui.main_pid, procs,
+			printf("%-32s %-10s %8d %6u  %-16s %s%s%s%s%s%s\n", units[i], ui.active,
+			       ui.main_pid, procs, nstext,
 			       term_c(stdout, ok      ? T_GREEN
 					      : check ? T_RED
 						      : T_DIM),

@@ -402,3 +402,28 @@ void mount_table_free(struct mount_table *t)
 	free(t->buf);
 	memset(t, 0, sizeof(*t));
 }
+
+static int pinned_proc = -1;
+
+int proc_pin(bool pin)
+{
+	if (pin && pinned_proc < 0) {
+		pinned_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (pinned_proc < 0)
+			return -errno;
+	} else if (!pin && pinned_proc >= 0) {
+		close(pinned_proc);
+		pinned_proc = -1;
+	}
+	return 0;
+}
+
+int proc_open(const char *rel, int flags)
+{
+	char path[128];
+
+	if (pinned_proc >= 0)
+		return openat(pinned_proc, rel, flags);
+	snprintf(path, sizeof(path), "/proc/%s", rel);
+	return open(path, flags);
+}

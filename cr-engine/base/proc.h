@@ -24,6 +24,15 @@ struct proc_stat {
 
 int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st);
 
+/* A file of kupdate's own /proc (rel: "sys/kernel/ns_last_pid"), even
+ * while the restore works inside a tree's mount namespace, whose /proc may
+ * be read-only (ProtectKernelTunables=) or a subset (ProcSubset=pid):
+ * proc_pin(true) keeps a descriptor of it before the namespace is
+ * entered, proc_pin(false) lets it go.  A /proc/sys file still answers
+ * for the namespaces of the caller (its IPC namespace's shm_next_id). */
+int proc_pin(bool pin);
+int proc_open(const char *rel, int flags);
+
 /* VmFlags bits we care about */
 enum {
 	VMF_SHARED = 1 << 0,

@@ -390,6 +390,7 @@ static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
 		st->deleted_mapped_bytes = gs.mapped_bytes;
 		st->deleted_ns = gs.ns;
 	}
+	st->namespaces = ctx->ns ? (unsigned)ctx->ns->own : 0;
 }
 
 /* what the deleted files cost (ghost.c), at the dump's summary level */
@@ -589,6 +590,7 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		step_done(ctx, NULL, "images written");
 	if (!ret)
 		log_ghosts(ctx);
+	ns_dump_done(ctx);
 
 	if (ret || o->check_only) {
 		sockets_resume(ctx);

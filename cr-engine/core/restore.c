@@ -308,7 +308,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 
 static pid_t spawn_ns_last_pid(pid_t pid, unsigned long flags)
 {
-	_cleanup_close_ int fd = open("/proc/sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int fd = proc_open("sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC);
 	char buf[16];
 	long r;
 

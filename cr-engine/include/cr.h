@@ -74,7 +74,17 @@ struct cr_dump_stats {
 	unsigned deleted_files, deleted_mapped;
 	uint64_t deleted_bytes, deleted_mapped_bytes; /* their data, holes left out */
 	uint64_t deleted_ns;			      /* the time saving them took */
+	/* the namespaces the tree has of its own (CLONE_NEW* flags), kept
+	 * with cr_dump_opts.own_namespaces */
+	unsigned namespaces;
 };
+
+/* The namespaces of process pid that are not the caller's (CLONE_NEW*
+ * flags: mount, UTS, IPC, network, pid, user, cgroup), and which of them
+ * a dump with own_namespaces keeps (the rest it refuses).  0 or -errno. */
+int cr_process_namespaces(pid_t pid, unsigned *own, unsigned *kept);
+/* their short names ("mnt uts"), space-separated, into buf */
+void cr_namespace_names(unsigned flags, char *buf, size_t len);
 
 /* Checkpoint the tree.  On failure the tree is left running as it was. */
 int cr_dump(const struct cr_dump_opts *o, struct cr_dump_stats *st);

@@ -9,7 +9,8 @@
  * mappings right after it that continue it (mprotect splits an attach).
  * An attach that no longer covers its segment (part of it unmapped, or
  * moved apart with mremap) is refused, as are huge page segments and
- * segments of another IPC namespace.
+ * segments of another IPC namespace than the tree's root (which the dump's
+ * thread enters: namespaces.c).
  *
  * Restore: before the tree, kupdate creates each segment with its id
  * (/proc/sys/kernel/shm_next_id, then shmget with the key or IPC_PRIVATE,
@@ -32,6 +33,7 @@
 
 #include "dump.h"
 #include "log.h"
+#include "proc.h"
 #include "restore.h"
 #include "restorer/restorer.h"
 #include "shmem.h"
@@ -42,7 +44,8 @@
 #define HUGETLBFS_MAGIC 0x958458f6
 #endif
 
-#define SHM_NEXT_ID "/proc/sys/kernel/shm_next_id"
+#define SHM_NEXT_REL "sys/kernel/shm_next_id" /* in /proc (proc_open) */
+#define SHM_NEXT_ID  "/proc/" SHM_NEXT_REL
 
 /* ---------------------------------------------------------------- dump */
 
@@ -58,8 +61,9 @@ static int same_ipc_ns(pid_t pid)
 	char path[64];
 	struct stat a, b;
 
+	/* this thread's: a dump works in the tree's IPC namespace (namespaces.c) */
 	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", pid);
-	if (stat(path, &a) || stat("/proc/self/ns/ipc", &b)) {
+	if (stat(path, &a) || stat("/proc/thread-self/ns/ipc", &b)) {
 		int ret = -errno;
 
 		pr_perror("pid %d: cannot read its IPC namespace", pid);
@@ -76,7 +80,7 @@ int sysvshm_check_vma(const struct cr_proc *p, const struct cr_vma *v)
 		return ret;
 	if (!ret) {
 		pr_err("pid %d: mapping %lx-%lx: System V shared memory (%s) of another IPC "
-		       "namespace is not supported",
+		       "namespace than the tree's is not supported",
 		       p->pid, v->s.start, v->s.end, v->s.path);
 		return -EOPNOTSUPP;
 	}
@@ -250,7 +254,7 @@ static int set_next_id(int id)
 {
 	char v[16];
 	int n = snprintf(v, sizeof(v), "%d", id), ret = 0;
-	int fd = open(SHM_NEXT_ID, O_WRONLY | O_CLOEXEC);
+	int fd = proc_open(SHM_NEXT_REL, O_WRONLY | O_CLOEXEC);
 
 	if (fd < 0 || write(fd, v, n) != n)
 		ret = -errno;

@@ -41,6 +41,7 @@
 #include "image.h"
 #include "images/namespaces.pb-c.h"
 #include "log.h"
+#include "proc.h"
 #include "namespaces.h"
 #include "restore-ctx.h"
 #include "tmpdir.h"
@@ -48,16 +49,17 @@
 
 static const struct ns_kind {
 	const char *name;
-	int flag;	  /* CLONE_NEW*, 0: never the tree's own */
+	unsigned bit;	  /* its CLONE_NEW* */
+	int flag;	  /* the same where the tree may have it of its own, else 0 */
 	const char *what; /* in messages */
 } kinds[] = {
-	{ "mnt", CLONE_NEWNS, "mount namespace" },
-	{ "uts", CLONE_NEWUTS, "UTS namespace" },
-	{ "ipc", CLONE_NEWIPC, "IPC namespace" },
-	{ "net", 0, "network namespace (PrivateNetwork=, or a container)" },
-	{ "pid", 0, "pid namespace (a container)" },
-	{ "user", 0, "user namespace (PrivateUsers=, DynamicUser=, or a container)" },
-	{ "cgroup", 0, "cgroup namespace" },
+	{ "mnt", CLONE_NEWNS, CLONE_NEWNS, "mount namespace" },
+	{ "uts", CLONE_NEWUTS, CLONE_NEWUTS, "UTS namespace" },
+	{ "ipc", CLONE_NEWIPC, CLONE_NEWIPC, "IPC namespace" },
+	{ "net", CLONE_NEWNET, 0, "network namespace (PrivateNetwork=, or a container)" },
+	{ "pid", CLONE_NEWPID, 0, "pid namespace (a container)" },
+	{ "user", CLONE_NEWUSER, 0, "user namespace (PrivateUsers=, or a container)" },
+	{ "cgroup", CLONE_NEWCGROUP, 0, "cgroup namespace" },
 };
 
 static int ns_stat(pid_t pid, const char *name, struct stat *st)
@@ -82,6 +84,35 @@ static bool same_ns(pid_t a, pid_t b, const char *name)
 }
 
 /* ------------------------------------------------------------ dump */
+
+int cr_process_namespaces(pid_t pid, unsigned *own, unsigned *kept)
+{
+	struct stat st;
+	int ret;
+
+	*own = *kept = 0;
+	ret = ns_stat(pid, "mnt", &st);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (!same_ns(pid, 0, kinds[i].name)) {
+			*own |= kinds[i].bit;
+			if (kinds[i].flag)
+				*kept |= kinds[i].bit;
+		}
+	return 0;
+}
+
+void cr_namespace_names(unsigned flags, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	if (len)
+		buf[0] = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if ((flags & kinds[i].bit) && o < len)
+			o += snprintf(buf + o, len - o, "%s%s", o ? " " : "", kinds[i].name);
+}
 
 int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
@@ -264,6 +295,21 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 	return 0;
 }
 
+static int enter_ipc(pid_t pid, struct cr_ns *ns)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ns->ipc_saved = open("/proc/thread-self/ns/ipc", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || ns->ipc_saved < 0 || setns(fd, CLONE_NEWIPC))
+		ret = pr_errno("pid %d: cannot enter its IPC namespace", pid);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 int ns_dump(struct cr_dump_ctx *ctx)
 {
 	pid_t root = ctx->procs[0]->pid;
@@ -271,6 +317,7 @@ int ns_dump(struct cr_dump_ctx *ctx)
 
 	if (!ns)
 		return -ENOMEM;
+	ns->ipc_saved = -1;
 	ctx->ns = ns;
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		if (same_ns(root, 0, kinds[i].name))
@@ -294,6 +341,14 @@ int ns_dump(struct cr_dump_ctx *ctx)
 		snprintf(ctx->root_prefix, sizeof(ctx->root_prefix), "/proc/%d/root", root);
 	if (ns->own & CLONE_NEWUTS) {
 		int ret = read_uts(root, ns);
+
+		if (ret)
+			return ret;
+	}
+	/* its System V segments are looked at (IPC_STAT) from inside: this
+	 * thread enters the namespace (a thread may) until the dump ends */
+	if (ns->own & CLONE_NEWIPC) {
+		int ret = enter_ipc(root, ns);
 
 		if (ret)
 			return ret;
@@ -338,12 +393,25 @@ int ns_write(struct cr_dump_ctx *ctx)
 	return ret;
 }
 
+void ns_dump_done(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+
+	if (!ns || ns->ipc_saved < 0)
+		return;
+	if (setns(ns->ipc_saved, CLONE_NEWIPC))
+		pr_perror("cannot go back to kupdate's own IPC namespace");
+	close(ns->ipc_saved);
+	ns->ipc_saved = -1;
+}
+
 void ns_free_dump(struct cr_dump_ctx *ctx)
 {
 	struct cr_ns *ns = ctx->ns;
 
 	if (!ns)
 		return;
+	ns_dump_done(ctx);
 	tmpdir_free_dump(ctx);
 	free_mounts(ns->mounts, ns->nr_mounts);
 	free(ns->hostname);
@@ -455,31 +523,48 @@ void ns_restore_init(struct rctx *c)
 
 static int enter(struct rctx *c, pid_t pid, int own)
 {
+	int fds[ARRAY_SIZE(kinds)], ret = proc_pin(true);
+
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		fds[i] = -1;
+	if (ret) {
+		pr_err("cannot keep kupdate's /proc: %s", strerror(-ret));
+		return ret;
+	}
 	if (own & CLONE_NEWNS) {
 		/* setns() of a mount namespace moves the cwd to its root */
 		c->ns_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (c->ns_cwd < 0)
 			return pr_errno("cannot keep kupdate's working directory");
 	}
+	/* every descriptor opened first: once in its mount namespace, /proc
+	 * is the tree's */
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		char path[64];
-		int fd, ret = 0;
 
 		if (!(own & kinds[i].flag))
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i].name);
 		c->ns_saved[i] = open(path, O_RDONLY | O_CLOEXEC);
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, kinds[i].name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (c->ns_saved[i] < 0 || fd < 0 || setns(fd, kinds[i].flag))
-			ret = pr_errno("cannot enter the %s of pid %d", kinds[i].what, pid);
-		if (fd >= 0)
-			close(fd);
-		if (ret)
-			return ret;
-		c->ns_entered |= kinds[i].flag;
+		fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (c->ns_saved[i] < 0 || fds[i] < 0) {
+			ret = pr_errno("cannot open the %s of pid %d", kinds[i].what, pid);
+			break;
+		}
 	}
-	return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds) && !ret; i++) {
+		if (!(own & kinds[i].flag))
+			continue;
+		if (setns(fds[i], kinds[i].flag))
+			ret = pr_errno("cannot enter the %s of pid %d", kinds[i].what, pid);
+		else
+			c->ns_entered |= kinds[i].flag;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return ret;
 }
 
 static int set_names(const NsEntry *e)
@@ -560,4 +645,5 @@ void ns_restore_leave(struct rctx *c)
 		c->ns_cwd = -1;
 	}
 	c->ns_entered = 0;
+	proc_pin(false);
 }

@@ -22,6 +22,7 @@ struct cr_ns {
 	size_t nr_mounts;
 	struct tmpdir *tmpdirs; /* tmpdir.c */
 	size_t nr_tmpdirs;
+	int ipc_saved; /* the dumping thread's own IPC namespace, while in the tree's */
 };
 
 /* dump: the root's namespaces, once the tree is seized; every other
@@ -29,6 +30,8 @@ struct cr_ns {
 int ns_dump(struct cr_dump_ctx *ctx);
 int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
 int ns_write(struct cr_dump_ctx *ctx);
+/* the dumping thread back in kupdate's IPC namespace, the tree looked at */
+void ns_dump_done(struct cr_dump_ctx *ctx);
 void ns_free_dump(struct cr_dump_ctx *ctx);
 /* path lies in a directory saved whole (tmpdir.c): the restore makes it
  * again, with a new inode */

@@ -7,17 +7,22 @@
  *    hard link of "closed", a FIFO held open for reading;
  *  - a child shares the namespaces and holds the private tmpfs as its cwd;
  *  - with the argument "unshare", the child makes a UTS namespace of its
- *    own (the dump must refuse, naming it).
+ *    own (the dump must refuse, naming it);
+ *  - with "shm", a System V segment of 64 KiB in its IPC namespace,
+ *    attached by the parent and the child, filled with a pattern.
  * After the restore, all from inside: the contents, offsets, modes, the
  * mtime, the hard link (one inode), the unlinked file unlinked with its
- * data; writes to $CRT_DIR/ro fail with EROFS; the host name; the mount table has the private tmpfs, the
- * read-only bind and the cover of $CRT_DIR/hidden; the child in the same mount namespace as its parent. */
+ * data; writes to $CRT_DIR/ro fail with EROFS; the host name; the mount
+ * table has the private tmpfs, the read-only bind and the cover of
+ * $CRT_DIR/hidden; the child in the same mount namespace as its parent;
+ * the segment with its size, contents and two attaches. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +66,9 @@ static void check_mounts(void)
 int main(int argc, char **argv)
 {
 	bool unshare_child = argc > 1 && !strcmp(argv[1], "unshare");
+	bool shm = argc > 1 && !strcmp(argv[1], "shm");
+	unsigned char *seg = NULL;
+	int shmid = -1;
 	static unsigned char buf[GONE_SIZE];
 	struct timespec ts[2] = { { 1000000000, 0 }, { 1234567890, 5 } };
 	char host[64], lbuf[256];
@@ -94,6 +102,13 @@ int main(int argc, char **argv)
 	ff = open(in_priv("fifo"), O_RDONLY | O_NONBLOCK);
 	crt_check(ff >= 0, "fifo: %s", strerror(errno));
 	crt_check(pipe(p) == 0, "pipe");
+	if (shm) {
+		shmid = shmget(IPC_PRIVATE, GONE_SIZE, IPC_CREAT | 0600);
+		seg = shmid < 0 ? NULL : shmat(shmid, NULL, 0);
+		crt_check(seg && seg != (void *)-1, "shm: %s", strerror(errno));
+		for (int i = 0; i < GONE_SIZE; i++)
+			seg[i] = pat(i + 1);
+	}
 	child = fork();
 	if (child == 0) {
 		if (unshare_child && unshare(CLONE_NEWUTS))
@@ -147,6 +162,16 @@ int main(int argc, char **argv)
 	crt_check(open(crt_path("ro/x"), O_WRONLY | O_CREAT, 0600) < 0 && errno == EROFS,
 		  "%s is writable", crt_path("ro"));
 	check_mounts();
+	if (shm) {
+		struct shmid_ds ds;
+
+		crt_check(shmctl(shmid, IPC_STAT, &ds) == 0 && ds.shm_segsz == GONE_SIZE &&
+				  ds.shm_nattch == 2,
+			  "shm: segment %d: %s, %lu bytes, %lu attaches", shmid, strerror(errno),
+			  (unsigned long)ds.shm_segsz, (unsigned long)ds.shm_nattch);
+		for (int i = 0; i < GONE_SIZE; i++)
+			crt_check(seg[i] == pat(i + 1), "shm: byte %d differs", i);
+	}
 	kill(child, SIGTERM);
 	crt_check(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "the child in the private tmpfs: status %x", st);

@@ -219,7 +219,7 @@ static void test_dropins(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s/early", tmpdir);
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
-					      "20261203T045532-7d6c", false, NULL),
+					      "20261203T045532-7d6c", false, NULL, 0),
 			 0);
 	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
@@ -236,6 +236,20 @@ static void test_dropins(void **state)
 	assert_non_null(strstr(text, "Conflicts=shutdown.target\n"));
 	/* ahead of the rest of the boot for the CPU, in [Service] */
 	assert_non_null(strstr(strstr(text, "[Service]"), "StartupCPUWeight=1000\n"));
+	/* no namespaces of its own: none of the unit's ExecStartPre= runs */
+	assert_null(strstr(text, "ExecStartPre=/"));
+	free(text);
+	/* with namespaces of its own (mount, UTS): kupdate-anchor, with no
+	 * prefix (the unit's sandboxing applies), before the restore */
+	setenv("KUPDATE_ANCHOR", "/usr/lib/kupdate/kupdate-anchor", 1);
+	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
+					      "20261203T045532-7d6c", false, NULL, 0x04020000),
+			 0);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_non_null(strstr(text, "ExecStartPre=\nExecStartPost=\nExecStart=\n"
+				     "ExecStartPre=/usr/lib/kupdate/kupdate-anchor 660\n"
+				     "ExecStart=+/usr/sbin/kupdate restore-unit"));
+	unsetenv("KUPDATE_ANCHOR");
 	free(text);
 	setenv("KUPDATE_RUNTIME_UNIT_DIR", dir, 1);
 	assert_int_equal(write_checkpointed_dropin("demo.service"), 0);
@@ -407,7 +421,7 @@ static void test_store(void **state)
 	assert_string_equal(deps,
 			    "RequiresMountsFor=/var/lib/kupdate-store/20261203T045532-7d6c\n");
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
-					      "20261203T045532-7d6c", false, deps),
+					      "20261203T045532-7d6c", false, deps, 0),
 			 0);
 	free(deps);
 	snprintf(path, sizeof(path), "%s/demo.service.d/zz-kupdate-restore.conf", dir);
