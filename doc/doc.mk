@@ -12,7 +12,7 @@ $(BUILD)/man/%: doc/%.in cr-engine/include/cr.h doc/doc.mk
 	@mkdir -p $(dir $@)
 	$(Q)sed -e 's|@VERSION@|$(KUPDATE_VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
 		-e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@GENDIR@|$(GENDIR)|g' \
-		-e 's|@DATADIR@|$(PREFIX)/share|g' $< > $@
+		-e 's|@DATADIR@|$(PREFIX)/share|g' -e 's|@LIBDIR@|$(PREFIX)/lib|g' $< > $@
 
 .PHONY: man install-doc
 man: $(MAN_PAGES)

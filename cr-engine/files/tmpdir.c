@@ -347,12 +347,21 @@ int tmpdir_check(pid_t pid, char *const *paths, size_t n)
 
 		if (!p)
 			return -ENOMEM;
+		struct stat top, st;
+
 		d = opendir(p);
-		if (!d)
+		if (!d || fstat(dirfd(d), &top)) {
+			if (d)
+				closedir(d);
 			return pr_errno("%s in the namespace of pid %d: cannot open it", paths[i],
 					pid);
+		}
+		/* a mount point in it (a bind into a TemporaryFileSystem=) is
+		 * the namespace's, not content */
 		while ((de = readdir(d)))
-			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			    (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+			     st.st_dev == top.st_dev))
 				empty = false;
 		closedir(d);
 		if (!empty) {

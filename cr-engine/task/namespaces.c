@@ -202,15 +202,23 @@ static void free_mounts(NsMount **m, size_t n)
 }
 
 /* Directories whose contents nothing outside the namespace keeps: a
- * systemd PrivateTmp= directory, a tmpfs of the namespace's own (not
- * /dev, whose nodes the namespace's maker makes). */
-static bool saved_whole(const NsMount *m)
+ * systemd PrivateTmp= directory, a whole tmpfs that no mount of kupdate's
+ * namespace shows (TemporaryFileSystem=, ProtectHome=tmpfs), but not /dev
+ * (PrivateDevices=), whose nodes the namespace's maker makes.  Not a bind
+ * of a directory of a tmpfs (systemd's inaccessible nodes under /run),
+ * nor a tmpfs kupdate's namespace shows too (it is the host's). */
+static bool saved_whole(const struct mount_entry *e, const struct mount_table *host)
 {
-	if (strstr(m->root, "/systemd-private-*/"))
+	size_t n = strlen(e->root);
+
+	if (strstr(e->root, "/systemd-private-") && n > 4 && !strcmp(e->root + n - 4, "/tmp"))
 		return true;
-	if (strcmp(m->fstype, "tmpfs") || !strcmp(m->point, "/dev") ||
-	    !strncmp(m->point, "/dev/", 5))
+	if (strcmp(e->fstype, "tmpfs") || strcmp(e->root, "/") || !strcmp(e->mp, "/dev") ||
+	    !strncmp(e->mp, "/dev/", 5))
 		return false;
+	for (size_t j = 0; j < host->n; j++)
+		if (host->e[j].maj == e->maj && host->e[j].min == e->min)
+			return false;
 	return true;
 }
 
@@ -278,21 +286,25 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 		ret = mount_table_read(NULL, &host);
 	if (!ret)
 		ret = mounts_delta(&t, &host, &ns->mounts, &ns->nr_mounts);
-	mount_table_free(&t);
-	mount_table_free(&host);
-	if (ret) {
+	if (ret)
 		pr_err("pid %d: cannot read its mount table: %s", ctx->procs[0]->pid,
 		       strerror(-ret));
-		return ret;
+	for (size_t i = 0; i < t.n && !ret; i++)
+		if (saved_whole(&t.e[i], &host))
+			ret = tmpdir_dump(ctx, t.e[i].mp);
+	if (!ret && host.n) {
+		ns->host_points = xrealloc_array(NULL, host.n, sizeof(char *));
+		for (size_t i = 0; ns->host_points && i < host.n && !ret; i++) {
+			ns->host_points[i] = xstrdup(host.e[i].mp);
+			ret = ns->host_points[i] ? 0 : -ENOMEM;
+			ns->nr_host_points = i + 1;
+		}
+		if (!ns->host_points)
+			ret = -ENOMEM;
 	}
-	for (size_t i = 0; i < ns->nr_mounts; i++) {
-		if (!saved_whole(ns->mounts[i]))
-			continue;
-		ret = tmpdir_dump(ctx, ns->mounts[i]->point);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	mount_table_free(&t);
+	mount_table_free(&host);
+	return ret;
 }
 
 static int enter_ipc(pid_t pid, struct cr_ns *ns)
@@ -381,6 +393,8 @@ int ns_write(struct cr_dump_ctx *ctx)
 	e.domainname = ns->domainname;
 	e.n_mounts = ns->nr_mounts;
 	e.mounts = ns->mounts;
+	e.n_host_points = ns->nr_host_points;
+	e.host_points = ns->host_points;
 	ret = tmpdir_write(ctx, &e.tmpdirs, &e.n_tmpdirs);
 	if (ret)
 		return ret;
@@ -414,6 +428,9 @@ void ns_free_dump(struct cr_dump_ctx *ctx)
 	ns_dump_done(ctx);
 	tmpdir_free_dump(ctx);
 	free_mounts(ns->mounts, ns->nr_mounts);
+	for (size_t i = 0; i < ns->nr_host_points; i++)
+		free(ns->host_points[i]);
+	free(ns->host_points);
 	free(ns->hostname);
 	free(ns->domainname);
 	free(ns);
@@ -451,7 +468,33 @@ static bool mount_in(const NsMount *m, NsMount *const *set, size_t n)
 	return false;
 }
 
-/* the mounts the given process has beyond kupdate's are those recorded */
+/* The host's namespaces, for a restore: pid 1's (systemd runs a unit's
+ * command with its network and IPC namespaces even when the command's "+"
+ * lifts the rest, and kupdate may be that command), or kupdate's own where
+ * pid 1's cannot be looked at. */
+static pid_t host_ref(void)
+{
+	struct stat st;
+
+	return ns_stat(1, "mnt", &st) ? 0 : 1;
+}
+
+/* A mount of the sandboxing over a mount point of the host's counts only
+ * if the host had it at the dump and has it now: the host's own mounts
+ * come and go (a disk mounted later in the boot), not the unit's
+ * configuration. */
+static bool counts(const char *point, const NsEntry *e, const struct mount_table *host)
+{
+	bool then = false, now = false;
+
+	for (size_t i = 0; i < e->n_host_points && !then; i++)
+		then = !strcmp(e->host_points[i], point);
+	for (size_t i = 0; i < host->n && !now; i++)
+		now = !strcmp(host->e[i].mp, point);
+	return then == now;
+}
+
+/* the mounts the given process has beyond the host's are those recorded */
 static int check_mounts(const NsEntry *e, pid_t pid)
 {
 	struct mount_table t = { 0 }, host = { 0 };
@@ -464,17 +507,15 @@ static int check_mounts(const NsEntry *e, pid_t pid)
 		return -ENOMEM;
 	ret = mount_table_read(path, &t);
 	if (!ret)
-		ret = mount_table_read(NULL, &host);
+		ret = mount_table_read(host_ref() ? "/proc/1/mountinfo" : NULL, &host);
 	if (!ret)
 		ret = mounts_delta(&t, &host, &now, &nr);
-	mount_table_free(&t);
-	mount_table_free(&host);
 	if (ret) {
 		pr_err("pid %d: cannot read its mount table: %s", pid, strerror(-ret));
-		return ret;
+		goto out;
 	}
 	for (size_t i = 0; i < e->n_mounts && !ret; i++)
-		if (!mount_in(e->mounts[i], now, nr)) {
+		if (counts(e->mounts[i]->point, e, &host) && !mount_in(e->mounts[i], now, nr)) {
 			pr_err("the mount namespace of pid %d lacks the tree's mount of %s on %s "
 			       "(%s %s): the namespace's configuration changed since the dump",
 			       pid, e->mounts[i]->root, e->mounts[i]->point, e->mounts[i]->fstype,
@@ -482,32 +523,37 @@ static int check_mounts(const NsEntry *e, pid_t pid)
 			ret = -ESTALE;
 		}
 	for (size_t i = 0; i < nr && !ret; i++)
-		if (!mount_in(now[i], e->mounts, e->n_mounts)) {
+		if (counts(now[i]->point, e, &host) && !mount_in(now[i], e->mounts, e->n_mounts)) {
 			pr_err("the mount namespace of pid %d has a mount the tree's had not: %s "
 			       "on "
 			       "%s (%s %s): the namespace's configuration changed since the dump",
 			       pid, now[i]->root, now[i]->point, now[i]->fstype, now[i]->options);
 			ret = -ESTALE;
 		}
+out:
+	mount_table_free(&t);
+	mount_table_free(&host);
 	free_mounts(now, nr);
 	return ret;
 }
 
 static int check_given(const NsEntry *e, int own, pid_t pid)
 {
+	pid_t host = host_ref();
+
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-		bool theirs = !same_ns(pid, 0, kinds[i].name);
+		bool theirs = !same_ns(pid, host, kinds[i].name);
 		bool want = kinds[i].flag && (own & kinds[i].flag);
 
 		if (theirs == want)
 			continue;
 		if (want)
 			pr_err("the tree lived in its own %s, and pid %d, whose namespaces it is "
-			       "to be restored into, lives in kupdate's",
+			       "to be restored into, lives in the host's",
 			       kinds[i].what, pid);
 		else
 			pr_err("pid %d, whose namespaces the tree is to be restored into, lives in "
-			       "its own %s, and the tree lived in kupdate's",
+			       "its own %s, and the tree lived in the host's",
 			       pid, kinds[i].what);
 		return -ESTALE;
 	}
@@ -542,7 +588,8 @@ static int enter(struct rctx *c, pid_t pid, int own)
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		char path[64];
 
-		if (!(own & kinds[i].flag))
+		/* (systemd may have started kupdate in it already) */
+		if (!(own & kinds[i].flag) || same_ns(pid, 0, kinds[i].name))
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i].name);
 		c->ns_saved[i] = open(path, O_RDONLY | O_CLOEXEC);
@@ -554,7 +601,7 @@ static int enter(struct rctx *c, pid_t pid, int own)
 		}
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(kinds) && !ret; i++) {
-		if (!(own & kinds[i].flag))
+		if (fds[i] < 0)
 			continue;
 		if (setns(fds[i], kinds[i].flag))
 			ret = pr_errno("cannot enter the %s of pid %d", kinds[i].what, pid);

@@ -20,6 +20,8 @@ struct cr_ns {
 	char *domainname;
 	NsMount **mounts; /* its mounts that kupdate's namespace has not */
 	size_t nr_mounts;
+	char **host_points; /* kupdate's mount points */
+	size_t nr_host_points;
 	struct tmpdir *tmpdirs; /* tmpdir.c */
 	size_t nr_tmpdirs;
 	int ipc_saved; /* the dumping thread's own IPC namespace, while in the tree's */

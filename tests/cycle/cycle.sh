@@ -1,15 +1,22 @@
 #!/bin/bash
 # The update cycle in QEMU, TAP.  Debian guest with systemd, kernel A (6.1)
-# and B (6.12), kupdate installed from the payload, seven services preserved
+# and B (6.12), kupdate installed from the payload, eight services preserved
 # (kupdate enable): an in-memory counter with a live TCP client on the host
 # (through QEMU's forward), two processes sharing a pipe, a service logging
 # to the journal, one running as nobody with a single capability, no new
 # privileges and a seccomp filter (its credentials come back exactly, never
-# more), a TCP echo service carrying a stream of checksummed
+# more), one sandboxed in mount, UTS and IPC namespaces of its own
+# (PrivateTmp=, ProtectSystem=strict, PrivateDevices=, TemporaryFileSystem=
+# ...), a TCP echo service carrying a stream of checksummed
 # records both ways, Debian's redis-server (a held connection issuing INCR,
-# 1000 keys) and nginx (a rate-limited 24 MiB download across the cycle).
-# Stock redis-server is refused first (its sandboxing namespaces); a
-# drop-in lifting them (tests/cycle/units/redis-server.service.d) is used.
+# 1000 keys; its own mount and UTS namespaces) and nginx (a rate-limited
+# 24 MiB download across the cycle).
+# Stock redis-server is refused first (its user namespace, PrivateUsers=);
+# a drop-in lifting that one setting (tests/cycle/units/redis-server.service.d)
+# is used: the rest of its sandboxing stays as Debian ships it.  What the
+# sandboxed units kept in their private /tmp and /var/tmp comes back; at
+# the end their restored processes' confinement (mount table, namespaces,
+# credentials, capabilities, seccomp) is compared with a fresh start's.
 #
 #   1 refusal: a unit holding an io_uring fd -> apply exits 1 naming it;
 #     nothing frozen, no cycle left, no kernel loaded, no kexec
@@ -18,8 +25,10 @@
 #     service's new lines, kupdate status says restored, pid reservation
 #     and network lock released, images removed; the host client's
 #     connection saw a pause, never a reset; systemctl stop/start work
-#   3 B -> A with demo-pipe's page image damaged before its restore: it is
-#     started the ordinary way (new pid), the others are restored; this
+#   3 B -> A with demo-pipe's page image damaged before its restore, and
+#     demo-sandbox's configuration changed (a ReadWritePaths= added, the
+#     unit not restarted): both are started the ordinary way (new pid),
+#     with the reason in kupdate status, the others are restored; this
 #     direction goes without pid_reserve= (the generator's ns_last_pid path)
 #     and with --no-rto-revert (A->B's restores quote the connections to
 #     their peers in ICMP errors, B->A's do not)
@@ -99,7 +108,7 @@ fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0
 port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379) port_http=$(fwd 80)
 wait_payload || bail "the payload disk is not mounted in the guest"
 run 'cp -a /payload/root/. / && systemctl daemon-reload &&
-	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service demo-priv.service &&
+	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service demo-priv.service demo-sandbox.service &&
 	systemctl enable kupdate-finish.service' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
 # redis without persistence, reachable from the host; a file for nginx
@@ -109,24 +118,26 @@ run 'sed -i "s/^bind .*/bind 0.0.0.0/; s/^protected-mode yes/protected-mode no/"
 	dd if=/dev/urandom of=/var/www/html/big.bin bs=1M count=24 status=none' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "configure redis, nginx and the echo service"; }
 big_sum=$(run 'sha256sum /var/www/html/big.bin | cut -d" " -f1')
-units="demo-counter demo-pipe demo-log demo-echo redis-server nginx demo-priv"
-nunits=7
+units="demo-counter demo-pipe demo-log demo-echo redis-server nginx demo-priv demo-sandbox"
+nunits=8
 check "kupdate enable: $nunits units preserved" \
 	run "kupdate enable $(sed 's/\([^ ]*\)/\1.service/g' <<<"$units") >/dev/null &&
 		test \$(ls /etc/systemd/system/kupdate.target.wants | wc -l) = $nunits"
 sleep 2
 list=$(run 'kupdate list')
 echo "$list" | sed 's/^/# /'
-check "kupdate list: stock redis-server is refused, naming its mount namespace" \
-	grep -q '^redis-server.service .*mount namespace' <<<"$list"
+check "kupdate list: stock redis-server is refused, naming its user namespace (PrivateUsers=)" \
+	grep -q '^redis-server.service .* user! .*user namespace (PrivateUsers=' <<<"$list"
 run 'mkdir -p /etc/systemd/system/redis-server.service.d &&
 	cp /payload/extra/redis-server.service.d/*.conf /etc/systemd/system/redis-server.service.d/ &&
 	systemctl daemon-reload && systemctl restart redis-server.service' >/dev/null 2>&1
 sleep 2
 list=$(run 'kupdate list')
 echo "$list" | sed 's/^/# /'
-check "kupdate list: the $nunits units can be checkpointed (redis without its sandbox)" \
+check "kupdate list: the $nunits units can be checkpointed (redis without its user namespace only)" \
 	test "$(grep -c ' yes$' <<<"$list")" = $nunits
+check "kupdate list: redis-server's mount and UTS namespaces, demo-sandbox's mount, UTS and IPC ones are kept" \
+	test "$(grep -c -e '^redis-server.service .* mnt uts  .* yes$' -e '^demo-sandbox.service .* mnt uts ipc  .* yes$' <<<"$list")" = 2
 # a unit whose processes come and go: each check freezes it while it is
 # seized, so ten runs say the same (without the freeze one that exits in
 # between fails it: "pid N exited while being dumped"; frozen in a vfork of
@@ -207,6 +218,15 @@ creds() {
 }
 priv_before=$(creds demo-priv.service)
 echo "$priv_before" | sed 's/^/# demo-priv before: /'
+# what the sandboxed units keep in their private /tmp and /var/tmp (written
+# from outside, through their root)
+tmp_mark="kept $RANDOM"
+run "p=\$(systemctl show -P MainPID demo-sandbox.service) && echo '$tmp_mark' >/proc/\$p/root/tmp/marker &&
+	mkdir /proc/\$p/root/var/tmp/dir && echo deep >/proc/\$p/root/var/tmp/dir/file &&
+	r=\$(systemctl show -P MainPID redis-server.service) && echo '$tmp_mark' >/proc/\$r/root/tmp/marker" ||
+	notok "write into the sandboxed units' private /tmp"
+tmp_read() { run "for u in demo-sandbox redis-server; do p=\$(systemctl show -P MainPID \$u.service)
+	cat /proc/\$p/root/tmp/marker; done; cat /proc/\$p/root/var/tmp/dir/file 2>/dev/null" | xargs; }
 say "pids before: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
 start_clients
 curl -sS --max-time 1200 --limit-rate 150k -o "$work/big.bin" "http://127.0.0.1:$port_http/big.bin" \
@@ -244,6 +264,9 @@ done
 priv_after=$(creds demo-priv.service)
 check "A->B: demo-priv's processes have exactly the credentials they had (uids, gids, groups, capabilities, no_new_privs, seccomp, umask)" \
 	test -n "$priv_before" -a "$priv_after" = "$priv_before"
+tmp_now=$(tmp_read)
+check "A->B: the private /tmp and /var/tmp of demo-sandbox and redis-server came back ($tmp_now)" \
+	test "$tmp_now" = "$tmp_mark $tmp_mark deep"
 check "A->B: and those are the unit's, no more: nobody, CAP_NET_BIND_SERVICE only, no_new_privs, a seccomp filter, umask 0077" \
 	awk '/^Uid:/ { u = ($2 $3 $4 $5 == "65534655346553465534") }
 		/^CapPrm:|^CapEff:|^CapBnd:|^CapAmb:/ { c += ($2 == "0000000000000400") }
@@ -346,6 +369,12 @@ fi
 # ---- 3. B -> A with a damaged image --------------------------------------------
 run 'cp /payload/extra/kupdate-test-corrupt.service /etc/systemd/system/ &&
 	systemctl daemon-reload && systemctl enable kupdate-test-corrupt.service' >/dev/null 2>&1
+# demo-sandbox's configuration changed since it started (an operator's
+# edit, not applied yet): its new namespaces differ from those its
+# processes have, and its restore must see it before anything is made
+run 'mkdir -p /etc/systemd/system/demo-sandbox.service.d &&
+	printf "[Service]\nReadWritePaths=/var/cache\n" >/etc/systemd/system/demo-sandbox.service.d/rw.conf &&
+	systemctl daemon-reload' >/dev/null 2>&1
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
 # without pid_reserve= (as for a kernel without our patch): the generator
 # moves the pid allocator above the saved pids
@@ -363,8 +392,13 @@ check "B->A: demo-pipe was started the ordinary way, with the reason" \
 check "B->A: demo-pipe is active with a new pid" \
 	test "$(active demo-pipe.service && unit_pids demo-pipe.service)" != "${pids[demo-pipe]}" -a \
 	"$(run 'systemctl is-active demo-pipe.service')" = active
+check "B->A: demo-sandbox, whose ReadWritePaths= changed, was started the ordinary way, with the reason" \
+	grep -q '^demo-sandbox.service *cold-started.*restore failed:.*mount namespace of pid [0-9]* has a mount the tree.s had not: /var/cache on /var/cache.*configuration changed' <<<"$status"
+check "B->A: demo-sandbox is active with a new pid, with the new configuration (/var/cache writable)" \
+	test "$(active demo-sandbox.service && unit_pids demo-sandbox.service)" != "${pids[demo-sandbox]}" -a \
+	"$(run 'p=$(systemctl show -P MainPID demo-sandbox.service); grep -c " /var/cache rw," /proc/$p/mountinfo')" = 1
 for u in $units; do
-	[ $u = demo-pipe ] && continue
+	[ $u = demo-pipe ] || [ $u = demo-sandbox ] && continue
 	check "B->A: $u.service restored with its processes" \
 		test "$(unit_pids $u.service)" = "${pids[$u]}"
 done
@@ -372,7 +406,8 @@ check "B->A: no pid_reserve= on the command line; the generator raised ns_last_p
 	run '! grep -q pid_reserve= /proc/cmdline && journalctl -b | grep -q "pids now start above"'
 
 run 'systemctl disable kupdate-test-corrupt.service; rm -f /etc/systemd/system/kupdate-test-corrupt.service;
-	systemctl daemon-reload' >/dev/null 2>&1
+	rm -r /etc/systemd/system/demo-sandbox.service.d; systemctl daemon-reload;
+	systemctl restart demo-sandbox.service' >/dev/null 2>&1
 
 # ---- 4. a ready cycle, then a boot without it ------------------------------------
 for u in demo-counter; do pids[$u]=$(unit_pids $u.service); done
@@ -482,6 +517,34 @@ sed 's/^/# stream: /' "$work/stream" | tail -1
 check "A->A': the record stream: nothing lost, duplicated or reordered" grep -q '^PASS' "$work/stream"
 sed 's/^/# redis: /' "$work/redis" | tail -1
 check "A->A': redis: the held connection went on, the keys are intact" grep -q '^PASS' "$work/redis"
+
+# ---- the sandboxed units' confinement: restored as a fresh start of the unit
+# The mount table (mount point, type, root with systemd's private directory
+# names made *, per-mount options; the harness's /payload left out: it is
+# mounted after the restores, when it reaches a unit's namespace as the
+# host has it, where a later start makes it read-only), the namespaces
+# that are the unit's own, the uid map, the credentials, capabilities,
+# no_new_privs and seccomp of each restored unit's main process, against
+# those of the same unit restarted (systemd builds them anew).
+confinement() { # confinement UNIT
+	run "p=\$(systemctl show -P MainPID $1)
+	awk '\$5 != \"/payload\" { r = \$4; gsub(/systemd-private-[^\/]*/, \"systemd-private-*\", r)
+		for (i = 7; \$i != \"-\"; i++); print \"mount\", \$5, \$(i + 1), r, \$6 }' /proc/\$p/mountinfo | sort
+	for n in mnt uts ipc net user pid cgroup; do
+		test \"\$(readlink /proc/\$p/ns/\$n)\" = \"\$(readlink /proc/1/ns/\$n)\" && echo ns \$n host || echo ns \$n own
+	done
+	echo uid_map \$(cat /proc/\$p/uid_map)
+	grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/\$p/status | tr -s '\t ' ' '"
+}
+for u in redis-server demo-sandbox; do
+	restored=$(confinement $u.service)
+	run "systemctl restart $u.service" >/dev/null 2>&1
+	sleep 1
+	fresh=$(confinement $u.service)
+	diff <(echo "$restored") <(echo "$fresh") | sed "s/^/# $u restored vs fresh: /"
+	check "$u: the restored processes are confined exactly as a fresh start of the unit ($(grep -c '^mount' <<<"$fresh") mounts, namespaces $(grep 'own$' <<<"$fresh" | cut -d' ' -f2 | xargs), $(grep '^CapBnd' <<<"$fresh"), $(grep '^Seccomp:' <<<"$fresh"))" \
+		test -n "$fresh" -a "$restored" = "$fresh"
+done
 
 # ---- 7. the emulator's floor: seven idle processes, no service, no connection --
 # One dump of seven sleeps (apply dumps its units the same way: one process,
