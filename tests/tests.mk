@@ -87,8 +87,7 @@ cycle-payload: $(KUPDATE) $(CYCLE_BINS)
 	$(Q)$(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(CYCLE_PAYLOAD))/root PREFIX=/usr
 	$(Q)install -m 0755 $(TBIN)/cycle/kupdate-demo $(CYCLE_PAYLOAD)/root/usr/local/bin/
 	$(Q)cp tests/cycle/units/demo-*.service $(CYCLE_PAYLOAD)/root/etc/systemd/system/
-	$(Q)cp -r tests/cycle/units/kupdate-test-corrupt.service \
-		tests/cycle/units/redis-server.service.d $(CYCLE_PAYLOAD)/extra/
+	$(Q)cp tests/cycle/units/kupdate-test-corrupt.service $(CYCLE_PAYLOAD)/extra/
 
 cycle: kernels guest-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) tests/cycle/cycle.sh

@@ -72,19 +72,22 @@ static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
 }
 
 /* Everything a process needs before it jumps: fds, cwd, the blob. */
-/* Credentials into the restorer's form; the groups go at *off in a. */
-static void plan_creds(const Creds *cr, struct rst_creds *rc, uint32_t dumpable, void *a,
-		       size_t *off)
+/* Credentials into the restorer's form; the groups go at *off in a.  The
+ * uids and gids as the tree's user namespace names them (the restorer sets
+ * them from inside it); the groups as the initial one does (set before it
+ * enters). */
+static void plan_creds(const struct rctx *c, const Creds *cr, struct rst_creds *rc,
+		       uint32_t dumpable, void *a, size_t *off)
 {
 	rc->present = 1;
-	rc->uid[0] = cr->uid;
-	rc->uid[1] = cr->euid;
-	rc->uid[2] = cr->suid;
-	rc->uid[3] = cr->fsuid;
-	rc->gid[0] = cr->gid;
-	rc->gid[1] = cr->egid;
-	rc->gid[2] = cr->sgid;
-	rc->gid[3] = cr->fsgid;
+	rc->uid[0] = ns_id_inside(c, cr->uid, false);
+	rc->uid[1] = ns_id_inside(c, cr->euid, false);
+	rc->uid[2] = ns_id_inside(c, cr->suid, false);
+	rc->uid[3] = ns_id_inside(c, cr->fsuid, false);
+	rc->gid[0] = ns_id_inside(c, cr->gid, true);
+	rc->gid[1] = ns_id_inside(c, cr->egid, true);
+	rc->gid[2] = ns_id_inside(c, cr->sgid, true);
+	rc->gid[3] = ns_id_inside(c, cr->fsgid, true);
 	rc->cap_inh = cr->cap_inh;
 	rc->cap_prm = cr->cap_prm;
 	rc->cap_eff = cr->cap_eff;
@@ -217,6 +220,15 @@ static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *
 		if (fd < 0)
 			return fd;
 		c->shm.fds[i] = fd;
+	}
+	/* the user namespace it enters last (restorer.c: enter_userns) */
+	b->args.userns_fd = -1;
+	if (c->ns_userns_fd >= 0) {
+		int fd = fcntl(c->ns_userns_fd, F_DUPFD_CLOEXEC, base);
+
+		b->args.userns_fd = fd < 0 ? fd : builder_place_fd(b, fd);
+		if (b->args.userns_fd < 0)
+			return pr_errno("pid %d: cannot keep the tree's user namespace", rp->pid);
 	}
 	/* its removed working directory, made again */
 	if (rp->cwd_fd >= 0) {
@@ -488,7 +500,8 @@ static void plan_timers(const struct rproc *rp, struct rst_builder *b, void *a, 
 
 /* Limits in b->args; credentials (the groups at *off in a), seccomp,
  * signal dispositions and auxv at *off. */
-static void write_task(const struct rproc *rp, struct rst_builder *b, void *a, size_t *off)
+static void write_task(const struct rctx *c, const struct rproc *rp, struct rst_builder *b, void *a,
+		       size_t *off)
 {
 	const struct rcore *core = &rp->core;
 
@@ -498,13 +511,13 @@ static void write_task(const struct rproc *rp, struct rst_builder *b, void *a, s
 		b->args.rlimits[i][1] = core->task->rlimits[i]->max;
 	}
 	if (core->task->creds)
-		plan_creds(core->task->creds, &b->args.creds,
+		plan_creds(c, core->task->creds, &b->args.creds,
 			   core->task->has_dumpable ? core->task->dumpable : 1, a, off);
 	for (size_t i = 0; i < b->nr_threads; i++) {
 		struct rst_thread *t = args_thread(a, b, i);
 
 		if (i && core->threads[i]->creds)
-			plan_creds(core->threads[i]->creds, &t->creds, 1, a, off);
+			plan_creds(c, core->threads[i]->creds, &t->creds, 1, a, off);
 	}
 	seccomp_plan(core->task->seccomp, &b->args, (uint8_t *)a, off);
 	b->args.sigacts_off = *off;
@@ -537,8 +550,8 @@ static void write_strings(struct rst_builder *b, void *a, size_t *off)
 }
 
 /* Write the blob's arguments at a, after its code in l->region. */
-static int write_args(const struct rproc *rp, struct rst_builder *b, const struct vdso_plan *vp,
-		      const struct blob_layout *l, void *a)
+static int write_args(const struct rctx *c, const struct rproc *rp, struct rst_builder *b,
+		      const struct vdso_plan *vp, const struct blob_layout *l, void *a)
 {
 	size_t off = sizeof(struct rst_args);
 	int ret;
@@ -552,7 +565,7 @@ static int write_args(const struct rproc *rp, struct rst_builder *b, const struc
 	b->args.task_size = l->task_size;
 	write_vmas_threads(rp, b, l, a, &off);
 	plan_timers(rp, b, a, &off);
-	write_task(rp, b, a, &off);
+	write_task(c, rp, b, a, &off);
 	write_strings(b, a, &off);
 	ret = vdso_fill(rp->pid, &rp->mm, vp, (struct rst_vma *)((char *)a + b->args.vmas_off),
 			(uint8_t *)a, &off);
@@ -621,7 +634,7 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 		return ret;
 	vdso_place(&vp, &b, (uintptr_t)l.region);
 	a = l.region + l.code_len;
-	ret = write_args(rp, &b, &vp, &l, a);
+	ret = write_args(c, rp, &b, &vp, &l, a);
 	if (ret)
 		return ret;
 	if (mprotect(l.region, l.code_len, PROT_READ | PROT_EXEC))

@@ -9,6 +9,7 @@
 
 #include "files.h"
 #include "memory.h"
+#include "namespaces.h"
 #include "pages.h"
 #include "restore.h"
 #include "sysvshm.h"
@@ -64,7 +65,16 @@ struct rctx {
 	int ns_saved[7];
 	int ns_entered;
 	int ns_cwd;
+	int ns_userns_fd; /* the tree's user namespace, each process enters it */
+	struct ns_idmap ns_uidmap[NS_IDMAP_MAX], ns_gidmap[NS_IDMAP_MAX];
+	size_t ns_nr_uidmap, ns_nr_gidmap;
 };
+
+/* lastpid.c: ns_last_pid set below tid for a clone without set_tid, under
+ * the lock of every kupdate, tid out of the boot's pid reservation
+ * meanwhile; tid_done puts both back */
+int tid_prepare(pid_t tid, struct tid_hold *h);
+void tid_done(struct tid_hold *h);
 
 /* restore-images.c: every image of the tree, loaded and checked against
  * the inventory, before anything is created */

@@ -812,6 +812,21 @@ static int follow_blobs(struct rctx *c)
 				ptrace(PTRACE_CONT, tid, 0, 0);
 				continue;
 			}
+			/* a thread of a process in its own user namespace: its
+			 * tid through ns_last_pid (lastpid.c) */
+			if (r.rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
+				ret = rp->tid_hold.held ? -EPROTO
+							: tid_prepare((pid_t)r.rdi, &rp->tid_hold);
+				if (ret)
+					return ret;
+				ptrace(PTRACE_CONT, tid, 0, 0);
+				continue;
+			}
+			if (r.rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
+				tid_done(&rp->tid_hold);
+				ptrace(PTRACE_CONT, tid, 0, 0);
+				continue;
+			}
 			if (r.rip == rp->blob_start + RST_HELPER_WAIT_OFFSET + 1) {
 				r.rax = (unsigned long long)mem_helper_wait(&rp->helper,
 									    &rp->helper_bad_addr);
@@ -849,6 +864,10 @@ static int run_blobs(struct rctx *c)
 {
 	int ret = follow_blobs(c);
 
+	/* a tid lock left by a failure goes */
+	for (size_t i = 0; i < c->nr; i++)
+		if (c->procs[i].tid_hold.held)
+			tid_done(&c->procs[i].tid_hold);
 	/* a fill helper left running by a failure ends with its process */
 	for (size_t i = 0; i < c->nr; i++)
 		if (c->procs[i].helper) {

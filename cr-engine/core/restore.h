@@ -43,6 +43,13 @@ struct rmm {
 
 /* threads and task state of one process (regs.c) */
 
+/* ns_last_pid and the pid reservation, held for a thread's clone */
+struct tid_hold {
+	bool held;
+	int fd;
+	char *reserve;
+};
+
 struct rproc {
 	PstreeEntry *pe;
 	pid_t pid;
@@ -70,6 +77,7 @@ struct rproc {
 	/* filled while restoring */
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;
 	struct fill_helper *helper; /* filling part of a mapping (pages.c) */
+	struct tid_hold tid_hold;   /* a thread's tid being taken (lastpid.c) */
 	uint64_t helper_bad_addr;   /* where its data did not match its sum */
 	int parked;
 	bool seized;

@@ -122,7 +122,10 @@ static void set_creds(struct rst_args *a, long idx)
 	r = rsys2(NR_prctl, R_PR_SET_SECUREBITS, R_SECBIT_KEEP_CAPS);
 	if (r)
 		fail(a, RST_STEP_CREDS, r, R_SECBIT_KEEP_CAPS, idx);
-	r = rsys2(NR_setgroups, c->nr_groups, AT(a, c->groups_off));
+	/* (in a user namespace, set before it was entered: enter_userns) */
+	r = a->userns_fd >= 0 && c == &a->creds
+		    ? 0
+		    : rsys2(NR_setgroups, c->nr_groups, AT(a, c->groups_off));
 	if (r)
 		fail(a, RST_STEP_CREDS, r, 1, idx);
 	r = rsys3(NR_setresgid, c->gid[0], c->gid[1], c->gid[2]);
@@ -596,6 +599,16 @@ __asm__(".section .text.entry,\"ax\",@progbits\n"
 	"rst_helper_wait:\n"
 	"	int3\n"
 	"	ret\n"
+	"	.balign 8\n"
+	".globl rst_tid_prepare\n"
+	"rst_tid_prepare:\n"
+	"	int3\n"
+	"	ret\n"
+	"	.balign 8\n"
+	".globl rst_tid_done\n"
+	"rst_tid_done:\n"
+	"	int3\n"
+	"	ret\n"
 	".text\n");
 
 /* 1. the kernel's special mappings wait inside the blob while ... with
@@ -713,9 +726,33 @@ static void set_limits_itimers(struct rst_args *a)
 }
 
 /* 7. threads, each with its own tid */
+/* Into the tree's user namespace (task/namespaces.c): after what needs
+ * kupdate's privileges in the initial one (the memory map, the limits),
+ * before the threads are made (setns wants a single thread), and the
+ * supplementary groups set first, as the initial namespace names them (a
+ * namespace may deny setgroups).  Its uids and gids are given as the
+ * namespace names them. */
+static void enter_userns(struct rst_args *a)
+{
+	long r;
+
+	if (a->creds.present) {
+		r = rsys2(NR_setgroups, a->creds.nr_groups, AT(a, a->creds.groups_off));
+		if (r)
+			fail(a, RST_STEP_CREDS, r, 11, 0);
+	}
+	r = rsys2(NR_setns, a->userns_fd, R_CLONE_NEWUSER);
+	if (r)
+		fail(a, RST_STEP_CREDS, r, 12, 0);
+}
+
+void rst_tid_prepare(uint64_t tid);
+void rst_tid_done(long r);
+
 static void clone_threads(struct rst_args *a)
 {
 	struct rst_thread *th = AT(a, a->threads_off);
+	int in_userns = a->userns_fd >= 0;
 
 	for (uint32_t i = 1; i < a->nr_threads; i++) {
 		struct r_clone_args ca;
@@ -727,9 +764,13 @@ static void clone_threads(struct rst_args *a)
 			   R_CLONE_THREAD | R_CLONE_SYSVSEM;
 		ca.stack = th[i].stack_top - RST_STACK_SIZE;
 		ca.stack_size = RST_STACK_SIZE;
-		ca.set_tid = (uint64_t)&tid;
-		ca.set_tid_size = 1;
+		ca.set_tid = in_userns ? 0 : (uint64_t)&tid;
+		ca.set_tid_size = !in_userns;
+		if (in_userns)
+			rst_tid_prepare(tid);
 		r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
+		if (in_userns)
+			rst_tid_done(r);
 		if (r != th[i].tid)
 			fail(a, RST_STEP_CLONE, r < 0 ? r : -R_EAGAIN, th[i].tid, i);
 	}
@@ -820,12 +861,14 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 	map_vmas(a);
 
 	set_mm(a);
+	set_limits_itimers(a);
+	if (a->userns_fd >= 0)
+		enter_userns(a);
 
 	/* 6. descriptors that only served the restore */
 	if (a->close_from >= 0)
 		rsys3(NR_close_range, a->close_from, ~0U, 0);
 
-	set_limits_itimers(a);
 	clone_threads(a);
 	set_sigactions(a);
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define RST_MAGIC   0x4b55504452535452ULL
-#define RST_VERSION 4
+#define RST_VERSION 5
 
 #define RST_STACK_SIZE (64 * 1024)
 /* a huge page: premapped mappings keep their offset in one (restorer.c) */
@@ -35,6 +35,17 @@
  * run (0 when %rsi was 0), or a negative errno. */
 #define RST_HELPER_START_OFFSET 16
 #define RST_HELPER_WAIT_OFFSET	24
+/* A thread of a process that entered its user namespace (args.userns_fd):
+ * it cannot be given its tid with set_tid any more (that needs privileges
+ * in the initial user namespace).  The blob stops on the int3 at
+ * RST_TID_PREP_OFFSET with %rdi = the tid: kupdate takes the tid lock,
+ * frees the tid of the boot's pid reservation and sets ns_last_pid below
+ * it; the blob clones the thread without set_tid and stops on the int3 at
+ * RST_TID_DONE_OFFSET with %rdi = what clone returned: kupdate puts the
+ * reservation back and lets the lock go.  A thread that got another tid
+ * (something forked in between) fails the restore. */
+#define RST_TID_PREP_OFFSET 32
+#define RST_TID_DONE_OFFSET 40
 
 enum {
 	RST_MADV_DONTFORK = 1 << 0,
@@ -182,7 +193,8 @@ struct rst_args {
 	uint32_t nr_threads, threads_off; /* threads[0] is the main thread */
 	int32_t close_from;		  /* fds >= this served only the restore; -1: kupdate
 					   * closes them (a shared fd table) */
-	uint32_t pad0;
+	int32_t userns_fd;		  /* >= 0: the tree's user namespace, entered before the
+			    * threads are made (task/namespaces.c); -1: none */
 	uint32_t nr_moves;
 	int32_t pages_fd;
 	struct rst_move moves[RST_MAX_MOVES];

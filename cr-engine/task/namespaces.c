@@ -58,7 +58,7 @@ static const struct ns_kind {
 	{ "ipc", CLONE_NEWIPC, CLONE_NEWIPC, "IPC namespace" },
 	{ "net", CLONE_NEWNET, 0, "network namespace (PrivateNetwork=, or a container)" },
 	{ "pid", CLONE_NEWPID, 0, "pid namespace (a container)" },
-	{ "user", CLONE_NEWUSER, 0, "user namespace (PrivateUsers=, or a container)" },
+	{ "user", CLONE_NEWUSER, CLONE_NEWUSER, "user namespace" },
 	{ "cgroup", CLONE_NEWCGROUP, 0, "cgroup namespace" },
 };
 
@@ -307,6 +307,39 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 	return ret;
 }
 
+/* a file of /proc/PID with its blanks made one space, trimmed */
+static char *read_squeezed(pid_t pid, const char *name)
+{
+	_cleanup_free_ char *t = NULL;
+	char *out, *o;
+
+	if (read_proc(&t, NULL, "/proc/%d/%s", pid, name))
+		return NULL;
+	out = o = xzalloc(strlen(t) + 1);
+	for (const char *s = t; out && *s; s++) {
+		bool blank = *s == ' ' || *s == '\t' || *s == '\n';
+
+		if (blank && (o == out || o[-1] == ' ' || o[-1] == ';'))
+			continue;
+		*o++ = *s == '\n' ? ';' : blank ? ' ' : *s;
+	}
+	while (out && o > out && (o[-1] == ' ' || o[-1] == ';'))
+		*--o = 0;
+	return out;
+}
+
+static int read_userns(pid_t pid, struct cr_ns *ns)
+{
+	ns->uid_map = read_squeezed(pid, "uid_map");
+	ns->gid_map = read_squeezed(pid, "gid_map");
+	ns->setgroups = read_squeezed(pid, "setgroups");
+	if (!ns->uid_map || !ns->gid_map || !ns->setgroups) {
+		pr_err("pid %d: cannot read the id maps of its user namespace", pid);
+		return -EIO;
+	}
+	return 0;
+}
+
 static int enter_ipc(pid_t pid, struct cr_ns *ns)
 {
 	char path[64];
@@ -357,6 +390,12 @@ int ns_dump(struct cr_dump_ctx *ctx)
 		if (ret)
 			return ret;
 	}
+	if (ns->own & CLONE_NEWUSER) {
+		int ret = read_userns(root, ns);
+
+		if (ret)
+			return ret;
+	}
 	/* its System V segments are looked at (IPC_STAT) from inside: this
 	 * thread enters the namespace (a thread may) until the dump ends */
 	if (ns->own & CLONE_NEWIPC) {
@@ -395,6 +434,9 @@ int ns_write(struct cr_dump_ctx *ctx)
 	e.mounts = ns->mounts;
 	e.n_host_points = ns->nr_host_points;
 	e.host_points = ns->host_points;
+	e.uid_map = ns->uid_map;
+	e.gid_map = ns->gid_map;
+	e.setgroups = ns->setgroups;
 	ret = tmpdir_write(ctx, &e.tmpdirs, &e.n_tmpdirs);
 	if (ret)
 		return ret;
@@ -433,6 +475,9 @@ void ns_free_dump(struct cr_dump_ctx *ctx)
 	free(ns->host_points);
 	free(ns->hostname);
 	free(ns->domainname);
+	free(ns->uid_map);
+	free(ns->gid_map);
+	free(ns->setgroups);
 	free(ns);
 	ctx->ns = NULL;
 }
@@ -537,6 +582,63 @@ out:
 	return ret;
 }
 
+/* the given process's user namespace maps the ids as the tree's did */
+static int check_userns(const NsEntry *e, pid_t pid)
+{
+	const char *names[] = { "uid_map", "gid_map", "setgroups" };
+	const char *want[] = { e->uid_map, e->gid_map, e->setgroups };
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		_cleanup_free_ char *now = read_squeezed(pid, names[i]);
+
+		if (!want[i]) {
+			pr_err("image namespaces.img is damaged: it has no %s", names[i]);
+			return -EINVAL;
+		}
+		if (!now || strcmp(now, want[i])) {
+			pr_err("the user namespace of pid %d has %s '%s', the tree's had '%s': the "
+			       "namespace's configuration changed since the dump",
+			       pid, names[i], now ? now : "(unreadable)", want[i]);
+			return -ESTALE;
+		}
+	}
+	return 0;
+}
+
+/* "inside outside count;..." into map; 0 or -EINVAL */
+static int parse_idmap(const char *text, struct ns_idmap *map, size_t *nr)
+{
+	const char *s = text;
+
+	*nr = 0;
+	while (s && *s) {
+		struct ns_idmap m;
+		int used = 0;
+
+		if (*nr == NS_IDMAP_MAX ||
+		    sscanf(s, "%u %u %u%n", &m.inside, &m.outside, &m.count, &used) != 3)
+			return -EINVAL;
+		map[(*nr)++] = m;
+		s += used;
+		while (*s == ';' || *s == ' ')
+			s++;
+	}
+	return 0;
+}
+
+uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid)
+{
+	const struct ns_idmap *map = gid ? c->ns_gidmap : c->ns_uidmap;
+	size_t nr = gid ? c->ns_nr_gidmap : c->ns_nr_uidmap;
+
+	if (c->ns_userns_fd < 0)
+		return id;
+	for (size_t i = 0; i < nr; i++)
+		if (id >= map[i].outside && id - map[i].outside < map[i].count)
+			return map[i].inside + (id - map[i].outside);
+	return 65534; /* unmapped: the overflow id (the dump's view had it mapped) */
+}
+
 static int check_given(const NsEntry *e, int own, pid_t pid)
 {
 	pid_t host = host_ref();
@@ -557,6 +659,12 @@ static int check_given(const NsEntry *e, int own, pid_t pid)
 			       pid, kinds[i].what);
 		return -ESTALE;
 	}
+	if (own & CLONE_NEWUSER) {
+		int ret = check_userns(e, pid);
+
+		if (ret)
+			return ret;
+	}
 	return (own & CLONE_NEWNS) ? check_mounts(e, pid) : 0;
 }
 
@@ -565,6 +673,7 @@ void ns_restore_init(struct rctx *c)
 	for (size_t i = 0; i < ARRAY_SIZE(c->ns_saved); i++)
 		c->ns_saved[i] = -1;
 	c->ns_cwd = -1;
+	c->ns_userns_fd = -1;
 }
 
 static int enter(struct rctx *c, pid_t pid, int own)
@@ -573,6 +682,14 @@ static int enter(struct rctx *c, pid_t pid, int own)
 
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
 		fds[i] = -1;
+	if (!ret && (own & CLONE_NEWUSER)) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+		c->ns_userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (c->ns_userns_fd < 0)
+			return pr_errno("cannot open the user namespace of pid %d", pid);
+	}
 	if (ret) {
 		pr_err("cannot keep kupdate's /proc: %s", strerror(-ret));
 		return ret;
@@ -588,8 +705,10 @@ static int enter(struct rctx *c, pid_t pid, int own)
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		char path[64];
 
-		/* (systemd may have started kupdate in it already) */
-		if (!(own & kinds[i].flag) || same_ns(pid, 0, kinds[i].name))
+		/* (systemd may have started kupdate in it already; a user
+		 * namespace each process enters itself, last: restorer.c) */
+		if (!(own & kinds[i].flag) || same_ns(pid, 0, kinds[i].name) ||
+		    kinds[i].flag == CLONE_NEWUSER)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i].name);
 		c->ns_saved[i] = open(path, O_RDONLY | O_CLOEXEC);
@@ -661,6 +780,12 @@ int ns_restore_enter(struct rctx *c)
 	}
 	if (!ret)
 		ret = check_given(e, own, c->opts->ns_pid);
+	if (!ret && (own & CLONE_NEWUSER) &&
+	    (parse_idmap(e->uid_map, c->ns_uidmap, &c->ns_nr_uidmap) ||
+	     parse_idmap(e->gid_map, c->ns_gidmap, &c->ns_nr_gidmap))) {
+		pr_err("image namespaces.img is damaged: its id maps cannot be read");
+		ret = -EINVAL;
+	}
 	if (!ret)
 		ret = tmpdir_check(c->opts->ns_pid, e->tmpdirs, e->n_tmpdirs);
 	if (!ret)
@@ -692,5 +817,8 @@ void ns_restore_leave(struct rctx *c)
 		c->ns_cwd = -1;
 	}
 	c->ns_entered = 0;
+	if (c->ns_userns_fd >= 0)
+		close(c->ns_userns_fd);
+	c->ns_userns_fd = -1;
 	proc_pin(false);
 }

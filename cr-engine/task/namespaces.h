@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct cr_dump_ctx;
@@ -25,7 +26,14 @@ struct cr_ns {
 	struct tmpdir *tmpdirs; /* tmpdir.c */
 	size_t nr_tmpdirs;
 	int ipc_saved; /* the dumping thread's own IPC namespace, while in the tree's */
+	char *uid_map, *gid_map, *setgroups; /* with a user namespace of its own */
 };
+
+/* a line of a user namespace's uid_map or gid_map */
+struct ns_idmap {
+	uint32_t inside, outside, count;
+};
+#define NS_IDMAP_MAX 16
 
 /* dump: the root's namespaces, once the tree is seized; every other
  * process shares them (ns_check_proc) */
@@ -47,5 +55,8 @@ int ns_run_in(pid_t pid, const char *name, void *(*fn)(void *), void *arg);
 void ns_restore_init(struct rctx *c);
 int ns_restore_enter(struct rctx *c);
 void ns_restore_leave(struct rctx *c);
+/* restore: id (uid, or gid) of the initial user namespace as the tree's
+ * own user namespace names it (the same without one) */
+uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
 
 #endif

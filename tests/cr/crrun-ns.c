@@ -6,7 +6,14 @@
  * --own-namespaces; each restore goes into the namespaces of a holder made
  * the same way anew (--namespaces-of), as systemd makes a unit's anew at
  * its start.  --ns-holder-differs: the holder lacks the read-only bind (a
- * unit whose configuration changed): the restore must refuse. */
+ * unit whose configuration changed): the restore must refuse.
+ * --own-userns: in a user namespace too, made first (its other namespaces
+ * are its own), mapping root to itself and uid 1000 inside to nobody
+ * outside, with setgroups denied, as systemd's PrivateUsers= maps a unit's
+ * root and user (to themselves there: here an id that differs, so that the
+ * restore must translate); the map is written by the runner (only the
+ * parent namespace can); with --ns-holder-differs the holder maps 1000 to
+ * 1000. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +33,68 @@ static int sub(char *buf, size_t len, const char *name)
 {
 	snprintf(buf, len, "%s/%s", workdir, name);
 	return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* the child's id maps, written from here (the parent namespace) */
+static int map_user(pid_t pid, bool differs)
+{
+	const char *map = differs ? "0 0 1\n1000 1000 1\n" : "0 0 1\n1000 65534 1\n";
+	const char *files[] = { "setgroups", "uid_map", "gid_map" };
+	const char *text[] = { "deny", map, map };
+
+	for (int i = 0; i < 3; i++) {
+		char path[64];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, files[i]);
+		f = fopen(path, "w");
+		if (!f || fputs(text[i], f) < 0 || fclose(f)) {
+			diag("cannot write %s: %s", path, strerror(errno));
+			if (f)
+				fclose(f);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* fork a child in new namespaces made as the test's were (user namespace
+ * first, mapped from here): 0 in the child, its pid here, -1 */
+pid_t ns_fork(bool differs)
+{
+	int up[2], down[2];
+	char c = 0;
+	pid_t pid;
+
+	if (pipe(up) || pipe(down))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		if (o.own_userns && (unshare(CLONE_NEWUSER) || write(up[1], "u", 1) != 1 ||
+				     read(down[0], &c, 1) != 1 || c != 'g'))
+			_exit(124);
+		close(up[1]);
+		close(down[0]);
+		if (ns_setup(differs && !o.own_userns))
+			_exit(125);
+		return 0;
+	}
+	close(up[1]);
+	close(down[0]);
+	if (pid > 0 && o.own_userns) {
+		bool ok = read(up[0], &c, 1) == 1 && !map_user(pid, differs);
+
+		if (write(down[1], ok ? "g" : "x", 1) != 1 || !ok) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			pid = -1;
+		}
+	}
+	close(up[0]);
+	close(down[1]);
+	return pid;
 }
 
 int ns_setup(bool differs)
@@ -58,12 +127,10 @@ int ns_holder_start(void)
 
 	if (pipe(p))
 		return -1;
-	pid = fork();
+	pid = ns_fork(o.ns_holder_differs);
 	if (pid == 0) {
 		close(p[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (ns_setup(o.ns_holder_differs))
-			_exit(1);
 		if (write(p[1], "x", 1) != 1)
 			_exit(1);
 		alarm(300); /* bounded, whatever happens to the runner */
@@ -95,9 +162,9 @@ void ns_holder_stop(void)
 /* the restored root lives in the holder's namespaces */
 int ns_check_restored(pid_t root)
 {
-	static const char *const kinds[] = { "mnt", "uts", "ipc" };
+	static const char *const kinds[] = { "mnt", "uts", "ipc", "user" };
 
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) - !o.own_userns; i++) {
 		char a[64], b[64];
 		struct stat x, y;
 

@@ -713,7 +713,7 @@ static int test_main(char **targv)
 	snprintf(log, sizeof(log), "%s/test.log", workdir);
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", workdir);
 
-	root = fork();
+	root = o.own_ns ? ns_fork(false) : fork();
 	if (root == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		int nul = open("/dev/null", O_RDONLY);
@@ -725,8 +725,6 @@ static int test_main(char **targv)
 		for (int i = 3; i < 1024; i++)
 			close(i);
 		setenv("CRT_DIR", workdir, 1);
-		if (o.own_ns && ns_setup(false))
-			_exit(125);
 		if (chdir(workdir))
 			_exit(126);
 		execv(targv[0], targv);
@@ -1205,6 +1203,7 @@ int main(int argc, char **argv)
 		{ "own-ns", no_argument, NULL, 'M' },
 		{ "ns-holder-differs", no_argument, NULL, 'Y' },
 		{ "ns-unasked", no_argument, NULL, 'U' },
+		{ "own-userns", no_argument, NULL, 'J' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1225,6 +1224,9 @@ int main(int argc, char **argv)
 			break;
 		case 'U':
 			o.ns_unasked = true;
+			break;
+		case 'J':
+			o.own_ns = o.own_userns = true;
 			break;
 		case 'i':
 			o.iterations = atoi(optarg);

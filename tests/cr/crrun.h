@@ -51,6 +51,7 @@ struct opts {
 	bool own_ns;		/* --own-ns: crrun-ns.c */
 	bool ns_holder_differs; /* --ns-holder-differs */
 	bool ns_unasked;	/* --ns-unasked: no dump --own-namespaces */
+	bool own_userns;	/* --own-userns: a user namespace too */
 };
 
 extern struct opts o;
@@ -93,6 +94,7 @@ void show_net_state(pid_t root);
 /* crrun-ns.c: the test's own namespaces and the holders restores go into */
 extern pid_t ns_holder;
 int ns_setup(bool differs);
+pid_t ns_fork(bool differs);
 int ns_holder_start(void);
 void ns_holder_stop(void);
 int ns_check_restored(pid_t root);

@@ -9,16 +9,22 @@
  *  - with the argument "unshare", the child makes a UTS namespace of its
  *    own (the dump must refuse, naming it);
  *  - with "shm", a System V segment of 64 KiB in its IPC namespace,
- *    attached by the parent and the child, filled with a pattern.
+ *    attached by the parent and the child, filled with a pattern;
+ *  - with "user" (crrun --own-userns: a user namespace mapping root to
+ *    itself, 1000 inside to nobody outside), the child becomes 1000 and
+ *    starts a second thread (its tid is given inside the namespace).
  * After the restore, all from inside: the contents, offsets, modes, the
  * mtime, the hard link (one inode), the unlinked file unlinked with its
  * data; writes to $CRT_DIR/ro fail with EROFS; the host name; the mount
  * table has the private tmpfs, the read-only bind and the cover of
  * $CRT_DIR/hidden; the child in the same mount namespace as its parent;
- * the segment with its size, contents and two attaches. */
+ * the segment with its size, contents and two attaches; the child 1000
+ * inside (uids and gids) with its thread and its tid, the parent root in
+ * a namespace with its two-line map. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +50,17 @@ static const char *in_priv(const char *name)
 	return buf[n];
 }
 
+static _Atomic pid_t thread_tid;
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	thread_tid = gettid();
+	for (;;)
+		pause();
+	return NULL;
+}
+
 static unsigned char pat(int i)
 {
 	return (unsigned char)(i * 7 + 3);
@@ -67,6 +84,7 @@ int main(int argc, char **argv)
 {
 	bool unshare_child = argc > 1 && !strcmp(argv[1], "unshare");
 	bool shm = argc > 1 && !strcmp(argv[1], "shm");
+	bool user = argc > 1 && !strcmp(argv[1], "user");
 	unsigned char *seg = NULL;
 	int shmid = -1;
 	static unsigned char buf[GONE_SIZE];
@@ -115,9 +133,31 @@ int main(int argc, char **argv)
 			_exit(3);
 		if (chdir(priv))
 			_exit(2);
+		pthread_t th;
+
+		if (user && (setresgid(1000, 1000, 1000) || setresuid(1000, 1000, 1000) ||
+			     pthread_create(&th, NULL, thread_main, NULL)))
+			_exit(4);
+		while (user && !thread_tid)
+			usleep(1000);
 		close(p[0]);
 		close(p[1]);
 		crt_wait_term();
+		if (user) {
+			uid_t r, e, s;
+			gid_t gr, ge, gs;
+			char task[64];
+
+			/* the thread is back with its tid */
+			snprintf(task, sizeof(task), "/proc/self/task/%d", (int)thread_tid);
+			if (access(task, F_OK))
+				_exit(6);
+			_exit(getresuid(&r, &e, &s) || getresgid(&gr, &ge, &gs) || r != 1000 ||
+					      e != 1000 || s != 1000 || gr != 1000 || ge != 1000 ||
+					      gs != 1000
+				      ? 5
+				      : 0);
+		}
 		_exit(access("sub/inner", R_OK) ? 1 : 0);
 	}
 	crt_own_child(child);
@@ -162,6 +202,15 @@ int main(int argc, char **argv)
 	crt_check(open(crt_path("ro/x"), O_WRONLY | O_CREAT, 0600) < 0 && errno == EROFS,
 		  "%s is writable", crt_path("ro"));
 	check_mounts();
+	if (user) {
+		char *map = crt_read_file("/proc/self/uid_map", NULL);
+		int lines = 0;
+
+		for (char *q = map; q && *q; q++)
+			lines += *q == '\n';
+		crt_check(getuid() == 0 && lines == 2, "user: uid %d, uid_map %s", (int)getuid(),
+			  map ? map : "(none)");
+	}
 	if (shm) {
 		struct shmid_ds ds;
 
