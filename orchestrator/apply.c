@@ -600,6 +600,11 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		cu[i].frozen_at_ns = u[i].frozen_at_rt;
 		cu[i].has_namespaces = u[i].st.namespaces != 0;
 		cu[i].namespaces = u[i].st.namespaces;
+		if (u[i].ui.dynamic_user) {
+			cu[i].has_dynamic_uid = cu[i].has_dynamic_gid = 1;
+			cu[i].dynamic_uid = u[i].ui.uid;
+			cu[i].dynamic_gid = u[i].ui.gid;
+		}
 		pcu[i] = &cu[i];
 	}
 	m.n_units = n;

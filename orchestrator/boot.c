@@ -652,6 +652,31 @@ static pid_t find_anchor(const char *unit)
 	return 0;
 }
 
+/* DynamicUser=: the anchor runs as the uid and gid systemd allocated for
+ * the unit in this boot; its processes must get the same back */
+static int check_dynamic_user(const CycleUnit *cu, pid_t anchor)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%d/status", anchor), *st = NULL;
+	const char *u, *g;
+
+	if (!cu->has_dynamic_uid)
+		return 0;
+	if (!path || read_file_at(AT_FDCWD, path, &st, NULL) || !(u = strstr(st, "\nUid:")) ||
+	    !(g = strstr(st, "\nGid:"))) {
+		pr_err("unit %s: cannot read the credentials of its anchor %d", cu->name, anchor);
+		return -EIO;
+	}
+	if (strtoul(u + 5, NULL, 10) != cu->dynamic_uid ||
+	    strtoul(g + 5, NULL, 10) != cu->dynamic_gid) {
+		pr_err("unit %s: DynamicUser= gave it uid %lu gid %lu in this boot, and its "
+		       "processes ran as uid %u gid %u: not restored",
+		       cu->name, strtoul(u + 5, NULL, 10), strtoul(g + 5, NULL, 10),
+		       cu->dynamic_uid, cu->dynamic_gid);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 /* the unit's position and name for the engine's fault checks (tests) */
 static void fault_unit_env(const CycleManifest *m, const CycleUnit *cu, const char *unit)
 {
@@ -746,9 +771,12 @@ int cmd_restore_unit(int argc, char **argv)
 	cr_log_mark();
 	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
 	/* into the namespaces systemd built for the unit, held by its anchor */
+	ret = 0;
 	if (cu->namespaces && !(o.ns_pid = find_anchor(unit)))
 		ret = -ESRCH;
-	else
+	if (!ret && o.ns_pid)
+		ret = check_dynamic_user(cu, o.ns_pid);
+	if (!ret)
 		ret = cr_restore(&o, &root, &status);
 	if (o.ns_pid > 0)
 		kill(o.ns_pid, SIGKILL); /* started by this unit's ExecStartPre= */

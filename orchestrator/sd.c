@@ -237,6 +237,21 @@ int sd_unit_info(struct sd *s, const char *unit, struct unit_info *ui)
 					"MainPID", &err, 'u', &pid) >= 0)
 		ui->main_pid = pid;
 	sd_bus_error_free(&err);
+	if (r >= 0 && ui->cgroup) {
+		int dyn = 0;
+
+		if (sd_bus_get_property_trivial(s->bus, DEST, path,
+						"org.freedesktop.systemd1.Service", "DynamicUser",
+						&err, 'b', &dyn) >= 0)
+			ui->dynamic_user = dyn;
+		sd_bus_error_free(&err);
+		sd_bus_get_property_trivial(s->bus, DEST, path, "org.freedesktop.systemd1.Service",
+					    "UID", &err, 'u', &ui->uid);
+		sd_bus_error_free(&err);
+		sd_bus_get_property_trivial(s->bus, DEST, path, "org.freedesktop.systemd1.Service",
+					    "GID", &err, 'u', &ui->gid);
+		sd_bus_error_free(&err);
+	}
 	if (r < 0) {
 		pr_err("unit %s: cannot read its state: %s", unit, strerror(-r));
 		unit_info_free(ui);

@@ -19,6 +19,8 @@ struct unit_info {
 	char *fragment; /* FragmentPath: the unit file */
 	char *sub;	/* SubState */
 	pid_t main_pid;
+	bool dynamic_user; /* DynamicUser=: uid and gid were allocated for it */
+	uint32_t uid, gid; /* its UID and GID properties (services only) */
 };
 
 int sd_open(struct sd *s);

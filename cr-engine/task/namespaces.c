@@ -294,13 +294,23 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 			ret = tmpdir_dump(ctx, t.e[i].mp);
 	if (!ret && host.n) {
 		ns->host_points = xrealloc_array(NULL, host.n, sizeof(char *));
-		for (size_t i = 0; ns->host_points && i < host.n && !ret; i++) {
+		ns->host_copies = xrealloc_array(NULL, host.n, sizeof(char *));
+		if (!ns->host_points || !ns->host_copies)
+			ret = -ENOMEM;
+		for (size_t i = 0; !ret && i < host.n; i++) {
+			bool copy = false;
+
 			ns->host_points[i] = xstrdup(host.e[i].mp);
 			ret = ns->host_points[i] ? 0 : -ENOMEM;
 			ns->nr_host_points = i + 1;
+			/* shown as the host shows it (not the root) */
+			for (size_t j = 0; j < t.n && !copy && strcmp(host.e[i].mp, "/"); j++)
+				copy = same_mount(&t.e[j], &host.e[i]);
+			if (!ret && copy) {
+				ns->host_copies[ns->nr_host_copies] = xstrdup(host.e[i].mp);
+				ret = ns->host_copies[ns->nr_host_copies++] ? 0 : -ENOMEM;
+			}
 		}
-		if (!ns->host_points)
-			ret = -ENOMEM;
 	}
 	mount_table_free(&t);
 	mount_table_free(&host);
@@ -434,6 +444,8 @@ int ns_write(struct cr_dump_ctx *ctx)
 	e.mounts = ns->mounts;
 	e.n_host_points = ns->nr_host_points;
 	e.host_points = ns->host_points;
+	e.n_host_copies = ns->nr_host_copies;
+	e.host_copies = ns->host_copies;
 	e.uid_map = ns->uid_map;
 	e.gid_map = ns->gid_map;
 	e.setgroups = ns->setgroups;
@@ -473,6 +485,9 @@ void ns_free_dump(struct cr_dump_ctx *ctx)
 	for (size_t i = 0; i < ns->nr_host_points; i++)
 		free(ns->host_points[i]);
 	free(ns->host_points);
+	for (size_t i = 0; i < ns->nr_host_copies; i++)
+		free(ns->host_copies[i]);
+	free(ns->host_copies);
 	free(ns->hostname);
 	free(ns->domainname);
 	free(ns->uid_map);
@@ -524,18 +539,33 @@ static pid_t host_ref(void)
 	return ns_stat(1, "mnt", &st) ? 0 : 1;
 }
 
+static bool in_list(char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i], s))
+			return true;
+	return false;
+}
+
 /* A mount of the sandboxing over a mount point of the host's counts only
  * if the host had it at the dump and has it now: the host's own mounts
  * come and go (a disk mounted later in the boot), not the unit's
+ * configuration.  And one the given namespace has beyond the tree's (extra)
+ * not where the tree's showed the host's mount as it is (but the root):
+ * the host mounted it after the unit started, the propagation brought it
+ * in unchanged, and a start of the unit now confines it (ProtectSystem=
+ * makes it read-only, as the rest).  Known limit: a change of the unit's
+ * configuration that only confines such a mount point more is taken for
+ * that; the restored tree is then confined as a start of the new
  * configuration. */
-static bool counts(const char *point, const NsEntry *e, const struct mount_table *host)
+static bool counts(const char *point, const NsEntry *e, const struct mount_table *host, bool extra)
 {
-	bool then = false, now = false;
+	bool then = in_list(e->host_points, e->n_host_points, point), now = false;
 
-	for (size_t i = 0; i < e->n_host_points && !then; i++)
-		then = !strcmp(e->host_points[i], point);
 	for (size_t i = 0; i < host->n && !now; i++)
 		now = !strcmp(host->e[i].mp, point);
+	if (extra && then && in_list(e->host_copies, e->n_host_copies, point))
+		return false;
 	return then == now;
 }
 
@@ -560,7 +590,8 @@ static int check_mounts(const NsEntry *e, pid_t pid)
 		goto out;
 	}
 	for (size_t i = 0; i < e->n_mounts && !ret; i++)
-		if (counts(e->mounts[i]->point, e, &host) && !mount_in(e->mounts[i], now, nr)) {
+		if (counts(e->mounts[i]->point, e, &host, false) &&
+		    !mount_in(e->mounts[i], now, nr)) {
 			pr_err("the mount namespace of pid %d lacks the tree's mount of %s on %s "
 			       "(%s %s): the namespace's configuration changed since the dump",
 			       pid, e->mounts[i]->root, e->mounts[i]->point, e->mounts[i]->fstype,
@@ -568,7 +599,8 @@ static int check_mounts(const NsEntry *e, pid_t pid)
 			ret = -ESTALE;
 		}
 	for (size_t i = 0; i < nr && !ret; i++)
-		if (counts(now[i]->point, e, &host) && !mount_in(now[i], e->mounts, e->n_mounts)) {
+		if (counts(now[i]->point, e, &host, true) &&
+		    !mount_in(now[i], e->mounts, e->n_mounts)) {
 			pr_err("the mount namespace of pid %d has a mount the tree's had not: %s "
 			       "on "
 			       "%s (%s %s): the namespace's configuration changed since the dump",

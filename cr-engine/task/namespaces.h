@@ -23,6 +23,8 @@ struct cr_ns {
 	size_t nr_mounts;
 	char **host_points; /* kupdate's mount points */
 	size_t nr_host_points;
+	char **host_copies; /* those its namespace shows as kupdate's does */
+	size_t nr_host_copies;
 	struct tmpdir *tmpdirs; /* tmpdir.c */
 	size_t nr_tmpdirs;
 	int ipc_saved; /* the dumping thread's own IPC namespace, while in the tree's */

@@ -12,8 +12,8 @@
 # (a held connection issuing INCR, 1000 keys; its own mount, UTS and user
 # namespaces, seccomp filter, no capabilities) and nginx (a rate-limited
 # 24 MiB download across the cycle).  What the
-# sandboxed units kept in their private /tmp and /var/tmp comes back; at
-# the end their restored processes' confinement (mount table, namespaces,
+# sandboxed units kept in their private /tmp and /var/tmp comes back; after
+# A->B their restored processes' confinement (mount table, namespaces,
 # credentials, capabilities, seccomp) is compared with a fresh start's.
 #
 #   1 refusal: a unit holding an io_uring fd -> apply exits 1 naming it;
@@ -359,6 +359,35 @@ if $demo; then
 	finish
 fi
 
+# ---- the sandboxed units' confinement: restored as a fresh start of the unit
+# The mount table (mount point, type, root with systemd's private directory
+# names made *, per-mount options; the harness's /payload left out: it is
+# mounted after the restores, when it reaches a unit's namespace as the
+# host has it, where a later start makes it read-only), the namespaces
+# that are the unit's own, the uid map, the credentials, capabilities,
+# no_new_privs and seccomp of each restored unit's main process, against
+# those of the same unit restarted (systemd builds them anew).
+confinement() { # confinement UNIT
+	run "p=\$(systemctl show -P MainPID $1)
+	awk '\$5 != \"/payload\" { r = \$4; gsub(/systemd-private-[^\/]*/, \"systemd-private-*\", r)
+		for (i = 7; \$i != \"-\"; i++); print \"mount\", \$5, \$(i + 1), r, \$6 }' /proc/\$p/mountinfo | sort
+	for n in mnt uts ipc net user pid cgroup; do
+		test \"\$(readlink /proc/\$p/ns/\$n)\" = \"\$(readlink /proc/1/ns/\$n)\" && echo ns \$n host || echo ns \$n own
+	done
+	echo uid_map \$(cat /proc/\$p/uid_map)
+	grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/\$p/status | tr -s '\t ' ' '"
+}
+for u in redis-server demo-sandbox; do
+	was=$(unit_pids $u.service)
+	restored=$(confinement $u.service)
+	run "systemctl restart $u.service" >/dev/null 2>&1
+	sleep 1
+	fresh=$(confinement $u.service)
+	diff <(echo "$restored") <(echo "$fresh") | sed "s/^/# $u restored vs fresh: /"
+	check "A->B: $u: the restored processes (${pids[$u]% }) are confined exactly as a fresh start of the unit ($(grep -c '^mount' <<<"$fresh") mounts, namespaces $(grep 'own$' <<<"$fresh" | cut -d' ' -f2 | xargs), $(grep '^CapBnd' <<<"$fresh"), $(grep '^Seccomp:' <<<"$fresh"))" \
+		test "$was" = "${pids[$u]}" -a -n "$fresh" -a "$restored" = "$fresh"
+done
+
 # ---- 3. B -> A with a damaged image --------------------------------------------
 run 'cp /payload/extra/kupdate-test-corrupt.service /etc/systemd/system/ &&
 	systemctl daemon-reload && systemctl enable kupdate-test-corrupt.service' >/dev/null 2>&1
@@ -511,33 +540,6 @@ check "A->A': the record stream: nothing lost, duplicated or reordered" grep -q 
 sed 's/^/# redis: /' "$work/redis" | tail -1
 check "A->A': redis: the held connection went on, the keys are intact" grep -q '^PASS' "$work/redis"
 
-# ---- the sandboxed units' confinement: restored as a fresh start of the unit
-# The mount table (mount point, type, root with systemd's private directory
-# names made *, per-mount options; the harness's /payload left out: it is
-# mounted after the restores, when it reaches a unit's namespace as the
-# host has it, where a later start makes it read-only), the namespaces
-# that are the unit's own, the uid map, the credentials, capabilities,
-# no_new_privs and seccomp of each restored unit's main process, against
-# those of the same unit restarted (systemd builds them anew).
-confinement() { # confinement UNIT
-	run "p=\$(systemctl show -P MainPID $1)
-	awk '\$5 != \"/payload\" { r = \$4; gsub(/systemd-private-[^\/]*/, \"systemd-private-*\", r)
-		for (i = 7; \$i != \"-\"; i++); print \"mount\", \$5, \$(i + 1), r, \$6 }' /proc/\$p/mountinfo | sort
-	for n in mnt uts ipc net user pid cgroup; do
-		test \"\$(readlink /proc/\$p/ns/\$n)\" = \"\$(readlink /proc/1/ns/\$n)\" && echo ns \$n host || echo ns \$n own
-	done
-	echo uid_map \$(cat /proc/\$p/uid_map)
-	grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/\$p/status | tr -s '\t ' ' '"
-}
-for u in redis-server demo-sandbox; do
-	restored=$(confinement $u.service)
-	run "systemctl restart $u.service" >/dev/null 2>&1
-	sleep 1
-	fresh=$(confinement $u.service)
-	diff <(echo "$restored") <(echo "$fresh") | sed "s/^/# $u restored vs fresh: /"
-	check "$u: the restored processes are confined exactly as a fresh start of the unit ($(grep -c '^mount' <<<"$fresh") mounts, namespaces $(grep 'own$' <<<"$fresh" | cut -d' ' -f2 | xargs), $(grep '^CapBnd' <<<"$fresh"), $(grep '^Seccomp:' <<<"$fresh"))" \
-		test -n "$fresh" -a "$restored" = "$fresh"
-done
 
 # ---- 7. the emulator's floor: seven idle processes, no service, no connection --
 # One dump of seven sleeps (apply dumps its units the same way: one process,
