@@ -771,7 +771,11 @@ static int follow_blobs(struct rctx *c)
 		}
 		rp = proc_of_tid(c, tid, &ti);
 		if (!rp) {
+			/* a thread that missed its tid (lastpid.c) on its way out:
+			 * it stops as every new thread of a traced process does */
 			pr_debug("restore: event %#x of unrelated pid %d", st, tid);
+			if (WIFSTOPPED(st))
+				ptrace(PTRACE_CONT, tid, 0, 0);
 			continue;
 		}
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
@@ -815,6 +819,12 @@ static int follow_blobs(struct rctx *c)
 			/* a thread of a process in its own user namespace: its
 			 * tid through ns_last_pid (lastpid.c) */
 			if (r.rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
+				if (rp->tid_last == (pid_t)r.rdi)
+					pr_info("pid %d: thread %d lost its tid to a process "
+						"forked "
+						"meanwhile; made again",
+						rp->pid, (pid_t)r.rdi);
+				rp->tid_last = (pid_t)r.rdi;
 				ret = rp->tid_hold.held ? -EPROTO
 							: tid_prepare((pid_t)r.rdi, &rp->tid_hold);
 				if (ret)

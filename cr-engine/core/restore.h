@@ -78,6 +78,7 @@ struct rproc {
 	uint64_t blob_start, blob_len, args_addr, syscall_ip;
 	struct fill_helper *helper; /* filling part of a mapping (pages.c) */
 	struct tid_hold tid_hold;   /* a thread's tid being taken (lastpid.c) */
+	pid_t tid_last;		    /* the last one asked for */
 	uint64_t helper_bad_addr;   /* where its data did not match its sum */
 	int parked;
 	bool seized;

@@ -351,8 +351,13 @@ static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
 
-	if (rsys0(NR_gettid) != t->tid)
+	if (rsys0(NR_gettid) != t->tid) {
+		/* made through ns_last_pid, and something forked in between:
+		 * this thread goes, the main thread tries again (clone_threads) */
+		if (a->userns_fd >= 0)
+			rsys1(NR_exit, 0);
 		fail(a, RST_STEP_CLONE, -R_EAGAIN, 0, idx);
+	}
 	thread_setup(a, idx);
 	park();
 }
@@ -749,6 +754,35 @@ static void enter_userns(struct rst_args *a)
 void rst_tid_prepare(uint64_t tid);
 void rst_tid_done(long r);
 
+/* times a thread made through ns_last_pid is tried again when something
+ * else took its tid in between (the boot forks all the while) */
+#define TID_TRIES 50
+
+/* thread i through ns_last_pid (kupdate sets it: RST_TID_PREP_OFFSET);
+ * one that got another tid exits, and once it is gone (its clear_child_tid
+ * word cleared, its stack free) the next try goes */
+static long clone_by_last_pid(struct rst_args *a, struct r_clone_args *ca, uint32_t i, uint64_t tid)
+{
+	long r = -R_EAGAIN;
+
+	for (int k = 0; k < TID_TRIES && r != (long)tid; k++) {
+		/* cleared by the kernel when the thread is gone; until then
+		 * (thread_setup gives it its own) the right one keeps it */
+		volatile int32_t gone = 1;
+
+		ca->flags |= R_CLONE_CHILD_CLEARTID;
+		ca->child_tid = (uint64_t)&gone;
+		rst_tid_prepare(tid);
+		r = rst_clone3(ca, sizeof(*ca), thread_main, a, i);
+		rst_tid_done(r);
+		if (r < 0)
+			return r;
+		while (r != (long)tid && gone != 0)
+			rsys4(NR_futex, &gone, R_FUTEX_WAIT, 1, 0);
+	}
+	return r;
+}
+
 static void clone_threads(struct rst_args *a)
 {
 	struct rst_thread *th = AT(a, a->threads_off);
@@ -764,13 +798,14 @@ static void clone_threads(struct rst_args *a)
 			   R_CLONE_THREAD | R_CLONE_SYSVSEM;
 		ca.stack = th[i].stack_top - RST_STACK_SIZE;
 		ca.stack_size = RST_STACK_SIZE;
-		ca.set_tid = in_userns ? 0 : (uint64_t)&tid;
-		ca.set_tid_size = !in_userns;
-		if (in_userns)
-			rst_tid_prepare(tid);
-		r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
-		if (in_userns)
-			rst_tid_done(r);
+		ca.set_tid = (uint64_t)&tid;
+		ca.set_tid_size = 1;
+		if (in_userns) {
+			ca.set_tid = ca.set_tid_size = 0;
+			r = clone_by_last_pid(a, &ca, i, tid);
+		} else {
+			r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
+		}
 		if (r != th[i].tid)
 			fail(a, RST_STEP_CLONE, r < 0 ? r : -R_EAGAIN, th[i].tid, i);
 	}

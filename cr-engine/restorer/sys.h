@@ -47,6 +47,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define NR_set_robust_list   273
 #define NR_rseq		     334
 #define NR_setns	     308
+#define NR_futex	     202
 #define NR_clone3	     435
 #define NR_close_range	     436
 #define NR_sigaltstack	     131
@@ -103,6 +104,8 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_CLONE_THREAD		   0x00010000
 #define R_CLONE_SYSVSEM		   0x00040000
 #define R_CLONE_NEWUSER		   0x10000000
+#define R_CLONE_CHILD_CLEARTID	   0x00200000
+#define R_FUTEX_WAIT		   0
 #define R_PR_SET_PDEATHSIG	   1
 #define R_PR_SET_DUMPABLE	   4
 #define R_PR_SET_KEEPCAPS	   8

@@ -619,6 +619,27 @@ static int check_rto_revert(const long long before[IC_N], double t_restored, pid
 	return 0;
 }
 
+/* --fork-storm: a process that forks without pause (each child exits at
+ * once), so that pids are taken all through the restore, as in a boot */
+static pid_t fork_storm(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(120);
+		for (;;) {
+			pid_t c = fork();
+
+			if (c == 0)
+				_exit(0);
+			if (c > 0)
+				waitpid(c, NULL, 0);
+		}
+	}
+	return pid;
+}
+
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
 {
 	char *argv[32] = { (char *)o.kupdate, "restore",   "-D",	   (char *)img,
@@ -639,6 +660,16 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 	for (int i = 0; i < o.n_restore_extra && a < 30; i++)
 		argv[a++] = subst(o.restore_extra[i]);
 	argv[a] = NULL;
+	if (o.fork_storm) {
+		pid_t storm = fork_storm();
+		int ret = run(argv, out, secs);
+
+		if (storm > 0) {
+			kill(storm, SIGKILL);
+			waitpid(storm, NULL, 0);
+		}
+		return ret;
+	}
 	return run(argv, out, secs);
 }
 
@@ -1204,6 +1235,7 @@ int main(int argc, char **argv)
 		{ "ns-holder-differs", no_argument, NULL, 'Y' },
 		{ "ns-unasked", no_argument, NULL, 'U' },
 		{ "own-userns", no_argument, NULL, 'J' },
+		{ "fork-storm", no_argument, NULL, 'G' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1227,6 +1259,9 @@ int main(int argc, char **argv)
 			break;
 		case 'J':
 			o.own_ns = o.own_userns = true;
+			break;
+		case 'G':
+			o.fork_storm = true;
 			break;
 		case 'i':
 			o.iterations = atoi(optarg);
