@@ -21,7 +21,7 @@ else
 fi
 [ -s "$deb" ] && ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)" || { nok "no .deb"; exit 1; }
 dpkg-deb -c "$deb" >"$t/contents"
-for f in ./usr/sbin/kupdate ./lib/systemd/system/kupdate.target \
+for f in ./usr/sbin/kupdate ./usr/lib/kupdate/kupdate-anchor ./lib/systemd/system/kupdate.target \
 	./lib/systemd/system/kupdate-netlock.service ./lib/systemd/system/kupdate-finish.service \
 	./lib/systemd/system-generators/kupdate-generator ./usr/share/man/man8/kupdate.8.gz \
 	./usr/share/man/man7/kupdate.target.7.gz ./usr/share/man/man5/kupdate-images.5.gz \
