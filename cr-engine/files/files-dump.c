@@ -349,6 +349,18 @@ static int dump_owner(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struct
 	return 0;
 }
 
+/* The restore reopens a file by its path, as the tree sees it: that path
+ * must lead to the same file now. */
+static bool reachable(const struct cr_dump_ctx *ctx, const char *path, const struct stat *st)
+{
+	char buf[PATH_MAX + 64];
+	struct stat now;
+
+	if (stat(dump_path(ctx, path, buf, sizeof(buf)), &now))
+		return false;
+	return now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
 static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 {
 	char lpath[96], link[PATH_MAX + 1];
@@ -408,6 +420,13 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		if (link[0] == '/' &&
 		    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)"))))
 			kind = 0; /* a ghost */
+		else if (link[0] == '/' && !reachable(ctx, link, &st)) {
+			pr_err("pid %d: fd %d: %s is not the file its path leads to now (a mount "
+			       "over it, or over a directory above it); its restore would open "
+			       "another",
+			       p->pid, fd, link);
+			return -EOPNOTSUPP;
+		}
 	}
 	ret = fdinfo_read(p->pid, fd, &fdinfo, &pos, &flags);
 	if (ret) {

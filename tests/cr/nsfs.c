@@ -10,6 +10,9 @@
  *    own (the dump must refuse, naming it);
  *  - with "shm", a System V segment of 64 KiB in its IPC namespace,
  *    attached by the parent and the child, filled with a pattern;
+ *  - with "overmount", a file held open under a directory that a tmpfs
+ *    was then mounted on (its path leads to another file now: the dump must
+ *    refuse, naming it);
  *  - with "user" (crrun --own-userns: a user namespace mapping root to
  *    itself, 1000 inside to nobody outside), the child becomes 1000 and
  *    starts a second thread (its tid is given inside the namespace).
@@ -28,6 +31,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -85,6 +89,7 @@ int main(int argc, char **argv)
 	bool unshare_child = argc > 1 && !strcmp(argv[1], "unshare");
 	bool shm = argc > 1 && !strcmp(argv[1], "shm");
 	bool user = argc > 1 && !strcmp(argv[1], "user");
+	bool overmount = argc > 1 && !strcmp(argv[1], "overmount");
 	unsigned char *seg = NULL;
 	int shmid = -1;
 	static unsigned char buf[GONE_SIZE];
@@ -120,6 +125,16 @@ int main(int argc, char **argv)
 	ff = open(in_priv("fifo"), O_RDONLY | O_NONBLOCK);
 	crt_check(ff >= 0, "fifo: %s", strerror(errno));
 	crt_check(pipe(p) == 0, "pipe");
+	if (overmount) {
+		int hidden;
+
+		crt_check(!mkdir(in_priv("over"), 0755) &&
+				  (hidden = open(in_priv("over/f"), O_RDWR | O_CREAT, 0600)) >= 0 &&
+				  !mount("tmpfs", in_priv("over"), "tmpfs", 0, "size=64k") &&
+				  !close(open(in_priv("over/f"), O_RDWR | O_CREAT, 0600)),
+			  "overmount: %s", strerror(errno));
+		(void)hidden; /* held: its path now names the new tmpfs's file */
+	}
 	if (shm) {
 		shmid = shmget(IPC_PRIVATE, GONE_SIZE, IPC_CREAT | 0600);
 		seg = shmid < 0 ? NULL : shmat(shmid, NULL, 0);
