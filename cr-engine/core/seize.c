@@ -23,6 +23,10 @@ struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid)
 	return NULL;
 }
 
+/* threads found gone after being listed, in one process's seizure, before
+ * it is given up */
+#define SEIZE_VANISHED_MAX 1000
+
 static bool is_stop_signal(int sig)
 {
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
@@ -182,7 +186,7 @@ static int check_shared_vm(struct cr_proc *p)
  * shows up (a thread can clone while we are seizing its siblings). */
 static int seize_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	int ret, group_sig = 0;
+	int ret, group_sig = 0, vanished = 0;
 	bool changed = true;
 
 	ret = parse_stat(p->pid, 0, &p->stat);
@@ -242,6 +246,17 @@ static int seize_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 					if (tids[i] == p->pid) {
 						pr_err("pid %d exited while being dumped", p->pid);
 						return -ESRCH;
+					}
+					/* bounded: a thread /proc lists and ptrace says is
+					 * gone, again and again (a dead thread nobody reaps) */
+					if (++vanished > SEIZE_VANISHED_MAX) {
+						pr_err("pid %d: thread %d is listed in "
+						       "/proc/%d/task but "
+						       "cannot be seized (gone, %d times); such a "
+						       "process "
+						       "cannot be dumped",
+						       p->pid, tids[i], p->pid, vanished);
+						return -EOPNOTSUPP;
 					}
 				}
 			}
