@@ -350,7 +350,9 @@ static int dump_owner(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struct
 }
 
 /* The restore reopens a file by its path, as the tree sees it: that path
- * must lead to the same file now. */
+ * must lead to the same file now; for a character device, to the same
+ * device (a unit's stdin is the host's /dev/null, opened before systemd
+ * made its private /dev, whose node of the same device its path finds). */
 static bool reachable(const struct cr_dump_ctx *ctx, const char *path, const struct stat *st)
 {
 	char buf[PATH_MAX + 64];
@@ -358,6 +360,8 @@ static bool reachable(const struct cr_dump_ctx *ctx, const char *path, const str
 
 	if (stat(dump_path(ctx, path, buf, sizeof(buf)), &now))
 		return false;
+	if (S_ISCHR(st->st_mode))
+		return S_ISCHR(now.st_mode) && now.st_rdev == st->st_rdev;
 	return now.st_dev == st->st_dev && now.st_ino == st->st_ino;
 }
 
