@@ -778,6 +778,18 @@ static int follow_blobs(struct rctx *c)
 				ptrace(PTRACE_CONT, tid, 0, 0);
 			continue;
 		}
+		/* a thread that missed its tid (lastpid.c; a sibling's, maybe),
+		 * going: met before the clone's end (the tid lock still held) or
+		 * after it */
+		if (tid != rp->pid &&
+		    (tid == rp->tid_stray || (rp->tid_hold.held && ti > rp->tid_last_idx))) {
+			rp->tid_stray = tid;
+			if (WIFEXITED(st) || WIFSIGNALED(st))
+				rp->tid_stray = 0;
+			else if (WIFSTOPPED(st))
+				ptrace(PTRACE_CONT, tid, 0, 0);
+			continue;
+		}
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			if (!atomic_load(&c->sh->failed))
 				pr_err("pid %d (thread %d) died during its restore (%s %d)",
@@ -825,6 +837,10 @@ static int follow_blobs(struct rctx *c)
 						"meanwhile; made again",
 						rp->pid, (pid_t)r.rdi);
 				rp->tid_last = (pid_t)r.rdi;
+				rp->tid_last_idx = ti;
+				for (size_t k = 0; k < rp->pe->n_tids; k++)
+					if (rp->pe->tids[k] == rp->tid_last)
+						rp->tid_last_idx = (int)k;
 				ret = rp->tid_hold.held ? -EPROTO
 							: tid_prepare((pid_t)r.rdi, &rp->tid_hold);
 				if (ret)
@@ -833,6 +849,11 @@ static int follow_blobs(struct rctx *c)
 				continue;
 			}
 			if (r.rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
+				/* another tid (a sibling's, maybe): that thread exits,
+				 * unless it is gone already (reaped above) */
+				if ((pid_t)r.rdi > 0 && (pid_t)r.rdi != rp->tid_last &&
+				    !syscall(SYS_tgkill, rp->pid, (pid_t)r.rdi, 0))
+					rp->tid_stray = (pid_t)r.rdi;
 				tid_done(&rp->tid_hold);
 				ptrace(PTRACE_CONT, tid, 0, 0);
 				continue;

@@ -79,6 +79,8 @@ struct rproc {
 	struct fill_helper *helper; /* filling part of a mapping (pages.c) */
 	struct tid_hold tid_hold;   /* a thread's tid being taken (lastpid.c) */
 	pid_t tid_last;		    /* the last one asked for */
+	pid_t tid_stray;	    /* a thread made with another tid, on its way out */
+	int tid_last_idx;	    /* tid_last's index among its threads */
 	uint64_t helper_bad_addr;   /* where its data did not match its sum */
 	int parked;
 	bool seized;

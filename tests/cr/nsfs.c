@@ -15,14 +15,14 @@
  *    refuse, naming it);
  *  - with "user" (crrun --own-userns: a user namespace mapping root to
  *    itself, 1000 inside to nobody outside), the child becomes 1000 and
- *    starts a second thread (its tid is given inside the namespace).
+ *    starts three threads (their tids are given inside the namespace).
  * After the restore, all from inside: the contents, offsets, modes, the
  * mtime, the hard link (one inode), the unlinked file unlinked with its
  * data; writes to $CRT_DIR/ro fail with EROFS; the host name; the mount
  * table has the private tmpfs, the read-only bind and the cover of
  * $CRT_DIR/hidden; the child in the same mount namespace as its parent;
  * the segment with its size, contents and two attaches; the child 1000
- * inside (uids and gids) with its thread and its tid, the parent root in
+ * inside (uids and gids) with its three threads and their tids, the parent root in
  * a namespace with its two-line map. */
 #include <dirent.h>
 #include <errno.h>
@@ -148,10 +148,12 @@ int main(int argc, char **argv)
 			_exit(3);
 		if (chdir(priv))
 			_exit(2);
-		pthread_t th;
+		pthread_t th[3];
 
 		if (user && (setresgid(1000, 1000, 1000) || setresuid(1000, 1000, 1000) ||
-			     pthread_create(&th, NULL, thread_main, NULL)))
+			     pthread_create(&th[0], NULL, thread_main, NULL) ||
+			     pthread_create(&th[1], NULL, thread_main, NULL) ||
+			     pthread_create(&th[2], NULL, thread_main, NULL)))
 			_exit(4);
 		while (user && !thread_tid)
 			usleep(1000);
@@ -167,6 +169,18 @@ int main(int argc, char **argv)
 			snprintf(task, sizeof(task), "/proc/self/task/%d", (int)thread_tid);
 			if (access(task, F_OK))
 				_exit(6);
+			snprintf(task, sizeof(task), "/proc/self/task");
+			{
+				DIR *d = opendir(task);
+				int n = 0;
+
+				while (d && readdir(d))
+					n++;
+				if (d)
+					closedir(d);
+				if (n != 4 + 2) /* ".", "..", the child and its three threads */
+					_exit(7);
+			}
 			_exit(getresuid(&r, &e, &s) || getresgid(&gr, &ge, &gs) || r != 1000 ||
 					      e != 1000 || s != 1000 || gr != 1000 || ge != 1000 ||
 					      gs != 1000
