@@ -731,6 +731,58 @@ static int seize_all(struct rctx *c)
 	return 0;
 }
 
+/* A thread of a process in its own user namespace is made with its tid
+ * through ns_last_pid (lastpid.c): the blob stops before the clone and
+ * after it.  1 if the stop was one of those (the thread let go on), 0 if
+ * not, or -errno. */
+static int tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *r)
+{
+	int ret;
+
+	if (r->rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
+		if (rp->tid_last == (pid_t)r->rdi)
+			pr_info("pid %d: thread %d lost its tid to a process forked meanwhile; "
+				"made again",
+				rp->pid, (pid_t)r->rdi);
+		rp->tid_last = (pid_t)r->rdi;
+		for (size_t k = 0; k < rp->pe->n_tids; k++)
+			if (rp->pe->tids[k] == rp->tid_last)
+				rp->tid_last_idx = (int)k;
+		ret = rp->tid_hold.held ? -EPROTO : tid_prepare(rp->tid_last, &rp->tid_hold);
+		if (ret)
+			return ret;
+		ptrace(PTRACE_CONT, tid, 0, 0);
+		return 1;
+	}
+	if (r->rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
+		/* another tid (a sibling's, maybe): that thread exits, unless it
+		 * is gone already (reaped: stray_event) */
+		if ((pid_t)r->rdi > 0 && (pid_t)r->rdi != rp->tid_last &&
+		    !syscall(SYS_tgkill, rp->pid, (pid_t)r->rdi, 0))
+			rp->tid_stray = (pid_t)r->rdi;
+		tid_done(&rp->tid_hold);
+		ptrace(PTRACE_CONT, tid, 0, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* An event of the thread that missed its tid (a sibling's, maybe) on its
+ * way out, met before the clone's end (the tid lock still held: a thread
+ * not made yet) or after it: let go on, forgotten once it is gone. */
+static bool stray_event(struct rproc *rp, pid_t tid, int ti, int st)
+{
+	if (tid == rp->pid ||
+	    (tid != rp->tid_stray && !(rp->tid_hold.held && ti > rp->tid_last_idx)))
+		return false;
+	rp->tid_stray = tid;
+	if (WIFEXITED(st) || WIFSIGNALED(st))
+		rp->tid_stray = 0;
+	else if (WIFSTOPPED(st))
+		ptrace(PTRACE_CONT, tid, 0, 0);
+	return true;
+}
+
 /* Follow the tree through the blob until every thread is parked. */
 static int follow_blobs(struct rctx *c)
 {
@@ -778,18 +830,8 @@ static int follow_blobs(struct rctx *c)
 				ptrace(PTRACE_CONT, tid, 0, 0);
 			continue;
 		}
-		/* a thread that missed its tid (lastpid.c; a sibling's, maybe),
-		 * going: met before the clone's end (the tid lock still held) or
-		 * after it */
-		if (tid != rp->pid &&
-		    (tid == rp->tid_stray || (rp->tid_hold.held && ti > rp->tid_last_idx))) {
-			rp->tid_stray = tid;
-			if (WIFEXITED(st) || WIFSIGNALED(st))
-				rp->tid_stray = 0;
-			else if (WIFSTOPPED(st))
-				ptrace(PTRACE_CONT, tid, 0, 0);
+		if (stray_event(rp, tid, ti, st))
 			continue;
-		}
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			if (!atomic_load(&c->sh->failed))
 				pr_err("pid %d (thread %d) died during its restore (%s %d)",
@@ -828,36 +870,11 @@ static int follow_blobs(struct rctx *c)
 				ptrace(PTRACE_CONT, tid, 0, 0);
 				continue;
 			}
-			/* a thread of a process in its own user namespace: its
-			 * tid through ns_last_pid (lastpid.c) */
-			if (r.rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
-				if (rp->tid_last == (pid_t)r.rdi)
-					pr_info("pid %d: thread %d lost its tid to a process "
-						"forked "
-						"meanwhile; made again",
-						rp->pid, (pid_t)r.rdi);
-				rp->tid_last = (pid_t)r.rdi;
-				rp->tid_last_idx = ti;
-				for (size_t k = 0; k < rp->pe->n_tids; k++)
-					if (rp->pe->tids[k] == rp->tid_last)
-						rp->tid_last_idx = (int)k;
-				ret = rp->tid_hold.held ? -EPROTO
-							: tid_prepare((pid_t)r.rdi, &rp->tid_hold);
-				if (ret)
-					return ret;
-				ptrace(PTRACE_CONT, tid, 0, 0);
+			ret = tid_trap(rp, tid, &r);
+			if (ret < 0)
+				return ret;
+			if (ret)
 				continue;
-			}
-			if (r.rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
-				/* another tid (a sibling's, maybe): that thread exits,
-				 * unless it is gone already (reaped above) */
-				if ((pid_t)r.rdi > 0 && (pid_t)r.rdi != rp->tid_last &&
-				    !syscall(SYS_tgkill, rp->pid, (pid_t)r.rdi, 0))
-					rp->tid_stray = (pid_t)r.rdi;
-				tid_done(&rp->tid_hold);
-				ptrace(PTRACE_CONT, tid, 0, 0);
-				continue;
-			}
 			if (r.rip == rp->blob_start + RST_HELPER_WAIT_OFFSET + 1) {
 				r.rax = (unsigned long long)mem_helper_wait(&rp->helper,
 									    &rp->helper_bad_addr);
