@@ -62,7 +62,7 @@ static const struct ns_kind {
 	{ "cgroup", CLONE_NEWCGROUP, 0, "cgroup namespace" },
 };
 
-static int ns_stat(pid_t pid, const char *name, struct stat *st)
+int ns_stat(pid_t pid, const char *name, struct stat *st)
 {
 	char path[64];
 

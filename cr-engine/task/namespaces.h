@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct cr_dump_ctx;
@@ -36,6 +37,10 @@ struct ns_idmap {
 	uint32_t inside, outside, count;
 };
 #define NS_IDMAP_MAX 16
+
+/* stat of namespace name ("mnt", "time"...) of pid, or of the caller's
+ * with pid 0: 0 or -errno */
+int ns_stat(pid_t pid, const char *name, struct stat *st);
 
 /* dump: the root's namespaces, once the tree is seized; every other
  * process shares them (ns_check_proc) */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "namespaces.h"
 #include "timens.h"
 #include "util.h"
 
@@ -28,31 +29,20 @@
 #define CLONE_NEWTIME 0x00000080
 #endif
 
-static int ns_ino(pid_t pid, const char *name, struct stat *st)
-{
-	char path[64];
-
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
-	else
-		snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
-	return stat(path, st) ? -errno : 0;
-}
-
 int timens_check(pid_t pid, pid_t first)
 {
 	struct stat a, b;
 
-	if (ns_ino(pid, "time", &a))
+	if (ns_stat(pid, "time", &a))
 		return 0; /* a kernel without time namespaces */
-	if (!ns_ino(pid, "time_for_children", &b) &&
+	if (!ns_stat(pid, "time_for_children", &b) &&
 	    (a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
 		pr_err("pid %d has created a time namespace for its future children; such a "
 		       "process cannot be dumped",
 		       pid);
 		return -EOPNOTSUPP;
 	}
-	if (first && first != pid && !ns_ino(first, "time", &b) &&
+	if (first && first != pid && !ns_stat(first, "time", &b) &&
 	    (a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
 		pr_err("pid %d lives in another time namespace than pid %d; a tree must share "
 		       "one",
