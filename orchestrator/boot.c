@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,6 +451,10 @@ static int lock_units(const CycleManifest *m, const char *id, bool lock, const c
 		size_t n = 0;
 
 		if (only && strcmp(only, m->units[i]->name))
+			continue;
+		/* in a network namespace of its own, made at its start: its
+		 * connections are not the host's to hold */
+		if (m->units[i]->namespaces & CLONE_NEWNET)
 			continue;
 		if (!dir || cr_images_connections(dir, &c, &n)) {
 			/* images gone (restored, abandoned): nothing to hold; but

@@ -1,6 +1,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include "log.h"
@@ -426,4 +427,22 @@ int proc_open(const char *rel, int flags)
 		return openat(pinned_proc, rel, flags);
 	snprintf(path, sizeof(path), "/proc/%s", rel);
 	return open(path, flags);
+}
+
+int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
+{
+	char path[64];
+	pthread_t th;
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return pr_errno("pid %d: cannot open its %s namespace", pid, name);
+	*(int *)arg = fd;
+	ret = -pthread_create(&th, NULL, fn, arg);
+	if (!ret)
+		pthread_join(th, NULL);
+	close(fd);
+	return ret;
 }

@@ -32,6 +32,10 @@ int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st);
  * for the namespaces of the caller (its IPC namespace's shm_next_id). */
 int proc_pin(bool pin);
 int proc_open(const char *rel, int flags);
+/* run fn in a thread that is to join namespace name ("uts", "net") of pid;
+ * arg's first member is an int that receives the namespace's fd, for the
+ * thread's setns() */
+int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg);
 
 /* VmFlags bits we care about */
 enum {

@@ -579,6 +579,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	if (!ret)
 		ret = files_check_outside(ctx);
 	if (!ret)
+		ret = netns_check_peers(ctx);
+	if (!ret)
 		ret = check_tree(ctx);
 	if (!ret)
 		ret = check_stop();
@@ -611,6 +613,7 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		return ret;
 	}
 	fill_stats(ctx, st);
+	netns_leave(ctx); /* cr_dump_end() enters it again */
 	s->st = st;
 	*out = s;
 	return 0;
@@ -620,6 +623,9 @@ void cr_dump_end(struct cr_dump_session *s, bool kill_it)
 {
 	struct cr_dump_ctx *ctx = &s->ctx;
 
+	/* the tree's network namespace, if it has its own: its lock, the
+	 * probes of a tree that goes on (free_ctx() leaves it) */
+	netns_enter(ctx);
 	if (!kill_it) {
 		sockets_resume(ctx);
 		release_tree(ctx, false);

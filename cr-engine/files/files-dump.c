@@ -62,7 +62,8 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 		char ns[64];
 
 		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", p->pid);
-		if (!stat(ns, &a) && !stat("/proc/self/ns/net", &b) && a.st_ino != b.st_ino) {
+		if (!stat(ns, &a) && !stat("/proc/thread-self/ns/net", &b) &&
+		    a.st_ino != b.st_ino) {
 			pr_err("pid %d lives in another network namespace; run kupdate inside it "
 			       "(for example with ip netns exec, or nsenter --net)",
 			       p->pid);

@@ -41,7 +41,9 @@ struct cand {
 /* The groups joined on the interfaces of our namespace, of one family. */
 static int candidates(int family, struct cand **out, size_t *nr)
 {
-	FILE *f = fopen(family == AF_INET ? "/proc/net/igmp" : "/proc/net/igmp6", "re");
+	FILE *f = fopen(family == AF_INET ? "/proc/thread-self/net/igmp"
+					  : "/proc/thread-self/net/igmp6",
+			"re");
 	char line[256], name[IFNAMSIZ] = "";
 	unsigned idx = 0;
 	struct cand *v = NULL;

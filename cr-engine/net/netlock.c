@@ -870,9 +870,19 @@ static void drop_table_later(void)
  * transaction (tens of milliseconds in an emulated guest): the elements go
  * in one batch, and only if it is refused (one of them gone already: a
  * restore repeated, say) one at a time. */
+/* The calling thread works in a tree's own network namespace (netns.c):
+ * the lock there is that tree's, with sockets opened there */
+static __thread bool in_tree_netns;
+
+void netlock_in_tree_netns(bool in)
+{
+	in_tree_netns = in;
+}
+
 int netlock_del(const struct cr_conn *c, size_t n)
 {
 	enum { LINE = 256 }; /* "delete element inet kupdate connN { " + element + " }" */
+	int *sock = in_tree_netns ? NULL : &del_sock;
 	struct nft_ctx *nft = NULL;
 	char *batch = NULL;
 	size_t len = 0;
@@ -880,17 +890,23 @@ int netlock_del(const struct cr_conn *c, size_t n)
 
 	/* one socket, one transaction at a time (apply's threads) */
 	pthread_mutex_lock(&del_lock);
-	ret = n ? elems_nl(false, false, c, n, &del_sock) : 0;
+	ret = n ? elems_nl(false, false, c, n, sock) : 0;
 	/* one that is not there (removed meanwhile) fails the whole
 	 * transaction: then one at a time */
 	for (size_t i = 0; ret == -ENOENT && i < n; i++)
-		elems_nl(false, false, &c[i], 1, &del_sock);
+		elems_nl(false, false, &c[i], 1, sock);
 	pthread_mutex_unlock(&del_lock);
 	if (ret == -ENOENT)
 		ret = 0;
 	if (ret)
 		pr_debug("network lock: nftables' netlink refused the removal (%s): by text",
 			 strerror(-ret));
+	if (!ret && in_tree_netns) {
+		/* nothing else locks there: the table goes now if it is empty
+		 * (none there, as in a namespace made anew: nothing to do) */
+		drop_table_if_empty_nl();
+		return 0;
+	}
 	if (!ret) {
 		/* the table goes at exit if it is empty, once the tree runs */
 		if (!keep_table)
@@ -921,6 +937,11 @@ int netlock_del(const struct cr_conn *c, size_t n)
 		}
 	}
 	free(batch);
+	if (in_tree_netns) {
+		drop_table_if_empty(nft);
+		close_nft(nft);
+		return 0;
+	}
 	if (!keep_table)
 		drop_table_later();
 	if (!close_later(nft))

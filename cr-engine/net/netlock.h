@@ -15,6 +15,9 @@ int netlock_add(const struct cr_conn *c, size_t n);
 /* the whole lock, whatever it holds (recovery after a killed apply) */
 int netlock_clear(void);
 int netlock_del(const struct cr_conn *c, size_t n);
+/* the calling thread works in a tree's own network namespace, or no longer:
+ * netlock_del() then removes the elements there, and the table once empty */
+void netlock_in_tree_netns(bool in);
 /* netlock_del leaves the table even when it is empty (cr_net_lock_keep_table) */
 void netlock_keep_table(void);
 bool netlock_present(const struct cr_conn *c);

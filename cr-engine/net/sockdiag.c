@@ -317,7 +317,7 @@ static bool other_netns(int sk)
 
 	if (fd < 0)
 		return false; /* before Linux 4.9: the process's own was checked */
-	other = !fstat(fd, &ns) && !stat("/proc/self/ns/net", &self) &&
+	other = !fstat(fd, &ns) && !stat("/proc/thread-self/ns/net", &self) &&
 		(ns.st_ino != self.st_ino || ns.st_dev != self.st_dev);
 	close(fd);
 	return other;

@@ -27,7 +27,6 @@
  * back, fills the saved directories, and leaves them once the tree runs. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +42,7 @@
 #include "log.h"
 #include "proc.h"
 #include "namespaces.h"
+#include "netlock.h"
 #include "restore-ctx.h"
 #include "tmpdir.h"
 #include "util.h"
@@ -56,7 +56,7 @@ static const struct ns_kind {
 	{ "mnt", CLONE_NEWNS, CLONE_NEWNS, "mount namespace" },
 	{ "uts", CLONE_NEWUTS, CLONE_NEWUTS, "UTS namespace" },
 	{ "ipc", CLONE_NEWIPC, CLONE_NEWIPC, "IPC namespace" },
-	{ "net", CLONE_NEWNET, 0, "network namespace (PrivateNetwork=, or a container)" },
+	{ "net", CLONE_NEWNET, CLONE_NEWNET, "network namespace" },
 	{ "pid", CLONE_NEWPID, 0, "pid namespace (a container)" },
 	{ "user", CLONE_NEWUSER, CLONE_NEWUSER, "user namespace" },
 	{ "cgroup", CLONE_NEWCGROUP, 0, "cgroup namespace" },
@@ -239,28 +239,10 @@ static void *uts_thread(void *arg)
 	return NULL;
 }
 
-int ns_run_in(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
-{
-	char path[64];
-	pthread_t th;
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return pr_errno("pid %d: cannot open its %s namespace", pid, name);
-	*(int *)arg = fd;
-	ret = -pthread_create(&th, NULL, fn, arg);
-	if (!ret)
-		pthread_join(th, NULL);
-	close(fd);
-	return ret;
-}
-
 static int read_uts(pid_t pid, struct cr_ns *ns)
 {
 	struct uts_read r = { .err = 0 };
-	int ret = ns_run_in(pid, "uts", uts_thread, &r);
+	int ret = proc_run_in_ns(pid, "uts", uts_thread, &r);
 
 	if (!ret && r.err)
 		ret = r.err;
@@ -372,7 +354,7 @@ int ns_dump(struct cr_dump_ctx *ctx)
 
 	if (!ns)
 		return -ENOMEM;
-	ns->ipc_saved = -1;
+	ns->ipc_saved = ns->net_fd = ns->net_saved = -1;
 	ctx->ns = ns;
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		if (same_ns(root, 0, kinds[i].name))
@@ -414,6 +396,13 @@ int ns_dump(struct cr_dump_ctx *ctx)
 		if (ret)
 			return ret;
 	}
+	/* and its network namespace, as long as it looks at the tree */
+	if (ns->own & CLONE_NEWNET) {
+		int ret = netns_dump(ctx);
+
+		if (ret)
+			return ret;
+	}
 	if (ns->own & CLONE_NEWNS)
 		return read_mounts(ctx, ns);
 	return 0;
@@ -449,6 +438,8 @@ int ns_write(struct cr_dump_ctx *ctx)
 	e.uid_map = ns->uid_map;
 	e.gid_map = ns->gid_map;
 	e.setgroups = ns->setgroups;
+	e.n_net_addrs = ns->nr_net_addrs;
+	e.net_addrs = ns->net_addrs;
 	ret = tmpdir_write(ctx, &e.tmpdirs, &e.n_tmpdirs);
 	if (ret)
 		return ret;
@@ -480,6 +471,10 @@ void ns_free_dump(struct cr_dump_ctx *ctx)
 	if (!ns)
 		return;
 	ns_dump_done(ctx);
+	netns_leave(ctx);
+	if (ns->net_fd >= 0)
+		close(ns->net_fd);
+	netns_free_lines(ns->net_addrs, ns->nr_net_addrs);
 	tmpdir_free_dump(ctx);
 	free_mounts(ns->mounts, ns->nr_mounts);
 	for (size_t i = 0; i < ns->nr_host_points; i++)
@@ -697,6 +692,12 @@ static int check_given(const NsEntry *e, int own, pid_t pid)
 		if (ret)
 			return ret;
 	}
+	if (own & CLONE_NEWNET) {
+		int ret = netns_check(e, pid);
+
+		if (ret)
+			return ret;
+	}
 	return (own & CLONE_NEWNS) ? check_mounts(e, pid) : 0;
 }
 
@@ -824,6 +825,9 @@ int ns_restore_enter(struct rctx *c)
 		ret = enter(c, c->opts->ns_pid, own);
 	if (!ret && (own & CLONE_NEWUTS))
 		ret = set_names(e);
+	/* its network lock is its namespace's (netns.c) */
+	if (!ret && (own & CLONE_NEWNET))
+		netlock_in_tree_netns(true);
 	if (!ret)
 		ret = tmpdir_restore(c->dirfd, e->tmpdirs, e->n_tmpdirs);
 	ns_entry__free_unpacked(e, NULL);
@@ -849,6 +853,7 @@ void ns_restore_leave(struct rctx *c)
 		c->ns_cwd = -1;
 	}
 	c->ns_entered = 0;
+	netlock_in_tree_netns(false);
 	if (c->ns_userns_fd >= 0)
 		close(c->ns_userns_fd);
 	c->ns_userns_fd = -1;

@@ -14,6 +14,7 @@ struct cr_proc;
 struct rctx;
 struct tmpdir;
 typedef struct NsMount NsMount;
+typedef struct NsEntry NsEntry;
 
 /* the dump's view of the tree's namespaces */
 struct cr_ns {
@@ -30,6 +31,10 @@ struct cr_ns {
 	size_t nr_tmpdirs;
 	int ipc_saved; /* the dumping thread's own IPC namespace, while in the tree's */
 	char *uid_map, *gid_map, *setgroups; /* with a user namespace of its own */
+	int net_fd;			     /* its own network namespace (netns.c), or -1 */
+	int net_saved;			     /* the dumping thread's own, while in the tree's */
+	char **net_addrs;		     /* its interfaces (netns_read_addrs) */
+	size_t nr_net_addrs;
 };
 
 /* a line of a user namespace's uid_map or gid_map */
@@ -53,9 +58,6 @@ void ns_free_dump(struct cr_dump_ctx *ctx);
 /* path lies in a directory saved whole (tmpdir.c): the restore makes it
  * again, with a new inode */
 bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path);
-/* run fn in a thread that joined namespace name of pid; arg's first member
- * is an int that receives the namespace's fd */
-int ns_run_in(pid_t pid, const char *name, void *(*fn)(void *), void *arg);
 
 /* restore: into the namespaces of cr_restore_opts.ns_pid, checked against
  * the images, before the tree is forked; and back once it runs */
@@ -65,5 +67,19 @@ void ns_restore_leave(struct rctx *c);
 /* restore: id (uid, or gid) of the initial user namespace as the tree's
  * own user namespace names it (the same without one) */
 uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
+
+/* netns.c: the network namespace's part.  The dumping thread is in the
+ * tree's between netns_enter() (netns_dump() the first time) and
+ * netns_leave(). */
+int netns_dump(struct cr_dump_ctx *ctx);
+int netns_enter(struct cr_dump_ctx *ctx);
+void netns_leave(struct cr_dump_ctx *ctx);
+/* every established TCP connection's peer is the tree's */
+int netns_check_peers(struct cr_dump_ctx *ctx);
+/* the calling thread's namespace's interfaces and addresses, sorted lines */
+int netns_read_addrs(char ***out, size_t *nr);
+void netns_free_lines(char **v, size_t n);
+/* restore: pid's network namespace has the recorded interfaces */
+int netns_check(const NsEntry *e, pid_t pid);
 
 #endif

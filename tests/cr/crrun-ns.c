@@ -13,13 +13,19 @@
  * root and user (to themselves there: here an id that differs, so that the
  * restore must translate); the map is written by the runner (only the
  * parent namespace can); with --ns-holder-differs the holder maps 1000 to
- * 1000. */
+ * 1000.
+ * --own-netns: in a network namespace too, its loopback up (as systemd's
+ * PrivateNetwork= makes it); with --ns-holder-differs the holder's
+ * loopback stays down (its mounts are the same). */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -97,9 +103,30 @@ pid_t ns_fork(bool differs)
 	return pid;
 }
 
+/* the loopback of a new network namespace up */
+static int lo_up(void)
+{
+	struct ifreq r = { .ifr_name = "lo" };
+	int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = -1;
+
+	if (sk >= 0 && !ioctl(sk, SIOCGIFFLAGS, &r)) {
+		r.ifr_flags |= IFF_UP;
+		ret = ioctl(sk, SIOCSIFFLAGS, &r);
+	}
+	if (sk >= 0)
+		close(sk);
+	return ret;
+}
+
 int ns_setup(bool differs)
 {
 	char priv[512], ro[512], hidden[512];
+
+	if (o.own_netns) {
+		if (unshare(CLONE_NEWNET) || (!differs && lo_up()))
+			return -1;
+		differs = false; /* the loopback differs, not the mounts */
+	}
 
 	if (sub(priv, sizeof(priv), "private") || sub(ro, sizeof(ro), "ro") ||
 	    sub(hidden, sizeof(hidden), "hidden"))
@@ -162,12 +189,15 @@ void ns_holder_stop(void)
 /* the restored root lives in the holder's namespaces */
 int ns_check_restored(pid_t root)
 {
-	static const char *const kinds[] = { "mnt", "uts", "ipc", "user" };
+	static const char *const kinds[] = { "mnt", "uts", "ipc", "net", "user" };
 
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) - !o.own_userns; i++) {
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		char a[64], b[64];
 		struct stat x, y;
 
+		if ((!strcmp(kinds[i], "user") && !o.own_userns) ||
+		    (!strcmp(kinds[i], "net") && !o.own_netns))
+			continue;
 		snprintf(a, sizeof(a), "/proc/%d/ns/%s", root, kinds[i]);
 		snprintf(b, sizeof(b), "/proc/%d/ns/%s", ns_holder, kinds[i]);
 		if (stat(a, &x) || stat(b, &y) || x.st_ino != y.st_ino) {

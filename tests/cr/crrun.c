@@ -1236,6 +1236,7 @@ int main(int argc, char **argv)
 		{ "ns-unasked", no_argument, NULL, 'U' },
 		{ "own-userns", no_argument, NULL, 'J' },
 		{ "fork-storm", no_argument, NULL, 'G' },
+		{ "own-netns", no_argument, NULL, 'B' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1262,6 +1263,9 @@ int main(int argc, char **argv)
 			break;
 		case 'G':
 			o.fork_storm = true;
+			break;
+		case 'B':
+			o.own_ns = o.own_netns = true;
 			break;
 		case 'i':
 			o.iterations = atoi(optarg);

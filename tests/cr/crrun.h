@@ -52,6 +52,7 @@ struct opts {
 	bool ns_holder_differs; /* --ns-holder-differs */
 	bool ns_unasked;	/* --ns-unasked: no dump --own-namespaces */
 	bool own_userns;	/* --own-userns: a user namespace too */
+	bool own_netns;		/* --own-netns: a network namespace too, its lo up */
 	bool fork_storm;	/* --fork-storm: a process forks all through each restore */
 };
 

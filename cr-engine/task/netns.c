@@ -1,0 +1,276 @@
+/* A tree in a network namespace of its own (a systemd unit's
+ * PrivateNetwork=, NetworkNamespacePath=, JoinsNamespaceOf=): the part of
+ * namespaces.c that is the network's.
+ *
+ * Dump: the dumping thread enters the tree's network namespace (a thread
+ * may: its nsproxy is its own) for as long as it looks at the tree, in
+ * cr_dump_begin() and again in cr_dump_end(): the socket diagnostics, the
+ * network lock, the probes of a tree that goes on, /proc/thread-self/net
+ * are then the tree's.  Recorded: the namespace's interfaces, up or down,
+ * and their addresses (link-local IPv6 ones aside: they follow a link's
+ * hardware address), which the restore's namespace must have the same.
+ * Every established TCP connection's peer must be a socket of the tree:
+ * one held by a process outside it (another unit joined to the namespace)
+ * would meet a closed port while one of the two is restored and not the
+ * other, and be reset.
+ *
+ * Restore: the namespace of the given process is entered as the others
+ * (namespaces.c), its interfaces checked first.  Its network lock, if a
+ * dump left one there (a namespace that outlived the tree), is lifted in
+ * it (netlock.c follows the calling thread's namespace). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cr-util.h"
+#include "dump.h"
+#include "images/namespaces.pb-c.h"
+#include "log.h"
+#include "namespaces.h"
+#include "netlock.h"
+#include "proc.h"
+#include "util.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_line(char ***v, size_t *n, const char *line)
+{
+	char **nv;
+
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i], line))
+			return 0;
+	nv = xrealloc_array(*v, *n + 1, sizeof(char *));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[*n] = xstrdup(line);
+	if (!nv[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+void netns_free_lines(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* "prefix length" of a netmask */
+static int mask_len(const struct sockaddr *m)
+{
+	const uint8_t *b = m->sa_family == AF_INET
+				   ? (const uint8_t *)&((const struct sockaddr_in *)m)->sin_addr
+				   : ((const struct sockaddr_in6 *)m)->sin6_addr.s6_addr;
+	int n = m->sa_family == AF_INET ? 4 : 16, len = 0;
+
+	for (int i = 0; i < n; i++)
+		len += __builtin_popcount(b[i]);
+	return len;
+}
+
+/* The interfaces of the calling thread's network namespace, sorted:
+ * "NAME up" or "NAME down", "NAME ADDR/LEN" */
+int netns_read_addrs(char ***out, size_t *nr)
+{
+	struct ifaddrs *ifa = NULL;
+	char **v = NULL;
+	size_t n = 0;
+	int ret = 0;
+
+	*out = NULL;
+	*nr = 0;
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (struct ifaddrs *i = ifa; i && !ret; i = i->ifa_next) {
+		char line[IF_NAMESIZE + INET6_ADDRSTRLEN + 16], a[INET6_ADDRSTRLEN];
+		const struct sockaddr *s = i->ifa_addr;
+
+		snprintf(line, sizeof(line), "%s %s", i->ifa_name,
+			 (i->ifa_flags & IFF_UP) ? "up" : "down");
+		ret = add_line(&v, &n, line);
+		if (ret || !s || (s->sa_family != AF_INET && s->sa_family != AF_INET6))
+			continue;
+		if (s->sa_family == AF_INET6 &&
+		    IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)s)->sin6_addr))
+			continue;
+		inet_ntop(s->sa_family,
+			  s->sa_family == AF_INET
+				  ? (const void *)&((const struct sockaddr_in *)s)->sin_addr
+				  : (const void *)&((const struct sockaddr_in6 *)s)->sin6_addr,
+			  a, sizeof(a));
+		snprintf(line, sizeof(line), "%s %s/%d", i->ifa_name, a,
+			 i->ifa_netmask ? mask_len(i->ifa_netmask) : 0);
+		ret = add_line(&v, &n, line);
+	}
+	freeifaddrs(ifa);
+	if (ret) {
+		netns_free_lines(v, n);
+		return ret;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_str);
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------ dump */
+
+/* The dumping thread into the tree's network namespace, kupdate's kept */
+int netns_enter(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+
+	if (!ns || ns->net_fd < 0 || ns->net_saved >= 0)
+		return 0;
+	ns->net_saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ns->net_saved < 0 || setns(ns->net_fd, CLONE_NEWNET)) {
+		int ret =
+			pr_errno("pid %d: cannot enter its network namespace", ctx->procs[0]->pid);
+
+		if (ns->net_saved >= 0)
+			close(ns->net_saved);
+		ns->net_saved = -1;
+		return ret;
+	}
+	netlock_in_tree_netns(true);
+	return 0;
+}
+
+void netns_leave(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+
+	if (!ns || ns->net_saved < 0)
+		return;
+	if (setns(ns->net_saved, CLONE_NEWNET))
+		pr_perror("cannot go back to kupdate's own network namespace");
+	close(ns->net_saved);
+	ns->net_saved = -1;
+	netlock_in_tree_netns(false);
+}
+
+int netns_dump(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+	pid_t root = ctx->procs[0]->pid;
+	char path[64];
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", root);
+	ns->net_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (ns->net_fd < 0)
+		return pr_errno("pid %d: cannot open its network namespace", root);
+	ret = netns_enter(ctx);
+	if (!ret)
+		ret = netns_read_addrs(&ns->net_addrs, &ns->nr_net_addrs);
+	if (ret)
+		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", root,
+		       strerror(-ret));
+	return ret;
+}
+
+static bool peer_of(const struct cr_conn *a, const struct cr_conn *b)
+{
+	return a->family == b->family && a->lport == b->rport && a->rport == b->lport &&
+	       !memcmp(a->laddr, b->raddr, 16) && !memcmp(a->raddr, b->laddr, 16);
+}
+
+int netns_check_peers(struct cr_dump_ctx *ctx)
+{
+	if (!ctx->ns || ctx->ns->net_fd < 0)
+		return 0;
+	for (int i = 0; i < ctx->nr_tcp_sks; i++) {
+		const struct dump_tcp_sk *h = &ctx->tcp_sks[i];
+		char l[INET6_ADDRSTRLEN], r[INET6_ADDRSTRLEN];
+		bool found = false;
+
+		if (!h->read)
+			continue;
+		for (int j = 0; j < ctx->nr_tcp_sks && !found; j++)
+			found = j != i && ctx->tcp_sks[j].read &&
+				peer_of(&h->conn, &ctx->tcp_sks[j].conn);
+		if (found)
+			continue;
+		inet_ntop(h->conn.family, h->conn.laddr, l, sizeof(l));
+		inet_ntop(h->conn.family, h->conn.raddr, r, sizeof(r));
+		pr_err("pid %d: fd %d: the TCP connection %s:%u -> %s:%u in the tree's own "
+		       "network namespace has its peer outside the tree (a process of another "
+		       "unit joined to the namespace, or another host): kupdate cannot hold it "
+		       "while the namespace is made again; dump the peer's unit with it in one "
+		       "tree, or close the connection",
+		       h->pid, h->tree_fd, l, h->conn.lport, r, h->conn.rport);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ restore */
+
+struct addrs_read {
+	int fd;
+	char **v;
+	size_t n;
+	int err;
+};
+
+static void *addrs_thread(void *arg)
+{
+	struct addrs_read *r = arg;
+
+	r->err = setns(r->fd, CLONE_NEWNET) ? -errno : netns_read_addrs(&r->v, &r->n);
+	return NULL;
+}
+
+int netns_check(const NsEntry *e, pid_t pid)
+{
+	struct addrs_read r = { .err = 0 };
+	int ret = proc_run_in_ns(pid, "net", addrs_thread, &r);
+
+	if (!ret)
+		ret = r.err;
+	if (ret) {
+		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", pid,
+		       strerror(-ret));
+		goto out;
+	}
+	for (size_t i = 0; i < e->n_net_addrs && !ret; i++)
+		if (!bsearch(&e->net_addrs[i], r.v, r.n, sizeof(char *), cmp_str)) {
+			pr_err("the network namespace of pid %d lacks the tree's '%s' (interface "
+			       "and state, or address): the namespace's configuration changed "
+			       "since the dump",
+			       pid, e->net_addrs[i]);
+			ret = -ESTALE;
+		}
+	for (size_t i = 0; i < r.n && !ret; i++) {
+		bool had = false;
+
+		for (size_t j = 0; j < e->n_net_addrs && !had; j++)
+			had = !strcmp(r.v[i], e->net_addrs[j]);
+		if (!had) {
+			pr_err("the network namespace of pid %d has '%s' (interface and state, or "
+			       "address), the tree's had not: the namespace's configuration "
+			       "changed "
+			       "since the dump",
+			       pid, r.v[i]);
+			ret = -ESTALE;
+		}
+	}
+out:
+	netns_free_lines(r.v, r.n);
+	return ret;
+}
