@@ -17,6 +17,7 @@
 #include "dump.h"
 #include "log.h"
 #include "netlock.h"
+#include "namespaces.h"
 #include "tcp-int.h"
 #include "tcp-rto.h"
 #include "tcp.h"
@@ -99,8 +100,11 @@ int tcp_dump_conn(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, int *sk, I
 	struct cr_conn c;
 	int h, ret;
 
-	if (ctx->check_only)
-		return 0; /* checkpointable; nothing to lock or read */
+	/* (a tree in its own network namespace: its peer must be the tree's) */
+	inet_conn(s, &c);
+	ret = netns_conn(ctx, &c, p->pid, fd);
+	if (ret || ctx->check_only)
+		return ret; /* checkpointable; nothing to lock or read */
 	/* The lock's table is set up first: between the read of the last
 	 * acknowledgement and the lock, only the element's transaction. */
 	ret = dump_lock_prepare(ctx);
@@ -111,7 +115,6 @@ int tcp_dump_conn(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, int *sk, I
 	if (ret)
 		return ret;
 	/* lock first, so that nothing moves while it is read */
-	inet_conn(s, &c);
 	ret = dump_lock(ctx, &c);
 	if (ret)
 		return ret;

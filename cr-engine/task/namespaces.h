@@ -9,12 +9,21 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "cr.h" /* struct cr_conn */
+
 struct cr_dump_ctx;
 struct cr_proc;
 struct rctx;
 struct tmpdir;
 typedef struct NsMount NsMount;
 typedef struct NsEntry NsEntry;
+
+/* an established TCP connection of a tree in its own network namespace */
+struct ns_conn {
+	struct cr_conn c;
+	pid_t pid; /* whose fd it is */
+	int fd;
+};
 
 /* the dump's view of the tree's namespaces */
 struct cr_ns {
@@ -35,6 +44,8 @@ struct cr_ns {
 	int net_saved;			     /* the dumping thread's own, while in the tree's */
 	char **net_addrs;		     /* its interfaces (netns_read_addrs) */
 	size_t nr_net_addrs;
+	struct ns_conn *conns; /* its established TCP connections */
+	size_t nr_conns;
 };
 
 /* a line of a user namespace's uid_map or gid_map */
@@ -74,7 +85,9 @@ uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
 int netns_dump(struct cr_dump_ctx *ctx);
 int netns_enter(struct cr_dump_ctx *ctx);
 void netns_leave(struct cr_dump_ctx *ctx);
-/* every established TCP connection's peer is the tree's */
+/* an established TCP connection of the tree (kept with an own network
+ * namespace), and the check that every one's peer is the tree's */
+int netns_conn(struct cr_dump_ctx *ctx, const struct cr_conn *c, pid_t pid, int fd);
 int netns_check_peers(struct cr_dump_ctx *ctx);
 /* the calling thread's namespace's interfaces and addresses, sorted lines */
 int netns_read_addrs(char ***out, size_t *nr);

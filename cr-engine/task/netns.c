@@ -190,30 +190,42 @@ static bool peer_of(const struct cr_conn *a, const struct cr_conn *b)
 	       !memcmp(a->laddr, b->raddr, 16) && !memcmp(a->raddr, b->laddr, 16);
 }
 
+int netns_conn(struct cr_dump_ctx *ctx, const struct cr_conn *c, pid_t pid, int fd)
+{
+	struct cr_ns *ns = ctx->ns;
+	struct ns_conn *v;
+
+	if (!ns || ns->net_fd < 0)
+		return 0;
+	v = xrealloc_array(ns->conns, ns->nr_conns + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	ns->conns = v;
+	v[ns->nr_conns++] = (struct ns_conn){ .c = *c, .pid = pid, .fd = fd };
+	return 0;
+}
+
 int netns_check_peers(struct cr_dump_ctx *ctx)
 {
-	if (!ctx->ns || ctx->ns->net_fd < 0)
-		return 0;
-	for (int i = 0; i < ctx->nr_tcp_sks; i++) {
-		const struct dump_tcp_sk *h = &ctx->tcp_sks[i];
+	struct cr_ns *ns = ctx->ns;
+
+	for (size_t i = 0; ns && i < ns->nr_conns; i++) {
+		const struct ns_conn *h = &ns->conns[i];
 		char l[INET6_ADDRSTRLEN], r[INET6_ADDRSTRLEN];
 		bool found = false;
 
-		if (!h->read)
-			continue;
-		for (int j = 0; j < ctx->nr_tcp_sks && !found; j++)
-			found = j != i && ctx->tcp_sks[j].read &&
-				peer_of(&h->conn, &ctx->tcp_sks[j].conn);
+		for (size_t j = 0; j < ns->nr_conns && !found; j++)
+			found = j != i && peer_of(&h->c, &ns->conns[j].c);
 		if (found)
 			continue;
-		inet_ntop(h->conn.family, h->conn.laddr, l, sizeof(l));
-		inet_ntop(h->conn.family, h->conn.raddr, r, sizeof(r));
+		inet_ntop(h->c.family, h->c.laddr, l, sizeof(l));
+		inet_ntop(h->c.family, h->c.raddr, r, sizeof(r));
 		pr_err("pid %d: fd %d: the TCP connection %s:%u -> %s:%u in the tree's own "
 		       "network namespace has its peer outside the tree (a process of another "
 		       "unit joined to the namespace, or another host): kupdate cannot hold it "
 		       "while the namespace is made again; dump the peer's unit with it in one "
 		       "tree, or close the connection",
-		       h->pid, h->tree_fd, l, h->conn.lport, r, h->conn.rport);
+		       h->pid, h->fd, l, h->c.lport, r, h->c.rport);
 		return -EOPNOTSUPP;
 	}
 	return 0;
