@@ -21,6 +21,7 @@
 #include "fdkind.h"
 #include "files-share.h"
 #include "files.h"
+#include "namespaces.h"
 #include "ghost.h"
 #include "locks.h"
 #include "log.h"
@@ -70,6 +71,8 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 			return -EOPNOTSUPP;
 		}
 		ret = sockdiag_collect(&ctx->sk);
+		if (!ret)
+			ret = netns_collect_outer(ctx);
 		if (ret)
 			return ret;
 		ctx->sk_collected = true;
@@ -88,6 +91,13 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 		if (ret)
 			return ret;
 		d = &probed;
+	}
+	if (d->outer && d->name_len > 1 && !d->name[0]) {
+		pr_err("pid %d: fd %d: its unix socket is bound to an abstract name in kupdate's "
+		       "network namespace, not in the tree's own: the restore would bind it in "
+		       "the tree's",
+		       p->pid, fd);
+		return -EOPNOTSUPP;
 	}
 	*id = f->id;
 	for (size_t k = 0; k < nr_fd_kinds; k++)

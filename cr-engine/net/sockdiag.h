@@ -1,6 +1,7 @@
 #ifndef CR_SOCKDIAG_H
 #define CR_SOCKDIAG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,9 @@ struct sk_diag {
 	/* both */
 	uint32_t rqlen, wqlen;
 	uint8_t shutdown;
+	/* a unix socket of kupdate's network namespace, the tree having its
+	 * own (made outside it: systemd's stdout stream to journald) */
+	bool outer;
 };
 
 struct sk_table {
@@ -29,6 +33,9 @@ struct sk_table {
 };
 
 int sockdiag_collect(struct sk_table *t);
+/* the unix sockets of the calling thread's network namespace added to t
+ * (collected in another), marked outer */
+int sockdiag_merge_unix(struct sk_table *t);
 struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino);
 void sockdiag_free(struct sk_table *t);
 /* a socket sockdiag_collect did not list, through kupdate's own descriptor

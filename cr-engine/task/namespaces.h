@@ -85,6 +85,9 @@ uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
 int netns_dump(struct cr_dump_ctx *ctx);
 int netns_enter(struct cr_dump_ctx *ctx);
 void netns_leave(struct cr_dump_ctx *ctx);
+/* the unix sockets of kupdate's network namespace added to the dump's
+ * socket table (the tree's collected): those systemd made for the tree */
+int netns_collect_outer(struct cr_dump_ctx *ctx);
 /* an established TCP connection of the tree (kept with an own network
  * namespace), and the check that every one's peer is the tree's */
 int netns_conn(struct cr_dump_ctx *ctx, const struct cr_conn *c, pid_t pid, int fd);

@@ -9,6 +9,8 @@
  * are then the tree's.  Recorded: the namespace's interfaces, up or down,
  * and their addresses (link-local IPv6 ones aside: they follow a link's
  * hardware address), which the restore's namespace must have the same.
+ * The unix sockets of kupdate's namespace are looked at too: a unit's
+ * stdout stream to journald is made by systemd there, outside the unit's.
  * Every established TCP connection's peer must be a socket of the tree:
  * one held by a process outside it (another unit joined to the namespace)
  * would meet a closed port while one of the two is restored and not the
@@ -37,6 +39,7 @@
 #include "namespaces.h"
 #include "netlock.h"
 #include "proc.h"
+#include "sockdiag.h"
 #include "util.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -181,6 +184,23 @@ int netns_dump(struct cr_dump_ctx *ctx)
 	if (ret)
 		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", root,
 		       strerror(-ret));
+	return ret;
+}
+
+int netns_collect_outer(struct cr_dump_ctx *ctx)
+{
+	struct cr_ns *ns = ctx->ns;
+	int ret;
+
+	if (!ns || ns->net_saved < 0)
+		return 0;
+	if (setns(ns->net_saved, CLONE_NEWNET))
+		return pr_errno("cannot go back to kupdate's own network namespace");
+	ret = sockdiag_merge_unix(&ctx->sk);
+	if (setns(ns->net_fd, CLONE_NEWNET)) {
+		ret = pr_errno("pid %d: cannot enter its network namespace again",
+			       ctx->procs[0]->pid);
+	}
 	return ret;
 }
 

@@ -15,7 +15,8 @@
  * parent namespace can); with --ns-holder-differs the holder maps 1000 to
  * 1000.
  * --own-netns: in a network namespace too, its loopback up (as systemd's
- * PrivateNetwork= makes it); with --ns-holder-differs the holder's
+ * PrivateNetwork= makes it), holding fds 40 and 41, a unix pair made
+ * before the namespace; with --ns-holder-differs the holder's
  * loopback stays down (its mounts are the same). */
 #include <errno.h>
 #include <sched.h>
@@ -123,6 +124,13 @@ int ns_setup(bool differs)
 	char priv[512], ro[512], hidden[512];
 
 	if (o.own_netns) {
+		int sp[2];
+
+		/* a unix pair made outside the namespace, fds 40 and 41 (as
+		 * systemd makes a unit's stdout stream to journald) */
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) || dup2(sp[0], 40) != 40 ||
+		    dup2(sp[1], 41) != 41 || close(sp[0]) || close(sp[1]))
+			return -1;
 		if (unshare(CLONE_NEWNET) || (!differs && lo_up()))
 			return -1;
 		differs = false; /* the loopback differs, not the mounts */

@@ -7,11 +7,14 @@
  *    has not read ("from-c", "from-a");
  *  - a unix stream pair across the two, with data queued each way;
  *  - a UDP socket on 127.0.0.1 with a datagram queued;
- *  - an abstract unix listener (abstract names are the namespace's).
+ *  - an abstract unix listener (abstract names are the namespace's);
+ *  - fds 40 and 41, a unix pair crrun made before the namespace (in its
+ *    own: as systemd makes a unit's stdout stream), with data queued.
  * After the restore: the loopback is up; each queue has what it had; the
  * connection carries new data both ways with its addresses and ports as
  * they were; the listener accepts a new connection on its port; the
- * abstract name answers a connect.
+ * abstract name answers a connect; the pair made outside carries its data
+ * and new data.
  * With the argument "outside": the tree's only connection goes to a
  * listener of a process that left the tree (its parent exited), in the
  * same namespace: the dump must refuse, naming the connection. */
@@ -184,6 +187,8 @@ int main(int argc, char **argv)
 	close(up[1]);
 	close(pr[1]);
 	crt_check(write(c, "from-c", 6) == 6 && write(up[0], "unix-c", 6) == 6, "writes");
+	crt_check(write(40, "outer", 5) == 5, "fd 40, made outside the namespace: %s",
+		  strerror(errno));
 	crt_check(read(pr[0], buf, 1) == 0, "child");
 	close(pr[0]);
 
@@ -223,6 +228,8 @@ int main(int argc, char **argv)
 			  "the abstract name does not answer: %s", strerror(errno));
 		close(n);
 	}
+	crt_check(read_exact(41, "outer") && write(41, "back", 4) == 4 && read_exact(40, "back"),
+		  "the unix pair made outside the namespace lost its data");
 	kill(child, SIGTERM);
 	crt_check(read_exact(c, "after-a"), "the accepted end's new data did not come");
 	crt_check(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,

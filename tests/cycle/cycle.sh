@@ -1,6 +1,6 @@
 #!/bin/bash
 # The update cycle in QEMU, TAP.  Debian guest with systemd, kernel A (6.1)
-# and B (6.12), kupdate installed from the payload, eight services preserved
+# and B (6.12), kupdate installed from the payload, ten services preserved
 # (kupdate enable): an in-memory counter with a live TCP client on the host
 # (through QEMU's forward), two processes sharing a pipe, a service logging
 # to the journal, one running as nobody with a single capability, no new
@@ -10,8 +10,11 @@
 # ...), a TCP echo service carrying a stream of checksummed
 # records both ways, Debian's redis-server exactly as the package ships it
 # (a held connection issuing INCR, 1000 keys; its own mount, UTS and user
-# namespaces, seccomp filter, no capabilities) and nginx (a rate-limited
-# 24 MiB download across the cycle).  What the
+# namespaces, seccomp filter, no capabilities), nginx (a rate-limited
+# 24 MiB download across the cycle), and two units in one network namespace
+# of their own (PrivateNetwork=, JoinsNamespaceOf=), each with a loopback TCP
+# connection and a unix pair carrying numbers all the while, one with a
+# System V segment in its own IPC namespace.  What the
 # sandboxed units kept in their private /tmp and /var/tmp comes back; after
 # A->B their restored processes' confinement (mount table, namespaces,
 # credentials, capabilities, seccomp) is compared with a fresh start's.
@@ -107,6 +110,7 @@ port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379) port_http=$(fwd 80
 wait_payload || bail "the payload disk is not mounted in the guest"
 run 'cp -a /payload/root/. / && systemctl daemon-reload &&
 	systemctl enable --now demo-counter.service demo-pipe.service demo-log.service demo-priv.service demo-sandbox.service &&
+	systemctl enable --now demo-netns.service demo-joined.service &&
 	systemctl enable kupdate-finish.service' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "install kupdate and the demo services in the guest"; }
 # redis without persistence, reachable from the host; a file for nginx
@@ -116,8 +120,8 @@ run 'sed -i "s/^bind .*/bind 0.0.0.0/; s/^protected-mode yes/protected-mode no/"
 	dd if=/dev/urandom of=/var/www/html/big.bin bs=1M count=24 status=none' >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "configure redis, nginx and the echo service"; }
 big_sum=$(run 'sha256sum /var/www/html/big.bin | cut -d" " -f1')
-units="demo-counter demo-pipe demo-log demo-echo redis-server nginx demo-priv demo-sandbox"
-nunits=8
+units="demo-counter demo-pipe demo-log demo-echo redis-server nginx demo-priv demo-sandbox demo-netns demo-joined"
+nunits=10
 check "kupdate enable: $nunits units preserved" \
 	run "kupdate enable $(sed 's/\([^ ]*\)/\1.service/g' <<<"$units") >/dev/null &&
 		test \$(ls /etc/systemd/system/kupdate.target.wants | wc -l) = $nunits"
@@ -128,6 +132,8 @@ check "kupdate list: the $nunits units can be checkpointed (redis-server with th
 	test "$(grep -c ' yes$' <<<"$list")" = $nunits
 check "kupdate list: redis-server's mount, UTS and user namespaces, demo-sandbox's mount, UTS and IPC ones are kept" \
 	test "$(grep -c -e '^redis-server.service .* mnt uts user  .* yes$' -e '^demo-sandbox.service .* mnt uts ipc  .* yes$' <<<"$list")" = 2
+check "kupdate list: demo-netns's IPC and network namespaces, demo-joined's network namespace are kept" \
+	test "$(grep -c -e '^demo-netns.service .* ipc net  .* yes$' -e '^demo-joined.service .* net  .* yes$' <<<"$list")" = 2
 check "redis-server is Debian's unit as shipped: no drop-in" \
 	test "$(run 'systemctl show -P DropInPaths redis-server.service')" = ""
 # a unit whose processes come and go: each check freezes it while it is
@@ -230,6 +236,8 @@ clock_before=$(query demo-counter clock)
 before=$(query demo-counter check)
 pipe_before=$(query demo-pipe get)
 tick_before=$(run "journalctl -u demo-log.service -o cat | grep -c '^tick'")
+netns_before=$(query demo-netns get) joined_before=$(query demo-joined get)
+say "before: demo-netns '$netns_before', demo-joined '$joined_before'"
 say "before: counter '$before', pipe '$pipe_before', log lines $tick_before"
 t0=$(now)
 apply_kexec "A->B" /payload/boot/bzImage-B
@@ -285,6 +293,24 @@ sleep 2
 logl=$(run "journalctl -b -u demo-log.service -o cat | grep '^tick' | tail -1")
 check "A->B: the journal shows demo-log's new lines from pid ${pids[demo-log]% } ($logl)" \
 	grep -q "^tick [0-9]* pid ${pids[demo-log]% }\$" <<<"$logl"
+# the private network namespace's units: the numbers went on both ways with
+# no loss, the connection kept its ports, the segment its contents; one
+# namespace for the two, not the host's
+private_ok() { # private_ok BEFORE AFTER SHM: "tcp T unix U errors E shm S port L>C pid P"
+	awk -v a="$1" -v b="$2" -v shm="$3" 'BEGIN { split(a, x); split(b, y)
+		exit !(y[2] > x[2] && y[4] > x[4] && y[6] == 0 && y[8] == shm && y[10] == x[10] && y[12] == x[12]) }'
+}
+sleep 1
+netns_after=$(query demo-netns get) joined_after=$(query demo-joined get)
+say "after: demo-netns '$netns_after', demo-joined '$joined_after'"
+check "A->B: demo-netns: its loopback TCP connection and unix pair went on without a loss, the same ports, its System V segment intact ($netns_after)" \
+	private_ok "$netns_before" "$netns_after" ok
+check "A->B: demo-joined: the same in the namespace it joins ($joined_after)" \
+	private_ok "$joined_before" "$joined_after" none
+netns_of() { run "readlink /proc/\$(systemctl show -P MainPID $1)/ns/net"; }
+nn=$(netns_of demo-netns.service) nj=$(netns_of demo-joined.service) nh=$(run 'readlink /proc/1/ns/net')
+check "A->B: demo-netns and demo-joined share one network namespace, not the host's ($nn $nj, host $nh)" \
+	test -n "$nn" -a "$nn" = "$nj" -a "$nn" != "$nh"
 status=$(run 'kupdate status')
 report_ab=$(grep "^phases" <<<"$status")
 # where kernel B's boot spent its time before the restores (diagnostics)
@@ -377,7 +403,7 @@ confinement() { # confinement UNIT
 	echo uid_map \$(cat /proc/\$p/uid_map)
 	grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/\$p/status | tr -s '\t ' ' '"
 }
-for u in redis-server demo-sandbox; do
+for u in redis-server demo-sandbox demo-netns; do
 	was=$(unit_pids $u.service)
 	restored=$(confinement $u.service)
 	run "systemctl restart $u.service" >/dev/null 2>&1
@@ -398,6 +424,7 @@ run 'mkdir -p /etc/systemd/system/demo-sandbox.service.d &&
 	printf "[Service]\nReadWritePaths=/var/cache\n" >/etc/systemd/system/demo-sandbox.service.d/rw.conf &&
 	systemctl daemon-reload' >/dev/null 2>&1
 for u in $units; do pids[$u]=$(unit_pids $u.service); done
+netns_before=$(query demo-netns get) joined_before=$(query demo-joined get)
 # without pid_reserve= (as for a kernel without our patch): the generator
 # moves the pid allocator above the saved pids
 # and with --no-rto-revert: the manifest tells the restores to send none
@@ -424,6 +451,10 @@ for u in $units; do
 	check "B->A: $u.service restored with its processes" \
 		test "$(unit_pids $u.service)" = "${pids[$u]}"
 done
+sleep 1
+netns_after=$(query demo-netns get) joined_after=$(query demo-joined get)
+check "B->A: demo-netns and demo-joined: their loopback pairs went on without a loss ($netns_after; $joined_after)" \
+	eval 'private_ok "$netns_before" "$netns_after" ok && private_ok "$joined_before" "$joined_after" none'
 check "B->A: no pid_reserve= on the command line; the generator raised ns_last_pid" \
 	run '! grep -q pid_reserve= /proc/cmdline && journalctl -b | grep -q "pids now start above"'
 

@@ -23,21 +23,33 @@
  *   kupdate-demo echo PORT
  *       Sends back every byte received on TCP PORT, in order (the record
  *       stream of the cycle tests checks them on the other side).
+ *   kupdate-demo private UNIXPATH [shm]
+ *       For a unit in a network namespace of its own: a TCP listener on
+ *       127.0.0.1 and a connection to it, and a unix socket pair, both ends
+ *       held; every 100 ms a sequence number goes one way and comes back
+ *       the next tick, so that each queue always holds one.  With "shm", a
+ *       System V segment of 256 KiB filled from a seed.  On UNIXPATH:
+ *       "get" -> "tcp T unix U errors E shm S port L>C pid P": the round
+ *       trips checked, the errors (a number lost or out of order), the
+ *       segment ok, bad or none, the connection's ports.
  *   kupdate-demo query UNIXPATH LINE
  *       Sends LINE to a demo's unix socket and prints the answer. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -402,6 +414,113 @@ static void echo_server(int port)
 	}
 }
 
+/* ------------------------------------------------------------ private */
+
+static struct {
+	int tc, ta, u0, u1; /* the connection's two ends, the unix pair's */
+	uint64_t seq, tcp, unx, errors;
+	unsigned char *shm;
+	unsigned lport, cport;
+} pv;
+
+#define SHM_SIZE (256u << 10)
+
+/* one way: the number sent last tick comes back; the new one goes */
+static void trip(int to, int from, uint64_t *ok)
+{
+	uint64_t got;
+
+	if (pv.seq >= 1) {
+		/* the far end: the number sent last tick, sent back */
+		if (recv(from, &got, 8, MSG_DONTWAIT) != 8 || got != pv.seq - 1 ||
+		    send(from, &got, 8, 0) != 8)
+			pv.errors++;
+	}
+	if (pv.seq >= 2) {
+		/* this end: the one sent two ticks ago, back */
+		if (recv(to, &got, 8, MSG_DONTWAIT) != 8 || got != pv.seq - 2)
+			pv.errors++;
+		else
+			(*ok)++;
+	}
+	if (send(to, &pv.seq, 8, 0) != 8)
+		pv.errors++;
+}
+
+static void private_tick(void)
+{
+	trip(pv.tc, pv.ta, &pv.tcp);
+	trip(pv.u0, pv.u1, &pv.unx);
+	pv.seq++;
+}
+
+static const char *shm_state(void)
+{
+	uint64_t s = seed;
+
+	if (!pv.shm)
+		return "none";
+	for (size_t i = 0; i < SHM_SIZE; i += 8) {
+		uint64_t v = xorshift(&s);
+
+		if (memcmp(pv.shm + i, &v, 8))
+			return "bad";
+	}
+	return "ok";
+}
+
+static void private_answer(const char *line, char *out, size_t len)
+{
+	if (!strcmp(line, "get"))
+		snprintf(out, len, "tcp %llu unix %llu errors %llu shm %s port %u>%u pid %d\n",
+			 (unsigned long long)pv.tcp, (unsigned long long)pv.unx,
+			 (unsigned long long)pv.errors, shm_state(), pv.cport, pv.lport, getpid());
+	else
+		snprintf(out, len, "?\n");
+}
+
+static void private_setup(bool shm)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), u[2];
+
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 4) ||
+	    getsockname(l, (struct sockaddr *)&a, &al)) {
+		fprintf(stderr, "demo: loopback listener: %s\n", strerror(errno));
+		exit(1);
+	}
+	pv.lport = ntohs(a.sin_port);
+	pv.tc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (pv.tc < 0 || connect(pv.tc, (struct sockaddr *)&a, sizeof(a)) ||
+	    (pv.ta = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, u)) {
+		fprintf(stderr, "demo: loopback connection: %s\n", strerror(errno));
+		exit(1);
+	}
+	al = sizeof(a);
+	getsockname(pv.tc, (struct sockaddr *)&a, &al);
+	pv.cport = ntohs(a.sin_port);
+	pv.u0 = u[0];
+	pv.u1 = u[1];
+	if (shm) {
+		int id = shmget(IPC_PRIVATE, SHM_SIZE, IPC_CREAT | 0600);
+		uint64_t s = seed;
+
+		pv.shm = id < 0 ? NULL : shmat(id, NULL, 0);
+		if (!pv.shm || pv.shm == (void *)-1) {
+			fprintf(stderr, "demo: System V segment: %s\n", strerror(errno));
+			exit(1);
+		}
+		for (size_t i = 0; i < SHM_SIZE; i += 8) {
+			uint64_t v = xorshift(&s);
+
+			memcpy(pv.shm + i, &v, 8);
+		}
+	}
+	/* the listener stays open: a listening socket in the namespace */
+}
+
 /* ------------------------------------------------------------ query */
 
 static int query(const char *path, const char *line)
@@ -471,10 +590,15 @@ int main(int argc, char **argv)
 			pause();
 	} else if (!strcmp(mode, "echo") && argc == 3) {
 		echo_server(atoi(argv[2]));
+	} else if (!strcmp(mode, "private") && (argc == 3 || argc == 4)) {
+		int ls = listen_unix(argv[2]);
+
+		private_setup(argc == 4 && !strcmp(argv[3], "shm"));
+		serve(&ls, 1, private_answer, private_tick, 100);
 	} else if (!strcmp(mode, "query") && argc == 4) {
 		return query(argv[2], argv[3]);
 	}
 	fprintf(stderr, "usage: kupdate-demo counter UNIXPATH PORT | pipe UNIXPATH | log | "
-			"iouring | echo PORT | query UNIXPATH LINE\n");
+			"iouring | echo PORT | private UNIXPATH [shm] | query UNIXPATH LINE\n");
 	return 2;
 }
