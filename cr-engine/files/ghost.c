@@ -74,6 +74,51 @@ static int data_bytes(int rfd, uint64_t size, uint64_t *out)
 	return 0;
 }
 
+int ghost_each_chunk(int fd, off_t size, unsigned char *buf,
+		     void (*fn)(off_t off, const unsigned char *buf, size_t len, void *arg),
+		     void *arg, off_t *at)
+{
+	off_t off = 0;
+
+	while (off < size) {
+		off_t data = lseek(fd, off, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break;
+		if (data < 0) { /* no SEEK_DATA there: all of it */
+			data = off;
+			hole = size;
+		} else {
+			hole = lseek(fd, data, SEEK_HOLE);
+			if (hole < 0 || hole > size)
+				hole = size;
+		}
+		while (data < hole) {
+			ssize_t n =
+				pread(fd, buf, MIN((uint64_t)(hole - data), (uint64_t)CHUNK), data);
+
+			if (n <= 0) {
+				*at = data;
+				return n < 0 ? -errno : -EIO;
+			}
+			fn(data, buf, n, arg);
+			data += n;
+		}
+		off = hole;
+	}
+	return 0;
+}
+
+static void ghost_chunk(off_t off, const unsigned char *buf, size_t len, void *arg)
+{
+	GhostChunk c = GHOST_CHUNK__INIT;
+
+	c.offset = off;
+	c.data.data = (uint8_t *)buf;
+	c.data.len = len;
+	img_write(arg, &c.base);
+}
+
 static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const char *path,
 		     const struct stat *st, uint64_t data_len, uint32_t id)
 {
@@ -81,7 +126,7 @@ static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const c
 	struct img_writer w;
 	_cleanup_free_ unsigned char *buf = NULL;
 	char name[64];
-	off_t off = 0;
+	off_t at = 0;
 	int ret;
 
 	buf = malloc(CHUNK);
@@ -103,39 +148,13 @@ static int save_data(struct cr_dump_ctx *ctx, int rfd, const char *what, const c
 	ge.path = (char *)path;
 	ge.data = data_len;
 	img_write(&w, &ge.base);
-	while (off < st->st_size) {
-		off_t data = lseek(rfd, off, SEEK_DATA), hole;
-
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0) {
-			data = off;
-			hole = st->st_size;
-		} else {
-			hole = lseek(rfd, data, SEEK_HOLE);
-			if (hole < 0 || hole > st->st_size)
-				hole = st->st_size;
-		}
-		while (data < hole) {
-			GhostChunk c = GHOST_CHUNK__INIT;
-			size_t len = MIN((uint64_t)(hole - data), (uint64_t)CHUNK);
-			ssize_t n = pread(rfd, buf, len, data);
-
-			if (n <= 0) {
-				/* shrunk meanwhile?  The tree is stopped: an error */
-				ret = n < 0 ? -errno : -EIO;
-				pr_err("%s %s: cannot read the deleted file at %lu: %s", what, path,
-				       (unsigned long)data, strerror(-ret));
-				img_writer_abort(&w);
-				return ret;
-			}
-			c.offset = data;
-			c.data.data = buf;
-			c.data.len = n;
-			img_write(&w, &c.base);
-			data += n;
-		}
-		off = hole;
+	ret = ghost_each_chunk(rfd, st->st_size, buf, ghost_chunk, &w, &at);
+	if (ret) {
+		/* shrunk meanwhile?  The tree is stopped: an error */
+		pr_err("%s %s: cannot read the deleted file at %lu: %s", what, path,
+		       (unsigned long)at, strerror(-ret));
+		img_writer_abort(&w);
+		return ret;
 	}
 	return img_writer_close(&w);
 }

@@ -58,4 +58,11 @@ int ghost_create(const struct rghost *g, const char *path);
  * an executable). */
 int ghost_make_mapped(struct rghost *g, size_t n);
 
+/* each stretch of data of fd's first size bytes, its holes skipped, read
+ * into buf (1 MiB) at most 1 MiB at a time and given to fn with its offset:
+ * 0, or the error of the read at *at (-EIO: the file is shorter) */
+int ghost_each_chunk(int fd, off_t size, unsigned char *buf,
+		     void (*fn)(off_t off, const unsigned char *buf, size_t len, void *arg),
+		     void *arg, off_t *at);
+
 #endif

@@ -26,6 +26,7 @@
 
 #include "cr-util.h"
 #include "dump.h"
+#include "ghost.h"
 #include "image.h"
 #include "images/tmpdir.pb-c.h"
 #include "log.h"
@@ -193,12 +194,24 @@ bool tmpdir_holds(const struct cr_dump_ctx *ctx, const char *path)
 	return false;
 }
 
+static void tmpdir_chunk(off_t off, const unsigned char *buf, size_t len, void *arg)
+{
+	TmpdirNode c = TMPDIR_NODE__INIT;
+
+	c.has_offset = 1;
+	c.offset = off;
+	c.has_data = 1;
+	c.data.data = (uint8_t *)buf;
+	c.data.len = len;
+	img_write(arg, &c.base);
+}
+
 static int write_data(struct cr_dump_ctx *ctx, struct img_writer *w, const struct tmpdir *d,
 		      const struct tnode *n, unsigned char *buf)
 {
 	char path[PATH_MAX], full[PATH_MAX + 64];
-	off_t off = 0, size = n->st.st_size;
-	int fd;
+	off_t at = 0;
+	int fd, ret;
 
 	snprintf(path, sizeof(path), "%s/%s", d->path, n->rel);
 	fd = open(dump_path(ctx, path, full, sizeof(full)),
@@ -207,43 +220,12 @@ static int write_data(struct cr_dump_ctx *ctx, struct img_writer *w, const struc
 		fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return pr_errno("%s: cannot read it", path);
-	while (off < size) {
-		off_t data = lseek(fd, off, SEEK_DATA), hole;
-
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0) {
-			data = off;
-			hole = size;
-		} else {
-			hole = lseek(fd, data, SEEK_HOLE);
-			if (hole < 0 || hole > size)
-				hole = size;
-		}
-		while (data < hole) {
-			TmpdirNode c = TMPDIR_NODE__INIT;
-			ssize_t r =
-				pread(fd, buf, MIN((uint64_t)(hole - data), (uint64_t)CHUNK), data);
-
-			if (r <= 0) {
-				close(fd);
-				pr_err("%s: cannot read it at %lu (changed while the tree was "
-				       "stopped?)",
-				       path, (unsigned long)data);
-				return r < 0 ? -errno : -EIO;
-			}
-			c.has_offset = 1;
-			c.offset = data;
-			c.has_data = 1;
-			c.data.data = buf;
-			c.data.len = r;
-			img_write(w, &c.base);
-			data += r;
-		}
-		off = hole;
-	}
+	ret = ghost_each_chunk(fd, n->st.st_size, buf, tmpdir_chunk, w, &at);
 	close(fd);
-	return 0;
+	if (ret)
+		pr_err("%s: cannot read it at %lu (changed while the tree was stopped?): %s", path,
+		       (unsigned long)at, strerror(-ret));
+	return ret;
 }
 
 static int write_one(struct cr_dump_ctx *ctx, const struct tmpdir *d, size_t idx,
