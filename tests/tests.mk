@@ -63,7 +63,8 @@ check-cr-asan: asan $(CR_BINS)
 # The update cycle in QEMU (tests/cycle/cycle.sh): the demo services, the
 # host's TCP client, and the payload the guest installs kupdate from.
 CYCLE_BINS  := $(TBIN)/cycle/kupdate-demo $(TBIN)/cycle/demo-client \
-	$(TBIN)/cycle/stream-client $(TBIN)/cycle/redis-client
+	$(TBIN)/cycle/stream-client $(TBIN)/cycle/redis-client $(TBIN)/cycle/http-client \
+	$(TBIN)/cycle/mysql-client
 CYCLE_PAYLOAD := $(BUILD)/cycle-payload
 $(TBIN)/cycle/kupdate-demo: tests/cycle/demo.c
 	@mkdir -p $(dir $@)
@@ -75,6 +76,12 @@ $(TBIN)/cycle/stream-client: tests/cycle/stream.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
 $(TBIN)/cycle/redis-client: tests/cycle/redis-client.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+$(TBIN)/cycle/http-client: tests/cycle/http-client.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+$(TBIN)/cycle/mysql-client: tests/cycle/mysql-client.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
 tests: $(CYCLE_BINS)

@@ -7,7 +7,13 @@
  * (pid_reserve=, kernel/patches: ordinary allocation skips it even after
  * ns_last_pid) is taken out of it while the lock is held and put back
  * after.  Something else that forks in between takes the tid: the thread
- * gets another, and the restorer fails the restore. */
+ * gets another and exits, and the restorer tries again (up to 50 times);
+ * a process that holds the tid meanwhile (a short-lived one the boot
+ * forked in that window) is waited for, 3 s at most, before each try.
+ * ns_last_pid goes back to where it was after each clone: the boot's forks
+ * go on above the saved pids, not among those of the units not restored
+ * yet (without pid_reserve=, where the generator put it up there). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +70,26 @@ static int write_proc(const char *rel, const char *text)
 	return ret;
 }
 
+/* no task holds tid (a process the boot forked while ns_last_pid was
+ * below it, gone in a moment); 3 s at most */
+static int wait_tid_free(pid_t tid)
+{
+	char rel[32];
+
+	snprintf(rel, sizeof(rel), "%d", tid);
+	for (int i = 0; i < 300; i++) {
+		int fd = proc_open(rel, O_PATH | O_CLOEXEC);
+
+		if (fd < 0)
+			return 0;
+		close(fd);
+		usleep(10000);
+	}
+	pr_err("thread %d: its tid is held by another task (for 3 s): it cannot be made again",
+	       tid);
+	return -EBUSY;
+}
+
 int tid_prepare(pid_t tid, struct tid_hold *h)
 {
 	char buf[512], *list = NULL;
@@ -81,6 +107,13 @@ int tid_prepare(pid_t tid, struct tid_hold *h)
 		return ret;
 	}
 	h->fd = fd;
+	n = pread(h->fd, buf, sizeof(buf) - 1, 0);
+	h->last = n > 0 ? (buf[n] = 0, strtol(buf, NULL, 10)) : 0;
+	ret = wait_tid_free(tid);
+	if (ret) {
+		tid_done(h);
+		return ret;
+	}
 	fd = proc_open("sys/kernel/pid_reserve", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		list = xzalloc(512);
@@ -113,6 +146,17 @@ int tid_prepare(pid_t tid, struct tid_hold *h)
 
 void tid_done(struct tid_hold *h)
 {
+	if (h->fd >= 0 && h->last > 0) {
+		char buf[32];
+		ssize_t n = pread(h->fd, buf, sizeof(buf) - 1, 0);
+
+		/* (a write sets it; others forking meanwhile moved it up: kept) */
+		if (n > 0 && (buf[n] = 0, strtol(buf, NULL, 10)) < h->last) {
+			snprintf(buf, sizeof(buf), "%ld", h->last);
+			if (pwrite(h->fd, buf, strlen(buf), 0) < 0)
+				pr_perror("cannot set ns_last_pid back to %ld", h->last);
+		}
+	}
 	if (h->reserve) {
 		int ret = write_proc("sys/kernel/pid_reserve", h->reserve[0] ? h->reserve : "\n");
 

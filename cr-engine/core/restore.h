@@ -48,6 +48,7 @@ struct tid_hold {
 	bool held;
 	int fd;
 	char *reserve;
+	long last; /* ns_last_pid before, put back after (above the saved pids) */
 };
 
 struct rproc {

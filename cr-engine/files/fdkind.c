@@ -276,6 +276,16 @@ const char *fd_kind_unsupported(const char *link)
 	return NULL;
 }
 
+const char *fd_kind_hint(const char *link)
+{
+	/* the one an operator meets most: a program's asynchronous I/O,
+	 * which it can be told to do by other means */
+	if (!strcmp(link, "anon_inode:[io_uring]"))
+		return "a program that can do its I/O without one can be configured so "
+		       "(MariaDB: innodb_use_native_aio = 0)";
+	return NULL;
+}
+
 bool fd_kind_lockable(int kind)
 {
 	const struct fd_kind *k = fd_kind(kind);

@@ -61,6 +61,8 @@ const struct fd_kind *fd_kind(int kind);
 const struct fd_kind *fd_kind_by_link(const char *link);
 /* what a link names that this kupdate cannot dump ("a pidfd"), or NULL */
 const char *fd_kind_unsupported(const char *link);
+/* what an operator can do about such a descriptor, or NULL */
+const char *fd_kind_hint(const char *link);
 /* its descriptions may hold flock and OFD locks / it is a socket */
 bool fd_kind_lockable(int kind);
 bool fd_kind_socket(int kind);

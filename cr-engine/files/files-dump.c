@@ -403,8 +403,10 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 	}
 	what = fd_kind_unsupported(link);
 	if (what) {
-		pr_err("pid %d: fd %d is %s (%s), which this kupdate cannot dump yet", p->pid, fd,
-		       what, link);
+		const char *hint = fd_kind_hint(link);
+
+		pr_err("pid %d: fd %d is %s (%s), which this kupdate cannot dump yet%s%s", p->pid,
+		       fd, what, link, hint ? "; " : "", hint ? hint : "");
 		return -EOPNOTSUPP;
 	}
 	if (stat(lpath, &st))
