@@ -152,7 +152,11 @@ const char *anchor_path(void)
  * prefix), so that the restore (ExecStart=+, full privileges, the same
  * cgroup) finds the namespaces a fresh start of the unit gets, and
  * restores the tree into them.  The anchor ends by itself after the
- * start's timeout. */
+ * start's timeout.  It is a process in the cgroup when ExecStart= begins,
+ * which systemd refuses for a unit with SendSIGKILL=no (mariadb's: "Will
+ * not start SendSIGKILL=no service ... while processes exist"): the
+ * drop-in sets it for the restore's start only (the unit's own settings
+ * come back with the reload once the boot's restores are done). */
 #define RESTORE_TIMEOUT_S 600
 
 int write_restore_dropin(const char *dir, const char *unit, const char *exe, const char *id,
@@ -160,9 +164,10 @@ int write_restore_dropin(const char *dir, const char *unit, const char *exe, con
 {
 	_cleanup_free_ char *p = dropin(dir, unit, RESTORE_DROPIN);
 	const char *mounts = store_deps ? store_deps : "";
-	_cleanup_free_ char *anchor = namespaces ? xasprintf("ExecStartPre=%s %d\n", anchor_path(),
-							     RESTORE_TIMEOUT_S + 60)
-						 : xstrdup("");
+	_cleanup_free_ char *anchor = namespaces
+					      ? xasprintf("SendSIGKILL=yes\nExecStartPre=%s %d\n",
+							  anchor_path(), RESTORE_TIMEOUT_S + 60)
+					      : xstrdup("");
 	_cleanup_free_ char *t =
 		xasprintf("# kupdate: this start restores %s from kernel update cycle %s\n"
 			  "[Unit]\n%s%s"
@@ -695,6 +700,32 @@ static void fault_unit_env(const CycleManifest *m, const CycleUnit *cu, const ch
 		}
 }
 
+/* The listening sockets the caller passed (systemd's socket activation
+ * for a unit triggered by .socket units: LISTEN_FDS from fd 3 on,
+ * LISTEN_PID ours): the tree's listeners bound to the same addresses are
+ * those (cr_restore_opts.listen_fds); the restored tree does not inherit
+ * the rest. */
+size_t passed_listeners(int **fds)
+{
+	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+	long k = n ? strtol(n, NULL, 10) : 0;
+
+	*fds = NULL;
+	if (!pid || strtol(pid, NULL, 10) != getpid() || k <= 0 || k > 256)
+		return 0;
+	*fds = calloc(k, sizeof(int));
+	for (long i = 0; *fds && i < k; i++) {
+		(*fds)[i] = 3 + (int)i;
+		fcntl(3 + (int)i, F_SETFD, FD_CLOEXEC);
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (*fds)
+		pr_debug("%ld listening sockets passed (LISTEN_FDS)", k);
+	return *fds ? (size_t)k : 0;
+}
+
 int cmd_restore_unit(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -711,6 +742,7 @@ int cmd_restore_unit(int argc, char **argv)
 	UnitStatus st = UNIT_STATUS__INIT;
 	struct cr_restore_opts o = { 0 };
 	_cleanup_free_ char *dir = NULL, *pidfile = NULL;
+	_cleanup_free_ int *lfds = NULL;
 	char rel[128], boot[64], why[1200];
 	pid_t root = 0;
 	bool unlock_fault;
@@ -766,6 +798,8 @@ int cmd_restore_unit(int argc, char **argv)
 	o.pidfile = pidfile;
 	o.open_external = journal_stream;
 	o.no_rto_revert = m->no_rto_revert;
+	o.nr_listen_fds = passed_listeners(&lfds);
+	o.listen_fds = lfds;
 	fault_unit_env(m, cu, unit);
 	unlock_fault = cr_fault("unlock");
 	if (unlock_fault)

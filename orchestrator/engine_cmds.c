@@ -1,5 +1,6 @@
 /* kupdate dump, restore, show: the engine on process trees. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "cr-log.h"
+#include "cr-util.h"
 #include "cr.h"
 #include "kupdate.h"
 #include "recover.h"
@@ -208,10 +210,12 @@ int cmd_restore(int argc, char **argv)
 		{ "reconnect-unix", no_argument, NULL, 'r' },
 		{ "no-rto-revert", no_argument, NULL, 'R' },
 		{ "namespaces-of", required_argument, NULL, 'n' },
+		{ "listen-fds", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct cr_restore_opts o = { 0 };
+	_cleanup_free_ int *lfds = NULL;
 	pid_t root = 0;
 	int c, st = 0, ret;
 
@@ -234,6 +238,10 @@ int cmd_restore(int argc, char **argv)
 			break;
 		case 'R':
 			o.no_rto_revert = true;
+			break;
+		case 'L':
+			o.nr_listen_fds = passed_listeners(&lfds);
+			o.listen_fds = lfds;
 			break;
 		case 'n':
 			if (parse_pid(optarg, &o.ns_pid)) {

@@ -12,6 +12,9 @@ int parse_pid(const char *s, pid_t *pid);
 /* engine_cmds.c: the engine as it is */
 int cmd_dump(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
+/* boot.c: the listening sockets passed by a service manager (LISTEN_FDS,
+ * LISTEN_PID), for cr_restore_opts.listen_fds; their count */
+size_t passed_listeners(int **fds);
 int cmd_show(int argc, char **argv);
 
 /* units.c, apply.c, boot.c, status.c: the update cycle */

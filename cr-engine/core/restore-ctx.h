@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 
+#include "sockets.h"
 #include "files.h"
 #include "memory.h"
 #include "namespaces.h"
@@ -68,6 +69,7 @@ struct rctx {
 	int ns_userns_fd; /* the tree's user namespace, each process enters it */
 	struct ns_idmap ns_uidmap[NS_IDMAP_MAX], ns_gidmap[NS_IDMAP_MAX];
 	size_t ns_nr_uidmap, ns_nr_gidmap;
+	struct sk_listeners listeners; /* cr_restore_opts.listen_fds */
 };
 
 /* lastpid.c: ns_last_pid set below tid for a clone without set_tid, under

@@ -1093,6 +1093,48 @@ static bool has_launched_roots(const struct rctx *c)
 	return false;
 }
 
+/* The listeners a service manager passed (cr_restore_opts.listen_fds),
+ * copied above every fd the tree's processes have: a restoring process
+ * puts its descriptors in place before it makes the next, over whatever
+ * kupdate had at those numbers */
+static int take_listen_fds(struct rctx *c)
+{
+	const struct cr_restore_opts *o = c->opts;
+	int top = 2;
+	int *own;
+
+	if (!o->nr_listen_fds)
+		return 0;
+	for (size_t i = 0; i < c->nr; i++)
+		for (size_t k = 0; k < c->procs[i].nr_fds; k++)
+			top = MAX(top, c->procs[i].fds[k]->fd);
+	own = calloc(o->nr_listen_fds, sizeof(int));
+	c->listeners.used = calloc(o->nr_listen_fds, sizeof(bool));
+	if (!own || !c->listeners.used) {
+		free(own);
+		return -ENOMEM;
+	}
+	c->listeners.fds = own;
+	for (size_t i = 0; i < o->nr_listen_fds; i++) {
+		own[i] = fcntl(o->listen_fds[i], F_DUPFD_CLOEXEC, top + 1);
+		if (own[i] < 0)
+			return pr_errno("cannot keep the listening socket passed as fd %d",
+					o->listen_fds[i]);
+		c->listeners.n = i + 1;
+	}
+	c->files.listeners = &c->listeners;
+	return 0;
+}
+
+static void drop_listen_fds(struct rctx *c)
+{
+	for (size_t i = 0; i < c->listeners.n; i++)
+		close(c->listeners.fds[i]);
+	free((int *)c->listeners.fds);
+	free(c->listeners.used);
+	memset(&c->listeners, 0, sizeof(c->listeners));
+}
+
 /* Before anything is created: the images loaded and checked, the shared
  * memory objects, deleted files and removed directories made, the files
  * planned. */
@@ -1105,6 +1147,8 @@ static int prepare_tree(struct rctx *c)
 	c->files.open_external = o->open_external;
 	c->files.cb_arg = o->cb_arg;
 	c->files.shm = &c->shm; /* memfd fds are new descriptions of these objects */
+	if (!ret)
+		ret = take_listen_fds(c);
 	if (!ret)
 		ret = find_helpers(c);
 	if (!ret)
@@ -1293,6 +1337,7 @@ out:
 	close_gone_dirs(&c);
 	free(c.helpers);
 	free(c.sessions);
+	drop_listen_fds(&c);
 	free_images(&c);
 	close(c.dirfd);
 	return ret;

@@ -55,7 +55,7 @@ static int unix_restore(const struct rfiles *f, const FileEntry *e, struct rproc
 	int nfd;
 
 	if (!e->usk->external)
-		return unix_create(e->usk, what, NULL);
+		return unix_create(e->usk, f->listeners, what, NULL);
 	snprintf(peer, sizeof(peer), "%.*s", (int)e->usk->peer_name.len,
 		 (char *)e->usk->peer_name.data);
 	if (!f->open_external) {
@@ -99,7 +99,7 @@ static int inet_check(const struct rfiles *f, const FileEntry *e)
 static int inet_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int fd,
 			const char *what)
 {
-	return inet_create(e->isk, what);
+	return inet_create(e->isk, f->listeners, what);
 }
 
 /* ---------------------------------------------------------------- the table */

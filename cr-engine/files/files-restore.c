@@ -273,7 +273,7 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 
 			snprintf(what, sizeof(what), "pid %d: unix socket %u", rp->pid,
 				 e->usk->ino);
-			fd = unix_create(e->usk, what, &via);
+			fd = unix_create(e->usk, f->listeners, what, &via);
 			if (fd >= 0 && via >= 0) {
 				f->desc[i].via = files_lift(f, via);
 				if (f->desc[i].via < 0) {

@@ -13,6 +13,7 @@
 struct rproc;
 struct rshm;
 struct rghost;
+struct sk_listeners;
 struct rtty;
 
 /* where each open file description comes from at restore (files-plan.c) */
@@ -40,9 +41,10 @@ struct rfiles {
 	const struct rshm *shm; /* the shared memory objects, for memfd fds */
 	struct rghost *ghosts;	/* unlinked files (ghost.c) */
 	size_t nr_ghosts;
-	struct rtty *tty; /* the pseudo-terminals made (tty.c) */
-	int tbase;	  /* first transport fd */
-	int tend;	  /* after the last transport fd */
+	struct rtty *tty;		/* the pseudo-terminals made (tty.c) */
+	struct sk_listeners *listeners; /* passed by a service manager, or NULL */
+	int tbase;			/* first transport fd */
+	int tend;			/* after the last transport fd */
 };
 
 int files_load(int dirfd, struct rfiles *f);

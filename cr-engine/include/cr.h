@@ -128,6 +128,12 @@ struct cr_restore_opts {
 	pid_t ns_pid;
 	cr_open_external_fn open_external;
 	void *cb_arg;
+	/* listening sockets a service manager made for the tree's unit in this
+	 * boot (socket activation: systemd's LISTEN_FDS): a listener of the
+	 * images bound to the same address is that one, not a new one that
+	 * could not bind it */
+	const int *listen_fds;
+	size_t nr_listen_fds;
 };
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise

@@ -4,10 +4,13 @@
  * TCP connection is put in repair mode, all from here, without running
  * anything inside the process. */
 #include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/un.h>
 
 #include "dump.h"
 #include "log.h"
@@ -220,4 +223,44 @@ int sk_setint(int sk, int level, int opt, int v, const char *name, const char *w
 	if (setsockopt(sk, level, opt, &v, sizeof(v)))
 		return pr_errno("%s: cannot set %s", what, name);
 	return 0;
+}
+
+/* a unix socket's path name without the NULs after it (getsockname counts
+ * one, a bind's length may not) */
+static socklen_t addr_len(const struct sockaddr *a, socklen_t len)
+{
+	const char *p = ((const struct sockaddr_un *)a)->sun_path;
+	socklen_t off = offsetof(struct sockaddr_un, sun_path);
+
+	if (a->sa_family == AF_UNIX && len > off && p[0])
+		while (len > off && !p[len - off - 1])
+			len--;
+	return len;
+}
+
+int sk_take_listener(struct sk_listeners *l, int type, const struct sockaddr *addr, socklen_t len,
+		     const char *what)
+{
+	len = addr_len(addr, len);
+	for (size_t i = 0; l && i < l->n; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int t = 0, acc = 0, fd;
+
+		if (l->used[i] || sk_getint(l->fds[i], SOL_SOCKET, SO_TYPE, &t) || t != type ||
+		    sk_getint(l->fds[i], SOL_SOCKET, SO_ACCEPTCONN, &acc) || !acc ||
+		    getsockname(l->fds[i], (struct sockaddr *)&ss, &sl) ||
+		    addr_len((struct sockaddr *)&ss, sl) != len || memcmp(&ss, addr, len))
+			continue;
+		fd = fcntl(l->fds[i], F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			return pr_errno("%s: cannot take the listener the service manager made",
+					what);
+		l->used[i] = true;
+		pr_info("%s: the listener the service manager made in this boot (socket "
+			"activation)",
+			what);
+		return fd;
+	}
+	return -ENOENT;
 }

@@ -477,12 +477,37 @@ static int restore_topts(int sk, const TcpOpts *o, const char *what)
 	return 0;
 }
 
-int inet_create(const InetSk *s, const char *what)
+/* a listener the service manager made (sk_take_listener): the tree's
+ * options on it, and its backlog */
+static int adopt_listener(int sk, const InetSk *s, const char *what)
+{
+	int ret = s->topts ? restore_topts(sk, s->topts, what) : 0;
+
+	if (!ret)
+		ret = sk_opts_restore(sk, s->opts, what);
+	if (!ret && listen(sk, s->has_backlog ? (int)s->backlog : 128))
+		ret = pr_errno("%s: cannot listen", what);
+	if (ret) {
+		close(sk);
+		return ret < 0 ? ret : -EINVAL;
+	}
+	return sk;
+}
+
+int inet_create(const InetSk *s, struct sk_listeners *l, const char *what)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int sk, ret = 0;
 
+	if (s->protocol == IPPROTO_TCP && s->state == TCP_LISTEN && s->bound) {
+		len = bind_addr_of(s, &ss);
+		sk = sk_take_listener(l, SOCK_STREAM, (struct sockaddr *)&ss, len, what);
+		if (sk >= 0)
+			return adopt_listener(sk, s, what);
+		if (sk != -ENOENT)
+			return sk;
+	}
 	sk = socket(s->family,
 		    (s->protocol == IPPROTO_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
 		    s->protocol);

@@ -23,7 +23,10 @@ void inet_conn(const InetSk *s, struct cr_conn *c);
 
 int inet_validate(const FileEntry *e);
 /* the socket, as it was; an established connection stays in repair mode */
-int inet_create(const InetSk *s, const char *what);
+/* l: the listeners a service manager passed (a listener of the tree bound
+ * to the same address is taken from there), or NULL */
+struct sk_listeners;
+int inet_create(const InetSk *s, struct sk_listeners *l, const char *what);
 bool inet_is_repaired(const FileEntry *e);
 /* tcp-release.c.  locked: the caller keeps the network lock (lifted meanwhile for what
  * the restore itself must put to the connection) */

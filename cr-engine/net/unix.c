@@ -1189,7 +1189,7 @@ static int bound_fill(int sk, const UnixSk *u, const char *what, const struct un
 	return ret;
 }
 
-int unix_create(const UnixSk *u, const char *what, int *via)
+int unix_create(const UnixSk *u, struct sk_listeners *l, const char *what, int *via)
 {
 	int sk, ret = 0;
 
@@ -1198,6 +1198,20 @@ int unix_create(const UnixSk *u, const char *what, int *via)
 	/* an accepted socket's name is its listener's: not one to bind */
 	if (peer_closed(u) && (u->type != SOCK_DGRAM || !u->has_name || u->name.len < 2))
 		return create_orphan(u, what, via);
+	/* a listener the service manager made in this boot (socket activation) */
+	if (u->state == TCP_LISTEN && u->has_name && u->name.len) {
+		struct sockaddr_un a;
+		socklen_t len = make_addr(&a, &u->name);
+
+		sk = sk_take_listener(l, u->type, (struct sockaddr *)&a, len, what);
+		if (sk >= 0 && listen(sk, u->has_backlog ? (int)u->backlog : 128)) {
+			ret = pr_errno("%s: cannot listen", what);
+			close(sk);
+			return ret;
+		}
+		if (sk >= 0 || sk != -ENOENT)
+			return sk;
+	}
 	sk = socket(AF_UNIX, u->type | SOCK_CLOEXEC, 0);
 	if (sk < 0)
 		return pr_errno("%s: cannot create a unix socket", what);

@@ -34,7 +34,8 @@ int unix_fill_pair(int fa, int fb, const UnixSk *a, const UnixSk *b, const char 
 /* any other: created, bound and listening as it was; returns the fd.
  * Deferred (via not NULL): its queue and options wait for unix_fill, and
  * *via is what it needs then (or -1) */
-int unix_create(const UnixSk *u, const char *what, int *via);
+struct sk_listeners;
+int unix_create(const UnixSk *u, struct sk_listeners *l, const char *what, int *via);
 int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct unix_fds *res);
 /* connect to the (restored) bound socket it was connected to */
 int unix_connect_late(int sk, const UnixSk *u, const char *what);

@@ -55,9 +55,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,6 +91,10 @@ double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* listening sockets the next run() passes as a service manager does
+ * (fds 3..., LISTEN_FDS, LISTEN_PID): --activate-tcp, --activate-unix */
+static int pass_fds[2], n_pass;
+
 /* Run a command, output to a file; returns its exit status or -1. */
 static int run(char *const argv[], const char *out_path, double *secs)
 {
@@ -103,9 +110,24 @@ static int run(char *const argv[], const char *out_path, double *secs)
 			dup2(fd, 2);
 			close(fd);
 		}
-		/* like a service manager would: nothing but 0, 1 and 2 */
-		for (int i = 3; i < 1024; i++)
+		/* like a service manager would: nothing but 0, 1 and 2, and the
+		 * listeners it passes */
+		for (int i = 0; i < n_pass; i++) {
+			int t = fcntl(pass_fds[i], F_DUPFD, 100 + i);
+
+			if (t < 0 || dup2(t, 3 + i) != 3 + i)
+				_exit(126);
+		}
+		for (int i = 3 + n_pass; i < 1024; i++)
 			close(i);
+		if (n_pass) {
+			char v[16];
+
+			snprintf(v, sizeof(v), "%d", n_pass);
+			setenv("LISTEN_FDS", v, 1);
+			snprintf(v, sizeof(v), "%d", getpid());
+			setenv("LISTEN_PID", v, 1);
+		}
 		if (o.kupdate_nofile > 0) {
 			struct rlimit rl = { o.kupdate_nofile, o.kupdate_nofile };
 
@@ -640,6 +662,59 @@ static pid_t fork_storm(void)
 	return pid;
 }
 
+/* the listeners a service manager would have made in a new boot for the
+ * test's addresses, their inodes in $CRT_DIR/passed for the test to
+ * compare with its own after the restore */
+static int activate(void)
+{
+	char path[600];
+	FILE *f;
+
+	for (int i = 0; i < n_pass; i++)
+		close(pass_fds[i]);
+	n_pass = 0;
+	if (o.activate_port) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(o.activate_port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int)) ||
+		    bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+			diag("cannot make the passed listener on port %d: %s", o.activate_port,
+			     strerror(errno));
+			return -1;
+		}
+		pass_fds[n_pass++] = s;
+	}
+	if (o.activate_unix) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (strlen(workdir) + strlen(o.activate_unix) + 2 > sizeof(a.sun_path))
+			return -1;
+		memcpy(a.sun_path, path,
+		       snprintf(path, sizeof(path), "%s/%s", workdir, o.activate_unix) + 1);
+		unlink(a.sun_path);
+		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+			diag("cannot make the passed listener %s: %s", a.sun_path, strerror(errno));
+			return -1;
+		}
+		pass_fds[n_pass++] = s;
+	}
+	snprintf(path, sizeof(path), "%s/passed", workdir);
+	f = fopen(path, "w");
+	for (int i = 0; f && i < n_pass; i++) {
+		struct stat st;
+
+		fstat(pass_fds[i], &st);
+		fprintf(f, "%lu\n", (unsigned long)st.st_ino);
+	}
+	if (!f || fclose(f))
+		return -1;
+	return 0;
+}
+
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)
 {
 	char *argv[32] = { (char *)o.kupdate, "restore",   "-D",	   (char *)img,
@@ -659,6 +734,11 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 
 	for (int i = 0; i < o.n_restore_extra && a < 30; i++)
 		argv[a++] = subst(o.restore_extra[i]);
+	if (o.activate_port || o.activate_unix) {
+		if (activate())
+			return -1;
+		argv[a++] = "--listen-fds";
+	}
 	argv[a] = NULL;
 	if (o.fork_storm) {
 		pid_t storm = fork_storm();
@@ -1238,6 +1318,8 @@ int main(int argc, char **argv)
 		{ "own-userns", no_argument, NULL, 'J' },
 		{ "fork-storm", no_argument, NULL, 'G' },
 		{ "own-netns", no_argument, NULL, 'B' },
+		{ "activate-tcp", required_argument, NULL, 'a' },
+		{ "activate-unix", required_argument, NULL, 'u' },
 		{ 0 },
 	};
 	char *extra[16];
@@ -1267,6 +1349,12 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			o.own_ns = o.own_netns = true;
+			break;
+		case 'a':
+			o.activate_port = atoi(optarg);
+			break;
+		case 'u':
+			o.activate_unix = optarg;
 			break;
 		case 'i':
 			o.iterations = atoi(optarg);

@@ -48,12 +48,14 @@ struct opts {
 	bool one_way;	/* --one-way: the test sends its peer nothing */
 	int rto_revert; /* --rto-revert: ICMP errors the peer receives a restore, at least (-1: unchecked; 0: none) */
 	const char *skip_if;
-	bool own_ns;		/* --own-ns: crrun-ns.c */
-	bool ns_holder_differs; /* --ns-holder-differs */
-	bool ns_unasked;	/* --ns-unasked: no dump --own-namespaces */
-	bool own_userns;	/* --own-userns: a user namespace too */
-	bool own_netns;		/* --own-netns: a network namespace too, its lo up */
-	bool fork_storm;	/* --fork-storm: a process forks all through each restore */
+	bool own_ns;		   /* --own-ns: crrun-ns.c */
+	bool ns_holder_differs;	   /* --ns-holder-differs */
+	bool ns_unasked;	   /* --ns-unasked: no dump --own-namespaces */
+	bool own_userns;	   /* --own-userns: a user namespace too */
+	bool own_netns;		   /* --own-netns: a network namespace too, its lo up */
+	int activate_port;	   /* --activate-tcp PORT: a listener passed to each restore */
+	const char *activate_unix; /* --activate-unix NAME: one at $CRT_DIR/NAME */
+	bool fork_storm;	   /* --fork-storm: a process forks all through each restore */
 };
 
 extern struct opts o;

@@ -46,8 +46,8 @@ static const char *ask(int s, const char *path, char *body, size_t *len, int *er
 	char *end, *cl;
 
 	*err = 0;
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: cycle\r\nConnection: keep-alive\r\n\r\n",
-		 path);
+	snprintf(req, sizeof(req),
+		 "GET %s HTTP/1.1\r\nHost: cycle\r\nConnection: keep-alive\r\n\r\n", path);
 	if (write(s, req, strlen(req)) != (ssize_t)strlen(req)) {
 		*err = errno;
 		return "cannot send the request";

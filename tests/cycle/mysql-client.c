@@ -61,7 +61,8 @@ static void read_full(void *p, size_t n)
 		ssize_t r = read(s, (uint8_t *)p + got, n - got);
 
 		if (r <= 0)
-			fail("the connection %s", r < 0 ? strerror(errno) : "was closed by the server");
+			fail("the connection %s",
+			     r < 0 ? strerror(errno) : "was closed by the server");
 		got += r;
 	}
 }
@@ -98,7 +99,7 @@ static uint64_t lenenc(const uint8_t **p)
 	if (!n)
 		return c;
 	for (int i = 0; i < n; i++)
-		v |= (uint64_t)*(*p)++ << (8 * i);
+		v |= (uint64_t) * (*p)++ << (8 * i);
 	return v;
 }
 
@@ -133,7 +134,7 @@ static void query(const char *sql, char *out, size_t olen)
 	cols = lenenc(&p);
 	for (uint64_t i = 0; i < cols; i++)
 		get(); /* column definitions */
-	get(); /* EOF */
+	get();	       /* EOF */
 	for (bool first = true;; first = false) {
 		n = get();
 		if (pkt[0] == 0xfe && n < 9)

@@ -240,13 +240,15 @@ static void test_dropins(void **state)
 	assert_null(strstr(text, "ExecStartPre=/"));
 	free(text);
 	/* with namespaces of its own (mount, UTS): kupdate-anchor, with no
-	 * prefix (the unit's sandboxing applies), before the restore */
+	 * prefix (the unit's sandboxing applies), before the restore; the
+	 * anchor in the cgroup must not stop a SendSIGKILL=no unit's start */
 	setenv("KUPDATE_ANCHOR", "/usr/lib/kupdate/kupdate-anchor", 1);
 	assert_int_equal(write_restore_dropin(dir, "demo.service", "/usr/sbin/kupdate",
 					      "20261203T045532-7d6c", false, NULL, 0x04020000),
 			 0);
 	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
 	assert_non_null(strstr(text, "ExecStartPre=\nExecStartPost=\nExecStart=\n"
+				     "SendSIGKILL=yes\n"
 				     "ExecStartPre=/usr/lib/kupdate/kupdate-anchor 660\n"
 				     "ExecStart=+/usr/sbin/kupdate restore-unit"));
 	unsetenv("KUPDATE_ANCHOR");
