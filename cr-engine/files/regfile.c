@@ -71,9 +71,21 @@ static bool on_procfs(int fd)
 	return !fstatfs(fd, &sf) && sf.f_type == 0x9fa0 /* PROC_SUPER_MAGIC */;
 }
 
+/* the flags a file is opened again with: not those that made it (O_TMPFILE,
+ * which names the directory a nameless file was made in and has
+ * O_DIRECTORY in it, as MariaDB's InnoDB temporary files keep) */
+static int reopen_flags(const FileEntry *f)
+{
+	int flags = f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+
+	if ((flags & O_TMPFILE) == O_TMPFILE)
+		flags &= ~O_TMPFILE;
+	return flags | O_CLOEXEC;
+}
+
 static int open_file(const FileEntry *f, pid_t pid, int fd)
 {
-	int flags = (f->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
+	int flags = reopen_flags(f);
 	struct stat st;
 	int nfd, ret;
 
@@ -114,7 +126,7 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
  * (or an ancestor) made, reached through /proc/self/fd. */
 static int open_object(const FileEntry *e, int obj, pid_t pid, int fd)
 {
-	int flags = (e->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | O_CLOEXEC;
+	int flags = reopen_flags(e);
 	char path[64];
 	int nfd, ret;
 
