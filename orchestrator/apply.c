@@ -514,6 +514,8 @@ static void resume_all(struct dumpers *d, struct aunit *u, int n)
 	}
 }
 
+#define RESERVE_MARGIN 256
+
 /* The ids the dump will save (pstree.c: cr_images_ids), read from the
  * running units: every thread, and the process groups and sessions led
  * by others.  The kernel is loaded at preflight with these reserved, and
@@ -525,6 +527,7 @@ static char *live_reserve(struct aunit *u, int n)
 	pid_t *all = NULL;
 	size_t nr = 0;
 	char *out = NULL;
+	_cleanup_free_ char *last = NULL;
 
 	for (int i = 0; i < n; i++) {
 		pid_t *m = NULL;
@@ -541,6 +544,18 @@ static char *live_reserve(struct aunit *u, int n)
 			}
 		}
 		free(m);
+	}
+	/* and a margin after the last pid given out: a thread a unit starts
+	 * before its dump (a pool's: MariaDB's, apache's) takes one of those */
+	if (!read_file_at(AT_FDCWD, "/proc/sys/kernel/ns_last_pid", &last, NULL)) {
+		long l = strtol(last, NULL, 10);
+		pid_t *more = xrealloc_array(all, nr + RESERVE_MARGIN, sizeof(*all));
+
+		if (!more)
+			goto fail;
+		all = more;
+		for (int k = 1; k <= RESERVE_MARGIN && l > 0; k++)
+			all[nr++] = (pid_t)(l + k);
 	}
 	out = pid_ranges(all, nr);
 fail:
@@ -927,7 +942,8 @@ static char *preflight_load(struct aunit *u, int n, const struct apply_opts *ao,
 	return cmdline;
 }
 
-/* the final command line loaded, unless the preflight's was the same */
+/* the final command line loaded, unless the preflight's was the same (0)
+ * or serves (1: the cycle's is the preflight's) */
 static int final_load(const struct apply_opts *ao, const char *pre_cmdline, const char *cmdline)
 {
 	if (cr_fault_unit("kexec-load", 0, NULL)) {
@@ -938,7 +954,34 @@ static int final_load(const struct apply_opts *ao, const char *pre_cmdline, cons
 		printf("kupdate: %s was loaded at preflight with this command line\n", ao->kernel);
 		return 0;
 	}
+	/* its reservation holds every id the dumps saved (threads that came
+	 * since are in its margin): the cycle goes with that command line */
+	if (pre_cmdline && cmdline_covers(pre_cmdline, cmdline)) {
+		printf("kupdate: %s was loaded at preflight with this command line (its pid "
+		       "reservation covers every id the dumps saved)\n",
+		       ao->kernel);
+		return 1;
+	}
 	return kexec_load_kernel(ao->kernel, ao->initrd, cmdline) ? -1 : 0;
+}
+
+/* the cycle's command line, its kernel loaded with it (or with the
+ * preflight's, which serves it), or NULL */
+static char *cycle_load(const struct apply_opts *ao, const char *id, const char *reserve,
+			const char *pre_cmdline)
+{
+	char *cmdline = kexec_cmdline(ao->append, id, ao->no_reserve ? NULL : reserve);
+	int r = cmdline ? final_load(ao, pre_cmdline, cmdline) : -1;
+
+	if (r == 1) {
+		free(cmdline);
+		return xstrdup(pre_cmdline);
+	}
+	if (r < 0) {
+		free(cmdline);
+		return NULL;
+	}
+	return cmdline;
 }
 
 /* the hand-over (prepare_handover), its time counted with the preflight's:
@@ -1322,8 +1365,8 @@ int cmd_apply(int argc, char **argv)
 	/* 3. the cycle: pids to keep free, the final command line, manifest */
 	phase = "kexec-load";
 	reserve = dumped_reserve(u, n);
-	cmdline = reserve ? kexec_cmdline(ao.append, id, ao.no_reserve ? NULL : reserve) : NULL;
-	if (!cmdline || final_load(&ao, pre_cmdline, cmdline))
+	cmdline = reserve ? cycle_load(&ao, id, reserve, pre_cmdline) : NULL;
+	if (!cmdline)
 		goto abort;
 	phase = "manifest";
 	if ((store_dir && sync_store(store_dir)) ||

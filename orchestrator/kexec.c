@@ -150,6 +150,70 @@ char *kexec_cmdline(const char *append, const char *cycle, const char *reserve)
 	return out;
 }
 
+/* "a-b,c" into ranges; their count, or -1 */
+static int parse_ranges(const char *s, long (*r)[2], int max)
+{
+	int n = 0;
+
+	while (s && *s && *s != ' ') {
+		char *end;
+		long a = strtol(s, &end, 10), b = a;
+
+		if (end == s || n == max)
+			return -1;
+		if (*end == '-')
+			b = strtol(end + 1, &end, 10);
+		r[n][0] = a;
+		r[n++][1] = b;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
+/* the command line without its pid_reserve=, and that token's value */
+static char *split_reserve(const char *cmdline, const char **reserve)
+{
+	char *c = xstrdup(cmdline), *p;
+
+	*reserve = NULL;
+	if (!c)
+		return NULL;
+	p = strstr(c, " pid_reserve=");
+	if (p) {
+		char *end = strchr(p + 1, ' ');
+
+		*reserve = cmdline + (p - c) + 13;
+		memmove(p, end ? end : p + strlen(p), strlen(end ? end : p + strlen(p)) + 1);
+	}
+	return c;
+}
+
+bool cmdline_covers(const char *a, const char *b)
+{
+	const char *ra, *rb;
+	_cleanup_free_ char *ca = split_reserve(a, &ra), *cb = split_reserve(b, &rb);
+	long x[64][2], y[64][2];
+	int nx, ny;
+
+	if (!ca || !cb || strcmp(ca, cb))
+		return false;
+	if (!rb)
+		return true;
+	nx = ra ? parse_ranges(ra, x, 64) : 0;
+	ny = parse_ranges(rb, y, 64);
+	if (nx < 0 || ny < 0)
+		return false;
+	for (int j = 0; j < ny; j++) {
+		bool in = false;
+
+		for (int i = 0; i < nx && !in; i++)
+			in = y[j][0] >= x[i][0] && y[j][1] <= x[i][1];
+		if (!in)
+			return false;
+	}
+	return true;
+}
+
 int kexec_now(struct sd *s, bool fast)
 {
 	sync();

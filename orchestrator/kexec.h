@@ -11,6 +11,9 @@ void kexec_unload(void);
 /* "a-b,c-d" covering every id, at most 32 ranges (sorts ids) */
 char *pid_ranges(pid_t *ids, size_t n);
 char *kexec_cmdline(const char *append, const char *cycle, const char *reserve);
+/* command line a holds what b does, its pid_reserve= ranges at least b's
+ * (the kernel loaded with a serves a cycle whose command line is b) */
+bool cmdline_covers(const char *a, const char *b);
 int kexec_now(struct sd *s, bool fast);
 
 /* The kernel the machine would boot next, as apt installs them: the

@@ -82,6 +82,24 @@ static void test_cmdline(void **state)
 	free(c);
 }
 
+/* a kernel loaded at preflight serves the cycle when its command line is
+ * the same but for a pid reservation that holds the cycle's */
+static void test_cmdline_covers(void **state)
+{
+	const char *pre = "quiet kupdate.cycle=X pid_reserve=100-120,300-600";
+
+	(void)state;
+	assert_true(cmdline_covers(pre, pre));
+	assert_true(
+		cmdline_covers(pre, "quiet kupdate.cycle=X pid_reserve=100-101,105-105,400-450"));
+	assert_false(cmdline_covers(pre, "quiet kupdate.cycle=X pid_reserve=100-101,601-601"));
+	assert_false(cmdline_covers(pre, "quiet kupdate.cycle=X pid_reserve=99-101"));
+	assert_false(cmdline_covers(pre, "quiet kupdate.cycle=Y pid_reserve=100-101"));
+	assert_false(
+		cmdline_covers("quiet kupdate.cycle=X", "quiet kupdate.cycle=X pid_reserve=5"));
+	assert_true(cmdline_covers(pre, "quiet kupdate.cycle=X"));
+}
+
 static void test_names(void **state)
 {
 	char *e;
@@ -726,13 +744,13 @@ static void test_store_mount(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pid_ranges),	cmocka_unit_test(test_cmdline),
-		cmocka_unit_test(test_names),		cmocka_unit_test(test_manifest),
-		cmocka_unit_test(test_manifest_damage), cmocka_unit_test(test_status),
-		cmocka_unit_test(test_dropins),		cmocka_unit_test(test_generator),
-		cmocka_unit_test(test_store),		cmocka_unit_test(test_store_mount),
-		cmocka_unit_test(test_mount_table),	cmocka_unit_test(test_claim),
-		cmocka_unit_test(test_prefetch),
+		cmocka_unit_test(test_pid_ranges),     cmocka_unit_test(test_cmdline),
+		cmocka_unit_test(test_cmdline_covers), cmocka_unit_test(test_names),
+		cmocka_unit_test(test_manifest),       cmocka_unit_test(test_manifest_damage),
+		cmocka_unit_test(test_status),	       cmocka_unit_test(test_dropins),
+		cmocka_unit_test(test_generator),      cmocka_unit_test(test_store),
+		cmocka_unit_test(test_store_mount),    cmocka_unit_test(test_mount_table),
+		cmocka_unit_test(test_claim),	       cmocka_unit_test(test_prefetch),
 	};
 	char cmd[96];
 	int ret;
