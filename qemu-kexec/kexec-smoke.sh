@@ -1,6 +1,6 @@
 #!/bin/bash
 # kexec smoke test, TAP: in the Debian guest (systemd), boot kernel A to
-# multi-user, write a marker into the pmem region (memmap=128M!1G ->
+# multi-user, write a marker into the pmem region (memmap=256M!1G ->
 # /dev/pmem0), kexec into kernel B from inside the guest (systemd's path:
 # `systemctl kexec`), boot B to multi-user, check the release changed from
 # 6.1.x to 6.12.x and the marker survived; then put an ext4 file system
@@ -66,7 +66,7 @@ relA=$(run -t 30 -- uname -r)
 check "boot A: release $relA is 6.1.x" grep -q '^6\.1\.' <<<"$relA"
 boot1=$("$vm" ping "$name" | cut -d' ' -f1)
 
-check "boot A: /dev/pmem0 exists (memmap=128M!1G)" run -t 30 -- test -b /dev/pmem0
+check "boot A: /dev/pmem0 exists (memmap=256M!1G)" run -t 30 -- test -b /dev/pmem0
 marker="kupdate-smoke-$(date +%s%N)-$RANDOM"
 check "pmem: marker written raw to /dev/pmem0" run -t 60 -- \
 	"printf '%s' '$marker' | dd of=/dev/pmem0 bs=4096 conv=sync,fsync status=none"
@@ -90,7 +90,7 @@ check "boot B: multi-user reached after kexec, system state '$(head -1 <<<"$stat
 timing "kexec A->B (systemctl kexec): -> agent ${t_agent} s, -> multi-user ${t_multi} s"
 relB=$(run -t 30 -- uname -r)
 check "boot B: release went from $relA to $relB (6.12.x)" grep -q '^6\.12\.' <<<"$relB"
-check "boot B: memmap= was passed again" run -t 30 -- 'grep -q "memmap=128M!1G" /proc/cmdline'
+check "boot B: memmap= was passed again" run -t 30 -- 'grep -q "memmap=256M!1G" /proc/cmdline'
 # our patch under a real systemd boot: nothing of B's boot took a reserved PID
 tasks=$(run -t 60 -- 'for t in /proc/[0-9]*/task/[0-9]*; do echo "${t##*/}"; done')
 inside=$(awk -v a="${RESERVE%-*}" -v b="${RESERVE#*-}" '$1 >= a && $1 <= b' <<<"$tasks" | wc -l)

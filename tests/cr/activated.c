@@ -72,8 +72,8 @@ int main(int argc, char **argv)
 		  "no inodes of the passed listeners");
 	crt_check(ino_of(t) == passed[0], "the TCP listener is not the passed one (inode %lu, %lu)",
 		  ino_of(t), passed[0]);
-	crt_check(ino_of(x) == passed[1], "the unix listener is not the passed one (inode %lu, %lu)",
-		  ino_of(x), passed[1]);
+	crt_check(ino_of(x) == passed[1],
+		  "the unix listener is not the passed one (inode %lu, %lu)", ino_of(x), passed[1]);
 	answers(t, (struct sockaddr *)&a, sizeof(a), "tcp");
 	answers(x, (struct sockaddr *)&u, sizeof(u), "unix");
 	crt_pass();

@@ -41,7 +41,8 @@ int main(void)
 	crt_check(fl >= 0 && (fl & O_ACCMODE) == O_RDWR, "flags %#x, not read-write", fl);
 	crt_check(!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_size == SIZE,
 		  "the file: %lu links, %ld bytes", (unsigned long)st.st_nlink, (long)st.st_size);
-	crt_check(lseek(fd, 0, SEEK_CUR) == 5000, "its offset is %ld", (long)lseek(fd, 0, SEEK_CUR));
+	crt_check(lseek(fd, 0, SEEK_CUR) == 5000, "its offset is %ld",
+		  (long)lseek(fd, 0, SEEK_CUR));
 	crt_check(pread(fd, got, SIZE, 0) == SIZE && !memcmp(got, buf, SIZE), "its data differ");
 	crt_check(write(fd, "x", 1) == 1, "cannot write it: %s", strerror(errno));
 	crt_pass();
