@@ -17,7 +17,9 @@
  * --own-netns: in a network namespace too, its loopback up (as systemd's
  * PrivateNetwork= makes it), holding fds 40 and 41, a unix pair made
  * before the namespace; with --ns-holder-differs the holder's
- * loopback stays down (its mounts are the same). */
+ * loopback stays down (its mounts are the same).
+ * --private-dev: /dev is a tmpfs of its own with null, zero and urandom
+ * (systemd's PrivateDevices=). */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +122,24 @@ static int lo_up(void)
 	return ret;
 }
 
+/* --private-dev: /dev a tmpfs of its own with null, zero and urandom, as
+ * systemd's PrivateDevices= makes it (the host's devices out of reach) */
+static int private_dev(void)
+{
+	static const struct {
+		const char *name;
+		unsigned maj, min;
+	} nodes[] = { { "/dev/null", 1, 3 }, { "/dev/zero", 1, 5 }, { "/dev/urandom", 1, 9 } };
+
+	if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=4m"))
+		return -1;
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+		if (mknod(nodes[i].name, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)) ||
+		    chmod(nodes[i].name, 0666))
+			return -1;
+	return 0;
+}
+
 int ns_setup(bool differs)
 {
 	char priv[512], ro[512], hidden[512];
@@ -149,6 +170,8 @@ int ns_setup(bool differs)
 	if (mount("tmpfs", hidden, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=000,size=4k") ||
 	    sethostname("crtest-ns", 9))
+		return -1;
+	if (o.private_dev && private_dev())
 		return -1;
 	return 0;
 }

@@ -1318,6 +1318,7 @@ int main(int argc, char **argv)
 		{ "own-userns", no_argument, NULL, 'J' },
 		{ "fork-storm", no_argument, NULL, 'G' },
 		{ "own-netns", no_argument, NULL, 'B' },
+		{ "private-dev", no_argument, NULL, 'v' },
 		{ "activate-tcp", required_argument, NULL, 'a' },
 		{ "activate-unix", required_argument, NULL, 'u' },
 		{ 0 },
@@ -1349,6 +1350,9 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			o.own_ns = o.own_netns = true;
+			break;
+		case 'v':
+			o.own_ns = o.private_dev = true;
 			break;
 		case 'a':
 			o.activate_port = atoi(optarg);

@@ -53,6 +53,7 @@ struct opts {
 	bool ns_unasked;	   /* --ns-unasked: no dump --own-namespaces */
 	bool own_userns;	   /* --own-userns: a user namespace too */
 	bool own_netns;		   /* --own-netns: a network namespace too, its lo up */
+	bool private_dev;	   /* --private-dev: its own /dev (a tmpfs with 3 nodes) */
 	int activate_port;	   /* --activate-tcp PORT: a listener passed to each restore */
 	const char *activate_unix; /* --activate-unix NAME: one at $CRT_DIR/NAME */
 	bool fork_storm;	   /* --fork-storm: a process forks all through each restore */
