@@ -84,13 +84,6 @@ int preserved_units(char ***out, int *nr)
 	return 0;
 }
 
-void strv_free(char **v, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* every pid of a cgroup and its descendants */
 static int collect_procs(const char *dir, pid_t **v, int *n)
 {
@@ -142,24 +135,6 @@ static int collect_procs(const char *dir, pid_t **v, int *n)
 	return 0;
 }
 
-static int strv_add(char ***v, int *n, const char *s)
-{
-	char **nv;
-
-	for (int i = 0; i < *n; i++)
-		if (!strcmp((*v)[i], s))
-			return 0;
-	nv = xrealloc_array(*v, *n + 1, sizeof(*nv));
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	nv[*n] = xstrdup(s);
-	if (!nv[*n])
-		return -ENOMEM;
-	(*n)++;
-	return 0;
-}
-
 /* Does the unit run processes of its own? */
 static bool runs_processes(const struct unit_info *ui)
 {
@@ -178,7 +153,8 @@ static bool runs_processes(const struct unit_info *ui)
 int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout)
 {
 	char **v = NULL;
-	int nv = 0, ret = 0;
+	size_t nv = 0;
+	int ret = 0;
 
 	for (int i = 0; !ret && i < n; i++) {
 		char **parts = NULL, line[1024] = "";
@@ -217,7 +193,7 @@ int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, 
 		return ret;
 	}
 	*out = v;
-	*nout = nv;
+	*nout = (int)nv;
 	return 0;
 }
 

@@ -24,7 +24,6 @@ int preserved_units(char ***out, int *nr);
  * gives those instead, said on stderr.  *out: a malloc'd array of
  * malloc'd names, without duplicates. */
 int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout);
-void strv_free(char **v, int n);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
 /* A dump that fails with -EAGAIN (a vfork in progress, a connection

@@ -28,6 +28,31 @@ void *xrealloc_array(void *p, size_t nmemb, size_t size)
 	return r;
 }
 
+int strv_add(char ***v, size_t *n, const char *s)
+{
+	char **nv;
+
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i], s))
+			return 0;
+	nv = xrealloc_array(*v, *n + 1, sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[*n] = xstrdup(s);
+	if (!nv[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 char *xstrdup(const char *s)
 {
 	char *r = strdup(s);

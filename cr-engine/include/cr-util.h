@@ -56,6 +56,10 @@ void *xzalloc(size_t size);
 void *xrealloc_array(void *p, size_t nmemb, size_t size);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* a copy of s appended to the n strings of *v, unless one of them is s
+ * already: 0 or -ENOMEM */
+int strv_add(char ***v, size_t *n, const char *s);
+void strv_free(char **v, size_t n);
 
 /* read()/write() the whole buffer, retrying on EINTR and short transfers;
  * return 0 or -errno (-EIO on a short read at end of file). */

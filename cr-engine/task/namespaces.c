@@ -474,7 +474,7 @@ void ns_free_dump(struct cr_dump_ctx *ctx)
 	netns_leave(ctx);
 	if (ns->net_fd >= 0)
 		close(ns->net_fd);
-	netns_free_lines(ns->net_addrs, ns->nr_net_addrs);
+	strv_free(ns->net_addrs, ns->nr_net_addrs);
 	free(ns->conns);
 	tmpdir_free_dump(ctx);
 	free_mounts(ns->mounts, ns->nr_mounts);

@@ -94,7 +94,6 @@ int netns_conn(struct cr_dump_ctx *ctx, const struct cr_conn *c, pid_t pid, int 
 int netns_check_peers(struct cr_dump_ctx *ctx);
 /* the calling thread's namespace's interfaces and addresses, sorted lines */
 int netns_read_addrs(char ***out, size_t *nr);
-void netns_free_lines(char **v, size_t n);
 /* restore: pid's network namespace has the recorded interfaces */
 int netns_check(const NsEntry *e, pid_t pid);
 

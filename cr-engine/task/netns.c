@@ -47,31 +47,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_line(char ***v, size_t *n, const char *line)
-{
-	char **nv;
-
-	for (size_t i = 0; i < *n; i++)
-		if (!strcmp((*v)[i], line))
-			return 0;
-	nv = xrealloc_array(*v, *n + 1, sizeof(char *));
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	nv[*n] = xstrdup(line);
-	if (!nv[*n])
-		return -ENOMEM;
-	(*n)++;
-	return 0;
-}
-
-void netns_free_lines(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* "prefix length" of a netmask */
 static int mask_len(const struct sockaddr *m)
 {
@@ -104,7 +79,7 @@ int netns_read_addrs(char ***out, size_t *nr)
 
 		snprintf(line, sizeof(line), "%s %s", i->ifa_name,
 			 (i->ifa_flags & IFF_UP) ? "up" : "down");
-		ret = add_line(&v, &n, line);
+		ret = strv_add(&v, &n, line);
 		if (ret || !s || (s->sa_family != AF_INET && s->sa_family != AF_INET6))
 			continue;
 		if (s->sa_family == AF_INET6 &&
@@ -117,11 +92,11 @@ int netns_read_addrs(char ***out, size_t *nr)
 			  a, sizeof(a));
 		snprintf(line, sizeof(line), "%s %s/%d", i->ifa_name, a,
 			 i->ifa_netmask ? mask_len(i->ifa_netmask) : 0);
-		ret = add_line(&v, &n, line);
+		ret = strv_add(&v, &n, line);
 	}
 	freeifaddrs(ifa);
 	if (ret) {
-		netns_free_lines(v, n);
+		strv_free(v, n);
 		return ret;
 	}
 	if (n)
@@ -303,6 +278,6 @@ int netns_check(const NsEntry *e, pid_t pid)
 		}
 	}
 out:
-	netns_free_lines(r.v, r.n);
+	strv_free(r.v, r.n);
 	return ret;
 }
