@@ -192,13 +192,15 @@ static int cmp_ino(const void *a, const void *b)
 	return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-int sockdiag_collect(struct sk_table *t)
+/* the sockets of the calling thread's network namespace into t; only its
+ * unix ones with unix_only */
+static int collect(struct sk_table *t, bool unix_only)
 {
 	static const struct {
 		int family, protocol;
 		bool needed;
 	} what[] = {
-		{ AF_UNIX, 0, true },
+		{ AF_UNIX, 0, true }, /* first: all there is with unix_only */
 		{ AF_INET, IPPROTO_TCP, true },
 		{ AF_INET6, IPPROTO_TCP, false },
 		{ AF_INET, IPPROTO_UDP, false },
@@ -217,7 +219,7 @@ int sockdiag_collect(struct sk_table *t)
 		nl_socket_free(sk);
 		return -EIO;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(what); i++) {
+	for (size_t i = 0; i < (unix_only ? 1 : ARRAY_SIZE(what)); i++) {
 		struct collect c = { t, what[i].family, what[i].protocol, 0 };
 
 		ret = dump_family(sk, &c);
@@ -242,18 +244,23 @@ int sockdiag_collect(struct sk_table *t)
 	return 0;
 }
 
+int sockdiag_collect(struct sk_table *t)
+{
+	return collect(t, false);
+}
+
 int sockdiag_merge_unix(struct sk_table *t)
 {
 	struct sk_table o;
 	size_t n = t->n;
-	int ret = sockdiag_collect(&o);
+	int ret = collect(&o, true);
 
 	for (size_t i = 0; !ret && i < o.n; i++) {
 		/* (the entries added come after the sorted ones) */
 		struct sk_table sorted = { .v = t->v, .n = n };
 		struct sk_diag *d;
 
-		if (o.v[i].family != AF_UNIX || sockdiag_find(&sorted, o.v[i].ino))
+		if (sockdiag_find(&sorted, o.v[i].ino))
 			continue;
 		d = new_entry(t);
 		if (!d) {
