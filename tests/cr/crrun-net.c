@@ -5,8 +5,10 @@
  * tree that talks to it: in one more namespace, linked by a veth pair, or
  * in ours with --peer-local.  The peer writes how many records it has
  * received to $CRT_DIR/peer-progress, and gives its verdict as the last
- * line of its output when it gets SIGTERM.
+ * line of its output when it gets SIGTERM.  --activate-tcp and
+ * --activate-unix make the listeners each restore is passed (activate()).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -308,4 +313,57 @@ void show_net_state(pid_t root)
 		snprintf(path, sizeof(path), "%s/peer-progress", workdir);
 		show_file("peer progress (records, ..., acknowledged, written)", path);
 	}
+}
+
+/* the listeners a service manager would have made in a new boot for the
+ * test's addresses, their inodes in $CRT_DIR/passed for the test to
+ * compare with its own after the restore */
+int activate(void)
+{
+	char path[600];
+	FILE *f;
+
+	for (int i = 0; i < n_pass; i++)
+		close(pass_fds[i]);
+	n_pass = 0;
+	if (o.activate_port) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(o.activate_port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int)) ||
+		    bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+			diag("cannot make the passed listener on port %d: %s", o.activate_port,
+			     strerror(errno));
+			return -1;
+		}
+		pass_fds[n_pass++] = s;
+	}
+	if (o.activate_unix) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (strlen(workdir) + strlen(o.activate_unix) + 2 > sizeof(a.sun_path))
+			return -1;
+		memcpy(a.sun_path, path,
+		       snprintf(path, sizeof(path), "%s/%s", workdir, o.activate_unix) + 1);
+		unlink(a.sun_path);
+		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
+			diag("cannot make the passed listener %s: %s", a.sun_path, strerror(errno));
+			return -1;
+		}
+		pass_fds[n_pass++] = s;
+	}
+	snprintf(path, sizeof(path), "%s/passed", workdir);
+	f = fopen(path, "w");
+	for (int i = 0; f && i < n_pass; i++) {
+		struct stat st;
+
+		fstat(pass_fds[i], &st);
+		fprintf(f, "%lu\n", (unsigned long)st.st_ino);
+	}
+	if (!f || fclose(f))
+		return -1;
+	return 0;
 }

@@ -55,12 +55,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,7 +90,7 @@ double now(void)
 
 /* listening sockets the next run() passes as a service manager does
  * (fds 3..., LISTEN_FDS, LISTEN_PID): --activate-tcp, --activate-unix */
-static int pass_fds[2], n_pass;
+int pass_fds[2], n_pass;
 
 /* Run a command, output to a file; returns its exit status or -1. */
 static int run(char *const argv[], const char *out_path, double *secs)
@@ -660,59 +657,6 @@ static pid_t fork_storm(void)
 		}
 	}
 	return pid;
-}
-
-/* the listeners a service manager would have made in a new boot for the
- * test's addresses, their inodes in $CRT_DIR/passed for the test to
- * compare with its own after the restore */
-static int activate(void)
-{
-	char path[600];
-	FILE *f;
-
-	for (int i = 0; i < n_pass; i++)
-		close(pass_fds[i]);
-	n_pass = 0;
-	if (o.activate_port) {
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_port = htons(o.activate_port),
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int)) ||
-		    bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
-			diag("cannot make the passed listener on port %d: %s", o.activate_port,
-			     strerror(errno));
-			return -1;
-		}
-		pass_fds[n_pass++] = s;
-	}
-	if (o.activate_unix) {
-		struct sockaddr_un a = { .sun_family = AF_UNIX };
-		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (strlen(workdir) + strlen(o.activate_unix) + 2 > sizeof(a.sun_path))
-			return -1;
-		memcpy(a.sun_path, path,
-		       snprintf(path, sizeof(path), "%s/%s", workdir, o.activate_unix) + 1);
-		unlink(a.sun_path);
-		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16)) {
-			diag("cannot make the passed listener %s: %s", a.sun_path, strerror(errno));
-			return -1;
-		}
-		pass_fds[n_pass++] = s;
-	}
-	snprintf(path, sizeof(path), "%s/passed", workdir);
-	f = fopen(path, "w");
-	for (int i = 0; f && i < n_pass; i++) {
-		struct stat st;
-
-		fstat(pass_fds[i], &st);
-		fprintf(f, "%lu\n", (unsigned long)st.st_ino);
-	}
-	if (!f || fclose(f))
-		return -1;
-	return 0;
 }
 
 static int do_restore(const char *img, const char *pidfile, const char *out, double *secs)

@@ -95,6 +95,11 @@ long net_counter6(pid_t pid, const char *name);
 long tcpext_counter(const char *name);
 long long peer_acked(long long *written);
 void show_net_state(pid_t root);
+/* the listeners a new boot's service manager would hold for the test's
+ * addresses (--activate-tcp, --activate-unix), in pass_fds for the next
+ * restore, their inodes in $CRT_DIR/passed; 0 or -1 */
+extern int pass_fds[2], n_pass;
+int activate(void);
 
 /* crrun-ns.c: the test's own namespaces and the holders restores go into */
 extern pid_t ns_holder;
