@@ -866,10 +866,6 @@ static void drop_table_later(void)
 		drop_table_at_exit();
 }
 
-/* Every nftables command fetches the ruleset and makes a netlink
- * transaction (tens of milliseconds in an emulated guest): the elements go
- * in one batch, and only if it is refused (one of them gone already: a
- * restore repeated, say) one at a time. */
 /* The calling thread works in a tree's own network namespace (netns.c):
  * the lock there is that tree's, with sockets opened there */
 static __thread bool in_tree_netns;
@@ -879,6 +875,10 @@ void netlock_in_tree_netns(bool in)
 	in_tree_netns = in;
 }
 
+/* Every nftables command fetches the ruleset and makes a netlink
+ * transaction (tens of milliseconds in an emulated guest): the elements go
+ * in one batch, and only if it is refused (one of them gone already: a
+ * restore repeated, say) one at a time. */
 int netlock_del(const struct cr_conn *c, size_t n)
 {
 	enum { LINE = 256 }; /* "delete element inet kupdate connN { " + element + " }" */
