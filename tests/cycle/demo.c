@@ -26,12 +26,15 @@
  *   kupdate-demo private UNIXPATH [shm]
  *       For a unit in a network namespace of its own: a TCP listener on
  *       127.0.0.1 and a connection to it, and a unix socket pair, both ends
- *       held; every 100 ms a sequence number goes one way and comes back
- *       the next tick, so that each queue always holds one.  With "shm", a
- *       System V segment of 256 KiB filled from a seed.  On UNIXPATH:
- *       "get" -> "tcp T unix U errors E shm S port L>C pid P": the round
- *       trips checked, the errors (a number lost or out of order), the
- *       segment ok, bad or none, the connection's ports.
+ *       held; every 100 ms a sequence number goes one way, and the far end
+ *       sends back each one that came.  With "shm", a System V segment of
+ *       256 KiB filled from a seed.  On UNIXPATH: "get" -> "tcp T unix U
+ *       errors E shm S port L>C pid P lag G late N maxlag M": the numbers
+ *       back in order, the errors (a number lost, repeated or out of order,
+ *       a connection ended), the segment ok, bad or none, the connection's
+ *       ports; the TCP numbers sent and not back yet, the ticks at which a
+ *       number was back later than the tick after next, the most ever
+ *       outstanding (a late segment is a pause, a stall keeps G growing).
  *   kupdate-demo query UNIXPATH LINE
  *       Sends LINE to a demo's unix socket and prints the answer. */
 #include <elf.h>
@@ -416,41 +419,89 @@ static void echo_server(int port)
 
 /* ------------------------------------------------------------ private */
 
+/* one way of a pair: numbers go from `to` to `from`, which sends each
+ * back; each end reads what has come, so a number that comes late is read
+ * at a later tick (counted, never an error) and one that is lost, repeated
+ * or out of order is an error */
+struct way {
+	int to, from;
+	uint64_t far_next, near_next; /* the numbers each end waits for next */
+	unsigned char far_buf[8], near_buf[8];
+	size_t far_len, near_len; /* part of a number read (a stream may cut it) */
+	uint64_t ok, late, maxlag;
+};
+
 static struct {
-	int tc, ta, u0, u1; /* the connection's two ends, the unix pair's */
-	uint64_t seq, tcp, unx, errors;
+	struct way tcp, unx;
+	uint64_t seq, errors;
 	unsigned char *shm;
 	unsigned lport, cport;
 } pv;
 
 #define SHM_SIZE (256u << 10)
 
-/* one way: the number sent last tick comes back; the new one goes */
-static void trip(int to, int from, uint64_t *ok)
+/* the numbers that have come on fd, each given to got(); false when the
+ * connection ended or failed */
+static bool take(int fd, unsigned char *buf, size_t *len, void (*got)(struct way *, uint64_t),
+		 struct way *w)
 {
-	uint64_t got;
+	for (;;) {
+		ssize_t r = recv(fd, buf + *len, 8 - *len, MSG_DONTWAIT);
+		uint64_t v;
 
-	if (pv.seq >= 1) {
-		/* the far end: the number sent last tick, sent back */
-		if (recv(from, &got, 8, MSG_DONTWAIT) != 8 || got != pv.seq - 1 ||
-		    send(from, &got, 8, 0) != 8)
-			pv.errors++;
+		if (r < 0)
+			return errno == EAGAIN || errno == EINTR;
+		if (r == 0)
+			return false;
+		*len += r;
+		if (*len < 8)
+			continue;
+		memcpy(&v, buf, 8);
+		*len = 0;
+		got(w, v);
 	}
-	if (pv.seq >= 2) {
-		/* this end: the one sent two ticks ago, back */
-		if (recv(to, &got, 8, MSG_DONTWAIT) != 8 || got != pv.seq - 2)
-			pv.errors++;
-		else
-			(*ok)++;
-	}
-	if (send(to, &pv.seq, 8, 0) != 8)
+}
+
+static void far_got(struct way *w, uint64_t v)
+{
+	if (v != w->far_next || send(w->from, &v, 8, 0) != 8)
+		pv.errors++;
+	w->far_next = v + 1;
+}
+
+static void near_got(struct way *w, uint64_t v)
+{
+	if (v != w->near_next)
+		pv.errors++;
+	else
+		w->ok++;
+	w->near_next = v + 1;
+}
+
+/* one tick of a way: the far end sends back what came, this end counts
+ * what came back, then sends the next number; the number sent two ticks
+ * ago and not back yet is late (on loopback it is back within the tick
+ * after its own) */
+static void trip(struct way *w)
+{
+	uint64_t lag;
+
+	if (!take(w->from, w->far_buf, &w->far_len, far_got, w) ||
+	    !take(w->to, w->near_buf, &w->near_len, near_got, w))
+		pv.errors++;
+	lag = pv.seq - w->near_next;
+	if (lag > 1)
+		w->late++;
+	if (lag > w->maxlag)
+		w->maxlag = lag;
+	if (send(w->to, &pv.seq, 8, 0) != 8)
 		pv.errors++;
 }
 
 static void private_tick(void)
 {
-	trip(pv.tc, pv.ta, &pv.tcp);
-	trip(pv.u0, pv.u1, &pv.unx);
+	trip(&pv.tcp);
+	trip(&pv.unx);
 	pv.seq++;
 }
 
@@ -472,9 +523,15 @@ static const char *shm_state(void)
 static void private_answer(const char *line, char *out, size_t len)
 {
 	if (!strcmp(line, "get"))
-		snprintf(out, len, "tcp %llu unix %llu errors %llu shm %s port %u>%u pid %d\n",
-			 (unsigned long long)pv.tcp, (unsigned long long)pv.unx,
-			 (unsigned long long)pv.errors, shm_state(), pv.cport, pv.lport, getpid());
+		snprintf(out, len,
+			 "tcp %llu unix %llu errors %llu shm %s port %u>%u pid %d lag %llu late "
+			 "%llu maxlag %llu\n",
+			 (unsigned long long)pv.tcp.ok, (unsigned long long)pv.unx.ok,
+			 (unsigned long long)pv.errors, shm_state(), pv.cport, pv.lport, getpid(),
+			 (unsigned long long)(pv.seq - pv.tcp.near_next),
+			 (unsigned long long)(pv.tcp.late + pv.unx.late),
+			 (unsigned long long)(pv.tcp.maxlag > pv.unx.maxlag ? pv.tcp.maxlag
+									    : pv.unx.maxlag));
 	else
 		snprintf(out, len, "?\n");
 }
@@ -491,18 +548,18 @@ static void private_setup(bool shm)
 		exit(1);
 	}
 	pv.lport = ntohs(a.sin_port);
-	pv.tc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (pv.tc < 0 || connect(pv.tc, (struct sockaddr *)&a, sizeof(a)) ||
-	    (pv.ta = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0 ||
+	pv.tcp.to = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (pv.tcp.to < 0 || connect(pv.tcp.to, (struct sockaddr *)&a, sizeof(a)) ||
+	    (pv.tcp.from = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, u)) {
 		fprintf(stderr, "demo: loopback connection: %s\n", strerror(errno));
 		exit(1);
 	}
 	al = sizeof(a);
-	getsockname(pv.tc, (struct sockaddr *)&a, &al);
+	getsockname(pv.tcp.to, (struct sockaddr *)&a, &al);
 	pv.cport = ntohs(a.sin_port);
-	pv.u0 = u[0];
-	pv.u1 = u[1];
+	pv.unx.to = u[0];
+	pv.unx.from = u[1];
 	if (shm) {
 		int id = shmget(IPC_PRIVATE, SHM_SIZE, IPC_CREAT | 0600);
 		uint64_t s = seed;

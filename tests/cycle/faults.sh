@@ -294,8 +294,7 @@ newpipe=$(unit_pids demo-pipe.service)
 check "restore:2: demo-pipe is active with new processes ($newpipe)" \
 	test "$(run 'systemctl is-active demo-pipe.service')" = active -a -n "$newpipe" -a "$newpipe" != "${pids[demo-pipe]}"
 for u in demo-counter demo-echo; do
-	check "restore:2: $u.service restored with its processes" \
-		test "$(unit_pids $u.service)" = "${pids[$u]}"
+	restored_check "restore:2" $u.service "${pids[$u]}"
 	check "restore:2: kupdate status says $u.service restored" grep -q "^$u.service *restored" <<<"$status"
 done
 check "unlock:1: the failed unlock is reported" \

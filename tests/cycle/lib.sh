@@ -48,6 +48,22 @@ apply_kexec() { # apply_kexec LABEL "APPLY ARGS"
 unit_pids() { # every pid of a unit's cgroup, sorted
 	run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs | sort -n | tr '\n' ' '"
 }
+# why_unit UNIT: what the guest says of a unit a check found wrong (its
+# status line, its state, the end of its restore log and of its journal),
+# printed under the failed check, where a CI excerpt shows it
+why_unit() {
+	run "kupdate status 2>&1 | grep -E '^(UNIT|$1) '; systemctl show -P ActiveState,SubState,MainPID $1 | xargs;
+		tail -n 25 /run/kupdate/restore-${1%.service}.log 2>&1; journalctl -b -u $1 -o short-monotonic --no-hostname | tail -n 15" 2>&1 |
+		sed "s/^/# $1: /"
+}
+# restored_check LABEL UNIT PIDS: the unit is active with exactly these
+# processes; else why_unit tells what became of it
+restored_check() {
+	local now
+	now=$(active "$2" && unit_pids "$2")
+	check "$1: $2 restored with its processes" test "$now" = "$3"
+	[ "$now" = "$3" ] || why_unit "$2"
+}
 query() { run "kupdate-demo query /run/$1.sock $2"; }
 # the host's three clients, through QEMU's forwards to the guest's ports
 # $port (counter), $port_echo (record stream) and $port_redis, until
