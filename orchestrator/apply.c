@@ -44,6 +44,7 @@
 #include "cr.h"
 #include "cycle.h"
 #include "kexec.h"
+#include "kimage.h"
 #include "kupdate.h"
 #include "recover.h"
 #include "sd.h"
@@ -115,6 +116,7 @@ static void usage_apply(FILE *f)
 	      "                    the system through systemd\n"
 	      "  --no-pid-reserve  no pid_reserve= for a new kernel without kupdate's patch:\n"
 	      "                    its boot moves the pid allocator above the saved pids\n"
+	      "                    (chosen by itself when the image has no pid_reserve=)\n"
 	      "  --pre-dump        copy the units' memory while they run first; frozen,\n"
 	      "                    only the pages written since are copied\n"
 	      "  --store DIR       write the images into DIR (a file system of its own that\n"
@@ -1025,6 +1027,25 @@ static int choose_kernel(struct apply_opts *ao, char **next, char **next_initrd,
 	return 0;
 }
 
+/* A kernel without kupdate's patch (a distribution's) ignores pid_reserve=
+ * and would hand it to init: its boot moves the pid allocator above the
+ * saved pids instead, as --no-pid-reserve asks.  An image that cannot be
+ * read is left to the default (kexec itself says what is wrong with it). */
+static void reserve_for_kernel(struct apply_opts *ao)
+{
+	struct kimage_info ki;
+
+	if (ao->no_reserve || kimage_read(ao->kernel, &ki))
+		return;
+	if (ki.pid_reserve == 0) {
+		ao->no_reserve = true;
+		printf("kupdate: %s%s%s has no pid_reserve= (a kernel without kupdate's patch): "
+		       "its boot moves the pid allocator above the saved pids instead\n",
+		       ao->kernel, ki.release[0] ? ", " : "", ki.release);
+	}
+	kimage_free(&ki);
+}
+
 /* no unit named: the preserved ones (kupdate enable) */
 static int preserved_names(const char ***names, int *nr_names, char ***preserved, int *nr_pres)
 {
@@ -1296,6 +1317,8 @@ int cmd_apply(int argc, char **argv)
 		ret = 1;
 	if (!ret && choose_kernel(&ao, &next, &next_initrd, &next_release))
 		ret = 1;
+	if (!ret)
+		reserve_for_kernel(&ao);
 	if (ret) {
 		free(names);
 		apply_opts_free(&ao);
