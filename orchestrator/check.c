@@ -643,7 +643,7 @@ static const struct check checks[] = {
 	  false,
 	  "this kernel, booted by a cycle, cannot keep the saved pids free from the start: "
 	  "a task of early boot may take one (the unit is then cold-started); "
-	  "apply --no-pid-reserve for such a target" },
+	  "apply goes without pid_reserve= for such a target by itself" },
 	{ "pagemap",
 	  NEED_REQUIRED,
 	  p_pagemap,
@@ -773,12 +773,95 @@ static const struct check checks[] = {
 
 /* -------------------------------------------------------- the target */
 
-/* enabled: 1, disabled: 0, cannot tell: -1; *opt gets the deciding option */
+/* The modules an option built as a module (=m) needs loaded for what
+ * kupdate does with it (socket diagnostics of TCP need tcp_diag beside
+ * inet_diag); none for the options that cannot be modules. */
+static const char *const *option_modules(const char *opt)
+{
+	static const struct {
+		const char *opt;
+		const char *mods[3];
+	} map[] = {
+		{ "CONFIG_UNIX", { "unix" } },
+		{ "CONFIG_UNIX_DIAG", { "unix_diag" } },
+		{ "CONFIG_INET_DIAG", { "inet_diag", "tcp_diag" } },
+		{ "CONFIG_NF_TABLES", { "nf_tables" } },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (!strcmp(map[i].opt, opt))
+			return map[i].mods;
+	return NULL;
+}
+
+static const char *modules_dir(void)
+{
+	const char *d = getenv("KUPDATE_MODULES_DIR");
+
+	return d && *d ? d : "/lib/modules";
+}
+
+/* Whether the target's modules directory has each module OPT needs: 1
+ * yes, 0 no (*why names the first one missing), -1 cannot tell (no
+ * release: a config file's header does not say the distribution's). */
+static int target_modules(const struct kimage_info *ki, const char *opt, char *why, size_t wlen)
+{
+	const char *const *mods = option_modules(opt);
+	_cleanup_free_ char *path = NULL, *dep = NULL;
+
+	if (!mods)
+		return 1;
+	if (!ki->release[0] || !strcmp(ki->kind, "config"))
+		return -1;
+	path = xasprintf("%s/%s/modules.dep", modules_dir(), ki->release);
+	if (!path)
+		return -1;
+	if (read_file_at(AT_FDCWD, path, &dep, NULL)) {
+		snprintf(why, wlen, "its modules are not installed (no %s)", path);
+		return 0;
+	}
+	for (int i = 0; i < 3 && mods[i]; i++) {
+		char needle[64];
+		const char *p = dep, *line = NULL;
+		_cleanup_free_ char *file = NULL;
+
+		/* "kernel/net/netfilter/nf_tables.ko.xz: ..." at a line's start */
+		snprintf(needle, sizeof(needle), "/%s.ko", mods[i]);
+		while (!line && (p = strstr(p, needle))) {
+			const char *e = p + strlen(needle), *b = p;
+
+			p = e;
+			if (*e != ':' && *e != '.')
+				continue;
+			while (b > dep && b[-1] != '\n')
+				b--;
+			if (memchr(b, ':', p - b) == NULL)
+				line = b;
+		}
+		if (!line) {
+			snprintf(why, wlen, "module %s is not in %s", mods[i], path);
+			return 0;
+		}
+		file = xasprintf("%s/%s/%.*s", modules_dir(), ki->release, (int)strcspn(line, ":"),
+				 line);
+		if (file && access(file, R_OK)) {
+			snprintf(why, wlen, "module %s: %s: %s", mods[i], file, strerror(errno));
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* enabled: 1, disabled: 0, cannot tell: -1; *opt gets the deciding option;
+ * an option built as a module whose module is not installed for the
+ * target is disabled, *mod saying which (else mod is "") */
 static int target_option(const struct kimage_info *ki, const char *const config[4], int min_major,
-			 int min_minor, const char **opt, char *val, size_t vlen)
+			 int min_minor, const char **opt, char *val, size_t vlen, char *mod,
+			 size_t mlen)
 {
 	*opt = NULL;
 	val[0] = 0;
+	mod[0] = 0;
 	if (min_major && ki->major &&
 	    (ki->major < min_major || (ki->major == min_major && ki->minor < min_minor)))
 		return 0;
@@ -790,8 +873,10 @@ static int target_option(const struct kimage_info *ki, const char *const config[
 		const char *v = kconfig_get(ki->config, config[i], val, vlen);
 
 		*opt = config[i];
-		if (v && (!strcmp(v, "y") || !strcmp(v, "m")))
+		if (v && !strcmp(v, "y"))
 			return 1;
+		if (v && !strcmp(v, "m"))
+			return target_modules(ki, config[i], mod, mlen) ? 1 : 0;
 	}
 	*opt = config[0];
 	val[0] = 0;
@@ -861,9 +946,10 @@ static json_object *target_json(const struct kimage_info *ki, const char *target
 						   : json_object_new_boolean(ki->pid_reserve));
 	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
 		const char *opt;
-		char val[128];
+		char val[128], mod[320];
 		int en = target_option(ki, checks[i].config, checks[i].min_major,
-				       checks[i].min_minor, &opt, val, sizeof(val));
+				       checks[i].min_minor, &opt, val, sizeof(val), mod,
+				       sizeof(mod));
 		json_object *e;
 
 		if (!checks[i].config[0] && !checks[i].min_major)
@@ -875,6 +961,8 @@ static json_object *target_json(const struct kimage_info *ki, const char *target
 		json_object_object_add(e, "enabled", en < 0 ? NULL : json_object_new_boolean(en));
 		json_object_object_add(e, "option", opt ? json_object_new_string(opt) : NULL);
 		json_object_object_add(e, "value", val[0] ? json_object_new_string(val) : NULL);
+		json_object_object_add(e, "module_missing",
+				       mod[0] ? json_object_new_string(mod) : NULL);
 		json_object_array_add(ta, e);
 		if (en == 0 && checks[i].target_required) {
 			char tn[64];
@@ -935,7 +1023,7 @@ static void target_text(FILE *o, const struct kimage_info *ki, const char *targe
 	fprintf(o, ", pid_reserve patch: %s\n",
 		ki->pid_reserve < 0 ? "cannot tell"
 		: ki->pid_reserve   ? "yes"
-				    : "no (apply --no-pid-reserve)");
+				  : "no (apply goes without it: the new boot raises ns_last_pid)");
 	if (!ki->config)
 		fprintf(o, "  configuration: cannot be read: %s\n", ki->why);
 	else
@@ -944,15 +1032,17 @@ static void target_text(FILE *o, const struct kimage_info *ki, const char *targe
 							       : "the file");
 	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
 		const char *opt;
-		char val[128], what[200];
+		char val[128], what[512], mod[320];
 		int en = target_option(ki, checks[i].config, checks[i].min_major,
-				       checks[i].min_minor, &opt, val, sizeof(val));
+				       checks[i].min_minor, &opt, val, sizeof(val), mod,
+				       sizeof(mod));
 		bool req = checks[i].target_required;
 
 		if (!checks[i].config[0] && !checks[i].min_major)
 			continue;
 		if (opt)
-			snprintf(what, sizeof(what), "%s%s%s", opt, val[0] ? "=" : " unset", val);
+			snprintf(what, sizeof(what), "%s%s%s%s%s", opt, val[0] ? "=" : " unset",
+				 val, mod[0] ? ", but " : "", mod);
 		else
 			snprintf(what, sizeof(what), "%s %d.%d or later",
 				 en ? "kernel" : "needs kernel", checks[i].min_major,

@@ -3,11 +3,12 @@
  * A bzImage (x86 boot protocol >= 2.08) says where its compressed payload
  * is (setup header: setup_sects, payload_offset, payload_length) and what
  * its release is (kernel_version).  The payload, once decompressed (zlib,
- * liblzma, libzstd), is the kernel; a kernel built with CONFIG_IKCONFIG
+ * liblzma, libzstd, liblz4: Debian's cloud kernels are lz4), is the
+ * kernel; a kernel built with CONFIG_IKCONFIG
  * holds its .config gzipped between the markers "IKCFG_ST" and "IKCFG_ED".
  * Our pid_reserve patch shows as its boot parameter's name.
  *
- * The three libraries are loaded when an image needs one (dlopen): linked,
+ * The four libraries are loaded when an image needs one (dlopen): linked,
  * every kupdate start paid for them (a boot's restores, the netlock), and
  * only check and apply read kernel images. */
 #include <errno.h>
@@ -49,11 +50,13 @@ static struct {
 	__typeof__(ZSTD_decompressStream) *ZSTD_decompressStream;
 	__typeof__(ZSTD_isError) *ZSTD_isError;
 	__typeof__(ZSTD_freeDStream) *ZSTD_freeDStream;
+	/* liblz4's, as lz4.h declares it (the header is not needed to build) */
+	int (*LZ4_decompress_safe)(const char *src, char *dst, int src_size, int dst_cap);
 } dz;
 static char dz_why[300];
 
 /* one library each: its file, the package that has it, its functions */
-enum { DZ_GZIP, DZ_XZ, DZ_ZSTD };
+enum { DZ_GZIP, DZ_XZ, DZ_ZSTD, DZ_LZ4 };
 static const struct {
 	const char *env, *soname, *package;
 	const char *const names[5];
@@ -82,6 +85,12 @@ static const struct {
 			(void **)&dz.ZSTD_decompressStream, (void **)&dz.ZSTD_isError,
 			(void **)&dz.ZSTD_freeDStream },
 		      5 },
+	[DZ_LZ4] = { "KUPDATE_LIBLZ4",
+		     "liblz4.so.1",
+		     "liblz4-1",
+		     { "LZ4_decompress_safe" },
+		     { (void **)&dz.LZ4_decompress_safe },
+		     1 },
 };
 
 /* 0 once library lib is loaded; -ENOPKG (dz_why says why) if it is not
@@ -223,6 +232,48 @@ static int unzstd(const unsigned char *in, size_t len, struct buf *out)
 	return ret;
 }
 
+/* The kernel's lz4 payload: lz4's legacy format, a magic number then
+ * blocks of at most 8 MiB once decompressed, each after its compressed
+ * size (32 bits, little-endian); the magic again starts another stream.
+ * What cannot be a block ends it: the kernel's build appends the
+ * decompressed size after the last one. */
+#define LZ4_LEGACY_MAGIC 0x184c2102u
+#define LZ4_LEGACY_BLOCK (8u << 20)
+static uint32_t le32(const unsigned char *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int unlz4(const unsigned char *in, size_t len, struct buf *out)
+{
+	size_t pos = 4;
+	int ret = dz_load(DZ_LZ4), blocks = 0;
+
+	if (ret)
+		return ret;
+	while (pos + 4 <= len) {
+		uint32_t csz = le32(in + pos);
+		int n;
+
+		if (csz == LZ4_LEGACY_MAGIC) {
+			pos += 4;
+			continue;
+		}
+		if (!csz || csz > len - pos - 4 || csz > INT32_MAX)
+			break;
+		if ((ret = buf_grow(out, out->len + LZ4_LEGACY_BLOCK)))
+			return ret;
+		n = dz.LZ4_decompress_safe((const char *)in + pos + 4, (char *)out->p + out->len,
+					   (int)csz, LZ4_LEGACY_BLOCK);
+		if (n < 0)
+			return -EBADMSG;
+		out->len += n;
+		pos += 4 + csz;
+		blocks++;
+	}
+	return blocks ? 0 : -EBADMSG;
+}
+
 static const char *compression_of(const unsigned char *p, size_t len)
 {
 	if (len >= 2 && p[0] == 0x1f && (p[1] == 0x8b || p[1] == 0x9e))
@@ -260,6 +311,8 @@ static int decompress(const char *how, const unsigned char *p, size_t len, struc
 		return unxz(p, len, out, true);
 	if (!strcmp(how, "zstd"))
 		return unzstd(p, len, out);
+	if (!strcmp(how, "lz4"))
+		return unlz4(p, len, out);
 	return -EOPNOTSUPP;
 }
 

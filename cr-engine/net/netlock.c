@@ -21,6 +21,7 @@
  * tests check that both make the same table. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -671,6 +673,30 @@ static bool close_later(struct nft_ctx *nft)
 	return taken;
 }
 
+/* Why nftables may refuse everything: on a kernel that builds it as a
+ * module (a distribution's), nf_tables is loaded by the kernel on first
+ * use, from the running release's /lib/modules; when it is not loaded,
+ * what to look at ("" when it is, or built in) */
+static const char *nf_tables_hint(void)
+{
+	static __thread char hint[384];
+	struct utsname un;
+	_cleanup_free_ char *dep = NULL, *path = NULL;
+
+	if (!access("/sys/module/nf_tables", F_OK) || uname(&un))
+		return "";
+	path = xasprintf("/lib/modules/%s/modules.dep", un.release);
+	if (path && !read_file_at(AT_FDCWD, path, &dep, NULL) && strstr(dep, "/nf_tables.ko"))
+		snprintf(hint, sizeof(hint),
+			 " (the nf_tables module is not loaded: modprobe nf_tables says why)");
+	else
+		snprintf(hint, sizeof(hint),
+			 " (the nf_tables module is neither loaded nor in %s: install the "
+			 "modules of kernel %s)",
+			 path ? path : "/lib/modules", un.release);
+	return hint;
+}
+
 static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 {
 	int ret = nft_cmd(nft, cmd);
@@ -678,8 +704,9 @@ static int run(struct nft_ctx *nft, const char *cmd, bool quiet)
 	if (ret && !quiet) {
 		const char *err = nftl.nft_ctx_get_error_buffer(nft);
 
-		pr_err("network lock: nftables refused '%.*s': %s", (int)strcspn(cmd, "\n"), cmd,
-		       err && *err ? err : "unknown error");
+		pr_err("network lock: nftables refused '%.*s': %.*s%s", (int)strcspn(cmd, "\n"),
+		       cmd, (int)strcspn(err && *err ? err : "unknown error", "\n"),
+		       err && *err ? err : "unknown error", nf_tables_hint());
 	}
 	return ret ? -EIO : 0;
 }
@@ -1018,7 +1045,7 @@ int netlock_probe(char *why, size_t len)
 
 		if (!err || !*err)
 			err = "refused";
-		snprintf(why, len, "%.*s", (int)strcspn(err, "\n"), err);
+		snprintf(why, len, "%.*s%s", (int)strcspn(err, "\n"), err, nf_tables_hint());
 	}
 	free(cmd);
 	close_nft(nft);

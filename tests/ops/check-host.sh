@@ -249,6 +249,54 @@ grep -q "waiting for apt or dpkg (pid $locker, holding $t/dpkg-lock) to finish, 
 	[ "$(grep -c . "$t/after")" -ge 2 ] &&
 	ok "apply --after-apt waits for dpkg's lock, then goes on" || nok "apply --after-apt (exit $rc5): $(cat "$t/after")"
 
+# a Debian kernel (kernel/stock.sh downloads the stock cycle's packages,
+# once): no IKCONFIG, its config-RELEASE beside it, no pid_reserve= patch,
+# nf_tables and the socket diagnostics built as modules; the modules the
+# cycle needs looked for in its /lib/modules (here a tree of our own,
+# KUPDATE_MODULES_DIR): there, enabled; one file gone, MISSING naming it
+if debs=$("$(dirname "$0")/../../kernel/stock.sh" 2>"$t/stock.err"); then
+	d=$(ls "$debs"/linux-image-6.1.0-*-cloud-amd64_*.deb | head -1)
+	rel=$(basename "$d" | sed 's/^linux-image-\([^_]*\)_.*/\1/')
+	mkdir -p "$t/deb"
+	dpkg-deb --fsys-tarfile "$d" | tar -x -C "$t/deb" ./boot
+	mods=$t/modules/$rel
+	mkdir -p "$mods/kernel/net/netfilter" "$mods/kernel/net/unix" "$mods/kernel/net/ipv4"
+	for m in netfilter/nf_tables unix/unix_diag ipv4/inet_diag ipv4/tcp_diag; do
+		: >"$mods/kernel/net/$m.ko.xz"
+		echo "kernel/net/$m.ko.xz:" >>"$mods/modules.dep"
+	done
+	# a module that depends on nf_tables: its line names it after the colon
+	echo "kernel/net/netfilter/nft_ct.ko.xz: kernel/net/netfilter/nf_tables.ko.xz" >>"$mods/modules.dep"
+	KUPDATE_MODULES_DIR=$t/modules "$k" check --json "$t/deb/boot/vmlinuz-$rel" >"$t/deb.json" 2>"$t/deb.err"
+	rc6=$?
+	dt() { jq -r --arg n "$1" --arg f "$2" '.target.checks[] | select(.name == $n) | .[$f]' "$t/deb.json"; }
+	[ "$(jq -r .target.pid_reserve_patch "$t/deb.json")" = false ] &&
+		[ "$(jq -r .target.release "$t/deb.json")" = "$rel" ] &&
+		[ "$(dt nftables value)" = m ] && [ "$(dt nftables enabled)" = true ] &&
+		[ "$(dt sock_diag_inet enabled)" = true ] && [ "$(dt sock_diag enabled)" = true ] &&
+		[ "$(dt nftables module_missing)" = null ] &&
+		ok "Debian's $rel: no pid_reserve patch; nf_tables, inet_diag, unix_diag modules found in its modules tree (exit $rc6)" ||
+		nok "Debian's $rel (exit $rc6): $(jq -c '.target | del(.checks)' "$t/deb.json"); $(cat "$t/deb.err")"
+	rm "$mods/kernel/net/netfilter/nf_tables.ko.xz"
+	KUPDATE_MODULES_DIR=$t/modules "$k" check "$t/deb/boot/vmlinuz-$rel" >"$t/deb.txt" 2>&1
+	rc7=$?
+	grep -q "MISSING *nftables *CONFIG_NF_TABLES=m, but module nf_tables: $mods/kernel/net/netfilter/nf_tables.ko.xz: No such file" "$t/deb.txt" &&
+		[ $rc7 = 1 ] && ok "its nf_tables module file gone: MISSING, naming the module and the file (exit 1)" ||
+		nok "nf_tables module file gone (exit $rc7): $(grep -i nftables "$t/deb.txt")"
+	sed -i '/nf_tables.ko.xz:$/d' "$mods/modules.dep"
+	KUPDATE_MODULES_DIR=$t/modules "$k" check --json "$t/deb/boot/vmlinuz-$rel" >"$t/deb2.json" 2>/dev/null
+	[ "$(jq -r '.target.checks[] | select(.name == "nftables") | .module_missing' "$t/deb2.json")" = "module nf_tables is not in $mods/modules.dep" ] &&
+		jq -e '.missing | index("target:nftables")' "$t/deb2.json" >/dev/null &&
+		ok "nf_tables not in modules.dep (only another module's dependency names it): missing" ||
+		nok "nf_tables not in modules.dep: $(jq -c '.target.checks[] | select(.name == "nftables")' "$t/deb2.json")"
+	KUPDATE_MODULES_DIR=$t/none "$k" check "$t/deb/boot/vmlinuz-$rel" >"$t/deb3.txt" 2>&1
+	grep -q "CONFIG_NF_TABLES=m, but its modules are not installed (no $t/none/$rel/modules.dep)" "$t/deb3.txt" &&
+		ok "no modules installed for it: said so" || nok "no modules tree: $(grep -i nftables "$t/deb3.txt")"
+else
+	sed 's/^/# /' "$t/stock.err"
+	nok "download a Debian kernel package (kernel/stock.sh)"
+fi
+
 # refusals
 echo "not a kernel" >"$t/junk"
 "$k" check "$t/junk" >/dev/null 2>"$t/err2"
