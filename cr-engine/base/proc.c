@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "log.h"
@@ -429,8 +430,28 @@ int proc_open(const char *rel, int flags)
 	return open(path, flags);
 }
 
+struct ns_thread {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+/* The thread's first act: a file system context of its own.  A thread
+ * shares the process's (CLONE_FS), and the kernel drops its share only
+ * after the thread's exit has woken pthread_join(): meanwhile setns() of a
+ * mount namespace, which wants the context unshared, fails with EINVAL
+ * (seen on a busy boot: the restore of a unit in UTS and mount namespaces
+ * of its own failed "cannot enter the mount namespace"). */
+static void *ns_thread_main(void *p)
+{
+	struct ns_thread *t = p;
+
+	unshare(CLONE_FS);
+	return t->fn(t->arg);
+}
+
 int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
 {
+	struct ns_thread t = { fn, arg };
 	char path[64];
 	pthread_t th;
 	int fd, ret;
@@ -440,7 +461,7 @@ int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
 	if (fd < 0)
 		return pr_errno("pid %d: cannot open its %s namespace", pid, name);
 	*(int *)arg = fd;
-	ret = -pthread_create(&th, NULL, fn, arg);
+	ret = -pthread_create(&th, NULL, ns_thread_main, &t);
 	if (!ret)
 		pthread_join(th, NULL);
 	close(fd);

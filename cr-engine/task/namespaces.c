@@ -710,6 +710,27 @@ void ns_restore_init(struct rctx *c)
 	c->ns_userns_fd = -1;
 }
 
+/* A mount namespace is refused (EINVAL) to a process whose fs_struct is
+ * shared: a thread of its own, or a task made with CLONE_FS; say which */
+static int setns_failed(int flag, const char *what, pid_t pid)
+{
+	int err = errno;
+	_cleanup_free_ char *st = NULL;
+	const char *t;
+
+	if (flag == CLONE_NEWNS && err == EINVAL &&
+	    !read_file_at(AT_FDCWD, "/proc/thread-self/status", &st, NULL) &&
+	    (t = strstr(st, "\nThreads:"))) {
+		pr_err("cannot enter the %s of pid %d: %s (kupdate has %d threads: a mount "
+		       "namespace is entered only by a process that shares its file system "
+		       "context with no other)",
+		       what, pid, strerror(err), atoi(t + 9));
+		return -err;
+	}
+	errno = err;
+	return pr_errno("cannot enter the %s of pid %d", what, pid);
+}
+
 static int enter(struct rctx *c, pid_t pid, int own)
 {
 	int fds[ARRAY_SIZE(kinds)], ret = proc_pin(true);
@@ -757,7 +778,7 @@ static int enter(struct rctx *c, pid_t pid, int own)
 		if (fds[i] < 0)
 			continue;
 		if (setns(fds[i], kinds[i].flag))
-			ret = pr_errno("cannot enter the %s of pid %d", kinds[i].what, pid);
+			ret = setns_failed(kinds[i].flag, kinds[i].what, pid);
 		else
 			c->ns_entered |= kinds[i].flag;
 	}

@@ -355,7 +355,7 @@ private_ok() { # private_ok BEFORE AFTER SHM: "tcp T unix U errors E shm S port 
 # restore log's socket lines: a stalled connection from a late segment
 why_private() {
 	run "p=\$(systemctl show -P MainPID $1); nsenter -t \$p -n ss -tinoe; nsenter -t \$p -n nstat -az | grep -iE 'retrans|drop|loss|reset|RTO' | grep -v ' 0 '
-		grep -iE 'tcp|socket|netns|icmp' /run/kupdate/restore-${1%.service}.log | tail -n 20" 2>&1 | sed "s/^/# $1: /"
+		grep -iE 'tcp|socket|netns|icmp' /run/kupdate/restore-$1.log | tail -n 20" 2>&1 | sed "s/^/# $1: /"
 }
 sleep 1
 netns_after=$(query demo-netns get) joined_after=$(query demo-joined get)

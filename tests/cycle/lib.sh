@@ -53,7 +53,7 @@ unit_pids() { # every pid of a unit's cgroup, sorted
 # printed under the failed check, where a CI excerpt shows it
 why_unit() {
 	run "kupdate status 2>&1 | grep -E '^(UNIT|$1) '; systemctl show -P ActiveState,SubState,MainPID $1 | xargs;
-		tail -n 25 /run/kupdate/restore-${1%.service}.log 2>&1; journalctl -b -u $1 -o short-monotonic --no-hostname | tail -n 15" 2>&1 |
+		tail -n 25 /run/kupdate/restore-$1.log 2>&1; journalctl -b -u $1 -o short-monotonic --no-hostname | tail -n 15" 2>&1 |
 		sed "s/^/# $1: /"
 }
 # restored_check LABEL UNIT PIDS: the unit is active with exactly these
