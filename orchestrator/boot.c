@@ -277,8 +277,16 @@ static void raise_last_pid(const CycleManifest *m)
 		for (size_t k = 0; k < m->units[i]->n_ids; k++)
 			if (m->units[i]->ids[k] > max)
 				max = m->units[i]->ids[k];
-	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/ns_last_pid", &cur, NULL) || atoi(cur) >= max)
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/ns_last_pid", &cur, NULL))
 		return;
+	if (atoi(cur) >= max) {
+		/* the boot has gone past them: those its tasks hold are found
+		 * by the restores (the unit is then started the ordinary way) */
+		pr_warn("no pid reservation on this kernel: pids are already past the saved ones "
+			"(last %d, the highest saved %d)",
+			atoi(cur), max);
+		return;
+	}
 	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
 	snprintf(buf, sizeof(buf), "%d", max);
 	if (fd < 0 || write(fd, buf, strlen(buf)) < 0)
