@@ -132,6 +132,19 @@ faults: kernels guest-image $(KQ_HOST) cycle-payload
 
 CHECK_SUITES += faults
 
+# The stock cycle (tests/cycle/stock.sh): Debian's own kernel packages
+# (kernel/stock/kernels, downloaded into $(KUPDATE_CACHE)/stock), installed
+# in the guest with dpkg, K1 -> K2 -> K3 -> K1 through kupdate apply and
+# apt's hook, without pid_reserve=.
+.PHONY: stock check-stock
+stock: kernels guest-image $(KQ_HOST) cycle-payload
+	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) tests/cycle/stock.sh
+
+CHECK_SUITES += stock
+check-stock:
+	$(Q)tools/deps.sh kernel guest
+	$(Q)tools/run-suite $(BUILD)/results stock $(MAKE) --no-print-directory -s stock
+
 # The soak (tests/cycle/soak.sh): N cycles in a row, A <-> B, with five
 # units and three host clients connected throughout; not in `make check`
 # (20-40 s a cycle under emulation).  `make soak N=100`.
