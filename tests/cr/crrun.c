@@ -849,6 +849,33 @@ static int test_main(char **targv)
 			show_file("test output", log);
 			return 1;
 		}
+		/* its pids are the running tree's: the restore refuses before it
+		 * makes anything, naming the pid and who holds it */
+		if (o.restore_running) {
+			char rout[600], *text;
+			double rsecs;
+			bool ok;
+			int rc;
+
+			snprintf(rout, sizeof(rout), "%s/restore-lr.out", workdir);
+			rc = do_restore(img, pidfile, rout, &rsecs);
+			text = slurp(rout);
+			ok = rc != 0 && alive(root) &&
+			     matches(text,
+				     "pid [0-9]+ is in use \\(by \"[^\"]+\"\\); the tree cannot "
+				     "be restored with its pids until it is free");
+			free(text);
+			if (!ok) {
+				diag("a restore while the tree runs: expected a refusal naming a "
+				     "pid "
+				     "in use, the tree untouched (restore exit %d, tree %s)",
+				     rc, alive(root) ? "alive" : "gone");
+				show_file("kupdate restore", rout);
+				kill_tree(root);
+				return 1;
+			}
+			diag("a restore while the tree runs: refused, a pid in use named");
+		}
 		/* its connections go on, the peers told at once (tcp.c); what
 		 * the peer wrote meanwhile, dropped by the lock, counts */
 		peer_acked(&icmp_lr[IC_ACKED]);
@@ -1229,6 +1256,7 @@ int main(int argc, char **argv)
 		{ "kupdate", required_argument, NULL, 'k' },
 		{ "iterations", required_argument, NULL, 'i' },
 		{ "leave-running", no_argument, NULL, 'l' },
+		{ "restore-running", no_argument, NULL, 'b' },
 		{ "max-image-kb", required_argument, NULL, 'm' },
 		{ "expect-images", required_argument, NULL, 'I' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -1309,6 +1337,9 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			o.leave_running = true;
+			break;
+		case 'b':
+			o.leave_running = o.restore_running = true;
 			break;
 		case 'm':
 			o.max_image_kb = atol(optarg);

@@ -17,6 +17,7 @@ struct opts {
 	const char *kupdate;
 	int iterations;
 	bool leave_running;
+	bool restore_running; /* restore the leave-running images while the tree runs */
 	long max_image_kb;
 	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
 	int timeout;
