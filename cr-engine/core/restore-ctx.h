@@ -20,6 +20,9 @@ enum stage { ST_FORK = 1, ST_PGID, ST_PREPARE, ST_GO };
 struct shared_proc {
 	uint64_t blob_start, blob_len, args_addr;
 	_Atomic uint32_t prepared; /* its rst_prepare() is done (a shared fd table) */
+	/* made by this restore: a failed one kills only these (a saved id
+	 * another task took in between is that task's, not ours) */
+	_Atomic uint32_t created;
 };
 
 struct shared {
@@ -27,7 +30,7 @@ struct shared {
 	_Atomic uint32_t count;
 	_Atomic uint32_t failed; /* a process failed and said why */
 	pid_t tool;
-	struct shared_proc procs[];
+	struct shared_proc procs[]; /* the tree's processes, then its helpers */
 };
 
 /* a process that exists only while the tree is built: the leader of a

@@ -199,6 +199,10 @@ static int spawn_session_helper(struct rctx *c, pid_t sid)
 /* Every saved pid and tid must be free now. */
 static int check_ids_free(struct rctx *c)
 {
+	/* test only: as if a task took the ids after this check (the
+	 * creation then finds them taken, and must kill nothing of its) */
+	if (cr_fault("ids-late"))
+		return 0;
 	for (size_t i = 0; i < c->nr; i++)
 		for (size_t k = 0; k < c->pstree[i]->n_tids; k++) {
 			int id = c->pstree[i]->tids[k];
@@ -354,6 +358,8 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
 		task_main(c, rp);
+	if (r > 0)
+		atomic_store(&c->sh->procs[rp - c->procs].created, 1);
 	if (r < 0) {
 		int err = errno;
 
@@ -385,9 +391,10 @@ static void __attribute__((noreturn)) helper_main(struct rctx *c)
 	_exit(0);
 }
 
-static int spawn_helper(struct rctx *c, pid_t pid)
+static int spawn_helper(struct rctx *c, size_t i)
 {
 	struct clone_args_k ca;
+	pid_t pid = c->helpers[i].pid;
 	long r;
 
 	memset(&ca, 0, sizeof(ca));
@@ -397,6 +404,8 @@ static int spawn_helper(struct rctx *c, pid_t pid)
 	r = syscall(SYS_clone3, &ca, sizeof(ca));
 	if (r == 0)
 		helper_main(c);
+	if (r > 0)
+		atomic_store(&c->sh->procs[c->nr + i].created, 1);
 	if (r != pid) {
 		pr_err("pid %d: cannot be created to rebuild its process group: %s", pid,
 		       r < 0 ? strerror(errno) : "wrong pid");
@@ -463,6 +472,8 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	uint64_t entry = 0, args = 0, stack = 0;
 	sigset_t all;
 
+	/* ours, even if the parent is killed before it says so */
+	atomic_store(&sh->procs[idx].created, 1);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */
 	sigfillset(&all);
@@ -491,7 +502,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 		if (spawn(c, rp->children[i], false))
 			task_fail(sh);
 	for (size_t i = 0; i < c->nr_helpers; i++)
-		if (c->helpers[i].parent == rp && spawn_helper(c, c->helpers[i].pid))
+		if (c->helpers[i].parent == rp && spawn_helper(c, i))
 			task_fail(sh);
 	if (launch_roots(c, rp, 0))
 		task_fail(sh);
@@ -1015,18 +1026,25 @@ static int finish(struct rctx *c)
 
 /* Nothing of a failed restore survives: kill what was created and wait
  * until it is gone (or a zombie for its parent to reap). */
+static bool created(const struct rctx *c, size_t i)
+{
+	return c->sh && atomic_load(&c->sh->procs[i].created);
+}
+
 static void kill_all(struct rctx *c)
 {
 	for (size_t i = 0; i < c->nr; i++)
-		kill(c->procs[i].pid, SIGKILL);
+		if (created(c, i))
+			kill(c->procs[i].pid, SIGKILL);
 	for (size_t i = 0; i < c->nr_helpers; i++)
-		kill(c->helpers[i].pid, SIGKILL);
+		if (created(c, c->nr + i))
+			kill(c->helpers[i].pid, SIGKILL);
 	/* a tracee held in its exit stop only moves on when we let it go */
 	for (size_t i = 0; i < c->nr; i++)
 		for (size_t k = 0; c->procs[i].seized && k < c->procs[i].pe->n_tids; k++)
 			ptrace(PTRACE_DETACH, c->procs[i].pe->tids[k], 0, 0);
 	for (size_t i = 0; i < c->nr; i++) {
-		for (int tries = 0; tries < 5000; tries++) {
+		for (int tries = 0; created(c, i) && tries < 5000; tries++) {
 			struct proc_stat st;
 			int ws;
 			pid_t w;
@@ -1295,7 +1313,8 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	if (ret)
 		goto out;
 
-	c.sh_len = PAGE_ALIGN(sizeof(struct shared) + c.nr * sizeof(struct shared_proc));
+	c.sh_len = PAGE_ALIGN(sizeof(struct shared) +
+			      (c.nr + c.nr_helpers) * sizeof(struct shared_proc));
 	c.sh = mmap(NULL, c.sh_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (c.sh == MAP_FAILED) {
 		c.sh = NULL;

@@ -17,7 +17,8 @@ struct opts {
 	const char *kupdate;
 	int iterations;
 	bool leave_running;
-	bool restore_running; /* restore the leave-running images while the tree runs */
+	bool restore_running;	  /* restore the leave-running images while the tree runs */
+	const char *running_fail; /* ... and the failure expected of it (default: pid in use) */
 	long max_image_kb;
 	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
 	int timeout;
