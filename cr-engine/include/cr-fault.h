@@ -25,7 +25,9 @@
  *   boot:    generator, store-mount (kupdate-store.service: the early
  *            mount of apply --store's file system), restore (engine: after
  *            the tree is created), unlock (the network unlock after a
- *            unit's restore)
+ *            unit's restore), ids-late (engine: the check that the saved
+ *            ids are free is skipped, as if a task took one after it; host
+ *            test refuse-pid-taken-late)
  *
  * The orchestrator puts the position of the unit it works on in
  * KUPDATE_FAULT_UNIT (and its name in KUPDATE_FAULT_UNIT_NAME) for the
