@@ -10,7 +10,12 @@
 #   image-<key>.img   base + kq-agent + qemu-kexec/guest/overlay as an ext4
 #                     image (mkfs.ext4 -d, seconds); key = base key + agent +
 #                     overlay
-# $BUILD/qemu/rootfs.img and $BUILD/qemu/rootfs-base point at them.  The
+#   stock-<key>.img   with STOCK_DEBS (Debian kernel packages): the image
+#                     with them installed by dpkg (build_stock), and
+#                     stock-<key>.boot their vmlinuz and initrd; key = image
+#                     key + the packages' file names
+# $BUILD/qemu/rootfs.img and $BUILD/qemu/rootfs-base point at them (and
+# rootfs-stock.img, stock-boot).  The
 # harness boots a throwaway qcow2 overlay, never the cached image itself.
 # The Debian mirror is the one the host's apt sources use for bookworm.
 set -euo pipefail
@@ -115,6 +120,46 @@ build_image() {
 	log "image built: $img"
 }
 
+# The stock cycle's image (STOCK_DEBS: Debian kernel packages): the image
+# with those kernels installed by dpkg in a chroot, their initrds made by
+# initramfs-tools as on the machine a cloud image is built on (seconds
+# here; minutes each under the emulator), and their /boot files beside it
+# for QEMU to boot the first one.  A private mount namespace holds the
+# chroot's /proc and goes with it.
+build_stock() {
+	local stage tmp d
+	stage=$(mktemp -d "$KUPDATE_CACHE/rootfs/.stock.XXXXXX")
+	cp -a "$base/root" "$stage/root"
+	install -D -m 755 "$agent" "$stage/root/usr/local/sbin/kq-agent"
+	cp -r --remove-destination "$here/guest/overlay/." "$stage/root/"
+	mkdir -p "$stage/root/payload" "$stage/root/tmp/debs"
+	local w=$stage/root/etc/systemd/system
+	mkdir -p "$w/sysinit.target.wants" "$w/multi-user.target.wants" "$w/network-online.target.wants"
+	ln -sfn ../kupdate-agent.service "$w/sysinit.target.wants/kupdate-agent.service"
+	ln -sfn ../kupdate-net.service "$w/multi-user.target.wants/kupdate-net.service"
+	ln -sfn ../kupdate-net.service "$w/network-online.target.wants/kupdate-net.service"
+	for d in $STOCK_DEBS; do cp "$d" "$stage/root/tmp/debs/"; done
+	log "installing $(cd "$stage/root/tmp/debs" && ls | xargs) with dpkg in the image"
+	if ! unshare -m --propagation private sh -c 'mount -t proc proc "$1/proc" &&
+		chroot "$1" sh -c "dpkg -i /tmp/debs/*.deb"' sh "$stage/root" >"$stage/dpkg.log" 2>&1; then
+		tail -20 "$stage/dpkg.log" >&2
+		rm -rf "$stage"
+		log "dpkg -i of the stock kernels failed"
+		return 1
+	fi
+	rm -rf "$stage/root/tmp/debs"
+	mkdir -p "$stage/boot"
+	cp "$stage/root"/boot/vmlinuz-* "$stage/root"/boot/initrd.img-* "$stage/boot/"
+	tmp=$stock_img.tmp.$$
+	rm -f "$tmp"
+	mkfs.ext4 -q -F -L kupdate-root -d "$stage/root" "$tmp" "$IMG_SIZE" >/dev/null
+	rm -rf "$stock_boot"
+	mv "$stage/boot" "$stock_boot"
+	mv "$tmp" "$stock_img"
+	rm -rf "$stage"
+	log "stock image built: $stock_img (boot files in $stock_boot)"
+}
+
 # keys: each stage's inputs, including the text of the function that builds it
 base_key=$( (echo "$SUITE $packages"; declare -f build_base) | sha256sum | cut -c1-16)
 base=$KUPDATE_CACHE/rootfs/base-$base_key
@@ -122,6 +167,12 @@ img_key=$( (echo "$base_key"; declare -f build_image; sha256sum <"$agent"
 	cd "$here/guest/overlay" && find . -type f | LC_ALL=C sort | xargs sha256sum) |
 	sha256sum | cut -c1-16)
 img=$KUPDATE_CACHE/rootfs/image-$img_key.img
+if [ -n "${STOCK_DEBS:-}" ]; then
+	stock_key=$( (echo "$img_key"; declare -f build_stock; for d in $STOCK_DEBS; do basename "$d"; done) |
+		sha256sum | cut -c1-16)
+	stock_img=$KUPDATE_CACHE/rootfs/stock-$stock_key.img
+	stock_boot=$KUPDATE_CACHE/rootfs/stock-$stock_key.boot
+fi
 mkdir -p "$KUPDATE_CACHE/rootfs" "$BUILD/qemu"
 
 # one builder at a time (parallel make of several suites, several trees)
@@ -133,11 +184,20 @@ fi
 if [ ! -f "$img" ]; then
 	build_image
 fi
+if [ -n "${STOCK_DEBS:-}" ] && [ ! -f "$stock_img" ]; then
+	build_stock
+fi
 # keep the cache from growing: entries unused for 3 days go (a running VM
 # keeps its backing image open, so removing it under one is harmless)
 touch "$base" "$img"
-find "$KUPDATE_CACHE/rootfs" -maxdepth 1 \( -name 'base-*' -o -name 'image-*' \) -mtime +3 \
+[ -n "${STOCK_DEBS:-}" ] && touch "$stock_img" "$stock_boot"
+find "$KUPDATE_CACHE/rootfs" -maxdepth 1 \( -name 'base-*' -o -name 'image-*' -o -name 'stock-*' \) -mtime +3 \
 	-exec rm -rf {} + 2>/dev/null || true
+if [ -n "${STOCK_DEBS:-}" ]; then
+	ln -sfn "$stock_img" "$BUILD/qemu/rootfs-stock.img"
+	ln -sfn "$stock_boot" "$BUILD/qemu/stock-boot"
+	log "ready: $BUILD/qemu/rootfs-stock.img -> $stock_img"
+fi
 ln -sfn "$img" "$BUILD/qemu/rootfs.img"
 ln -sfn "$base/root" "$BUILD/qemu/rootfs-base"
 log "ready: $BUILD/qemu/rootfs.img -> $img"

@@ -136,9 +136,16 @@ CHECK_SUITES += faults
 # (kernel/stock/kernels, downloaded into $(KUPDATE_CACHE)/stock), installed
 # in the guest with dpkg, K1 -> K2 -> K3 -> K1 through kupdate apply and
 # apt's hook, without pid_reserve=.
-.PHONY: stock check-stock
-stock: kernels guest-image $(KQ_HOST) cycle-payload
+.PHONY: stock stock-image check-stock
+stock: kernels guest-image stock-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) tests/cycle/stock.sh
+# the guest image with the first two kernels installed by dpkg (cached;
+# qemu-kexec/rootfs.sh's build_stock), the third is installed in the guest
+stock-image: $(KQ_AGENT) guest-image
+	$(Q)debs=$$(KUPDATE_CACHE=$(KUPDATE_CACHE) kernel/stock.sh) && \
+		set -- $$(sed 's/#.*//' kernel/stock/kernels) && \
+		BUILD=$(BUILD) KUPDATE_CACHE=$(KUPDATE_CACHE) \
+		STOCK_DEBS="$$(ls $$debs/$$1_*.deb $$debs/$$2_*.deb)" qemu-kexec/rootfs.sh $(KQ_AGENT)
 
 CHECK_SUITES += stock
 check-stock:
