@@ -68,8 +68,6 @@ client_pid= stream_pid= redis_pid= curl_pid= curl2_pid= http_pid= sql_pid=
 # shellcheck source=tests/cycle/lib.sh
 . "$here/lib.sh"
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 run() { "$vm" run "$name" -t 120 -- "$@"; }
 finish() {
 	for p in $client_pid $stream_pid $redis_pid $curl_pid $curl2_pid $http_pid $sql_pid; do kill "$p" 2>/dev/null; done
@@ -86,7 +84,6 @@ trap 'for p in ${client_pid:-} ${stream_pid:-} ${redis_pid:-} ${curl_pid:-} ${cu
 	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 
 main_pid() { run "systemctl show -p MainPID --value $1"; }
-active() { [ "$(run "systemctl is-active $1")" = active ]; }
 # vdso_check LABEL: the counter reads the time through each vDSO entry it
 # was given; CLOCK_REALTIME and gettimeofday must agree with the host's clock
 # (the guest's comes from the RTC at boot: allow 3 s), time() too
@@ -110,7 +107,6 @@ t0=$(now)
 	2>"$work/start" || { cat "$work/start" | sed 's/^/# /'; bail "boot kernel A"; }
 "$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
 say "boot A: $(since "$t0") s"
-fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0-9]*\):$1\$/\1/p"; }
 port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379) port_http=$(fwd 80)
 port_apache=$(fwd 8081) port_sql=$(fwd 3306)
 wait_payload || bail "the payload disk is not mounted in the guest"

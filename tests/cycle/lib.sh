@@ -1,4 +1,4 @@
-# Helpers of the QEMU cycle scripts (cycle.sh, faults.sh, soak.sh), sourced by them.
+# Helpers of the QEMU cycle scripts (cycle.sh, faults.sh, soak.sh, stock.sh), sourced by them.
 # The script defines vm, name, work, BOOT_TIMEOUT, run (vm run with its own
 # timeout) and finish (its own cleanup, then the TAP plan and exit status);
 # start_clients needs BUILD and the forwarded ports.
@@ -13,6 +13,11 @@ check() { # check "description" command...
 	if "$@"; then ok "$d"; else notok "$d"; fi
 }
 say() { echo "# $*"; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+active() { [ "$(run "systemctl is-active $1")" = active ]; }
+# the host's port QEMU forwards to the guest's port $1
+fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0-9]*\):$1\$/\1/p"; }
 bail() {
 	notok "$*"
 	echo "# last serial lines:"

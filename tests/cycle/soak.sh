@@ -34,8 +34,6 @@ client_pid= stream_pid= redis_pid=
 # shellcheck source=tests/cycle/lib.sh
 . "$here/lib.sh"
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 run() { "$vm" run "$name" -t 300 -- "$@"; }
 done_cycles=0
 tally() {
@@ -80,7 +78,6 @@ t0=$(now)
 	2>"$work/start" || { sed 's/^/# /' "$work/start"; bail "boot kernel A"; }
 "$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
 say "boot A: $(since "$t0") s"
-fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0-9]*\):$1\$/\1/p"; }
 port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379)
 wait_payload || bail "the payload disk is not mounted in the guest"
 run 'cp -a /payload/root/. / && systemctl daemon-reload &&

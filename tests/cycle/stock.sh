@@ -45,8 +45,6 @@ client_pid= stream_pid= redis_pid= curl_pid=
 # shellcheck source=tests/cycle/lib.sh
 . "$here/lib.sh"
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 run() { "$vm" run "$name" -t 120 -- "$@"; }
 finish() {
 	for p in $client_pid $stream_pid $redis_pid $curl_pid; do kill "$p" 2>/dev/null; done
@@ -59,7 +57,6 @@ finish() {
 trap finish INT TERM
 trap 'for p in ${client_pid:-} ${stream_pid:-} ${redis_pid:-} ${curl_pid:-}; do kill "$p" 2>/dev/null; done
 	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
-active() { [ "$(run "systemctl is-active $1")" = active ]; }
 
 # ---- the packages --------------------------------------------------------------
 t0=$(now)
@@ -89,7 +86,6 @@ check "boot $k1: the Debian kernel runs ($rel) from its initrd, in $(since "$t0"
 check "$k1 and $k2 are installed by dpkg, each with its initrd and modules" \
 	run "for k in $k1 $k2; do dpkg-query -W -f '\${Status}\n' linux-image-\$k | grep -q 'install ok installed' &&
 		test -s /boot/vmlinuz-\$k -a -s /boot/initrd.img-\$k -a -d /lib/modules/\$k/kernel || exit 1; done"
-fwd() { "$vm" info "$name" | sed -n 's/^fwd=//p' | tr ',' '\n' | sed -n "s/^\([0-9]*\):$1\$/\1/p"; }
 port=$(fwd 8080) port_echo=$(fwd 7000) port_redis=$(fwd 6379) port_http=$(fwd 80)
 wait_payload || bail "the payload disk is not mounted in the guest"
 run "lsmod | grep -E '^(virtio_blk|virtio_net|virtio_console) ' | cut -d' ' -f1 | xargs" 2>&1 | sed 's/^/# modules loaded: /'
