@@ -152,7 +152,22 @@ int cmd_dump(int argc, char **argv)
 		write_dump_record(o.imgdir, roots, o.nr_roots);
 	/* Ctrl-C: the tree runs on as it was, its connections flow */
 	stop_signals_catch();
+	cr_log_mark_thread();
 	ret = cr_dump(&o, &st);
+	/* a state that passes in a moment (-EAGAIN: a vfork in progress, as a
+	 * build's shells and make do all the time; a connection waiting to be
+	 * accepted): the failed dump left the tree running and no image; it
+	 * runs a while and is tried again, as apply does with a unit */
+	for (int tries = 1; ret == -EAGAIN && tries < UNIT_AGAIN_TRIES && !cr_stop_requested();
+	     tries++) {
+		const char *why = cr_log_thread_error();
+
+		printf("kupdate: %s; trying again\n", why ? why : "busy");
+		fflush(stdout);
+		usleep(UNIT_AGAIN_WAIT_US);
+		cr_log_mark_thread();
+		ret = cr_dump(&o, &st);
+	}
 	term_progress_done(&tp);
 	if (ret)
 		return 1;

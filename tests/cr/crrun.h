@@ -19,6 +19,7 @@ struct opts {
 	bool leave_running;
 	bool restore_running;	  /* restore the leave-running images while the tree runs */
 	const char *running_fail; /* ... and the failure expected of it (default: pid in use) */
+	bool churn;		  /* the tree's processes come and go: only the root is compared */
 	long max_image_kb;
 	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
 	int timeout;

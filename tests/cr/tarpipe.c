@@ -24,8 +24,8 @@
  * in an order drawn from a seed */
 static void make_files(const char *src)
 {
-	static const char *const words[] = { "kernel", "update ", "restore", "pid ", "socket",
-					     "page ",  "\n",	  "memory", "tree ", "image" };
+	static const char *const words[] = { "kernel", "update ", "restore", "pid ",  "socket",
+					     "page ",  "\n",	  "memory",  "tree ", "image" };
 	char *buf = malloc(FILE_SIZE), path[600];
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 
