@@ -19,7 +19,13 @@
  * before the namespace; with --ns-holder-differs the holder's
  * loopback stays down (its mounts are the same).
  * --private-dev: /dev is a tmpfs of its own with null, zero and urandom
- * (systemd's PrivateDevices=). */
+ * (systemd's PrivateDevices=).
+ * --host-mount-late: a tmpfs the host (the runner's namespace) has on
+ * $CRT_DIR/late, which the test's namespace confines read-only (a mount
+ * of the host's, as ProtectSystem= makes one); each restore's holder is
+ * made while the host has it not, and the host mounts it again before the
+ * restore (as a boot mounts at /run/netns/NAME while a unit's anchor
+ * starts): not the unit's configuration, the restore goes on. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -140,6 +146,21 @@ static int private_dev(void)
 	return 0;
 }
 
+static char late[512];
+
+int host_late_mount(void)
+{
+	if (sub(late, sizeof(late), "late"))
+		return -1;
+	return mount("tmpfs", late, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m");
+}
+
+void host_late_umount(void)
+{
+	if (late[0])
+		umount2(late, MNT_DETACH);
+}
+
 int ns_setup(bool differs)
 {
 	char priv[512], ro[512], hidden[512];
@@ -173,6 +194,10 @@ int ns_setup(bool differs)
 		return -1;
 	if (o.private_dev && private_dev())
 		return -1;
+	/* the host's mount, confined (a holder made without it has none) */
+	if (o.host_mount_late)
+		mount(NULL, late, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		      NULL);
 	return 0;
 }
 

@@ -669,8 +669,14 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 	if (o.own_ns) {
 		/* the tree keeps the namespaces of the last holder alive */
 		ns_holder_stop();
+		if (o.host_mount_late)
+			host_late_umount();
 		if (ns_holder_start())
 			return -1;
+		if (o.host_mount_late && host_late_mount()) {
+			diag("cannot mount the host's tmpfs again: %s", strerror(errno));
+			return -1;
+		}
 		snprintf(holder, sizeof(holder), "%d", ns_holder);
 		argv[a++] = "--namespaces-of";
 		argv[a++] = holder;
@@ -1265,6 +1271,7 @@ int main(int argc, char **argv)
 		{ "leave-running", no_argument, NULL, 'l' },
 		{ "restore-running", no_argument, NULL, 'b' },
 		{ "churn", no_argument, NULL, 'd' },
+		{ "host-mount-late", no_argument, NULL, 'e' },
 		{ "running-fail", required_argument, NULL, 'c' },
 		{ "max-image-kb", required_argument, NULL, 'm' },
 		{ "expect-images", required_argument, NULL, 'I' },
@@ -1352,6 +1359,9 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			o.churn = true;
+			break;
+		case 'e':
+			o.host_mount_late = o.own_ns = true;
 			break;
 		case 'c':
 			o.leave_running = o.restore_running = true;
@@ -1483,8 +1493,13 @@ int main(int argc, char **argv)
 		diag("--peer needs --netns and a working ip(8)");
 		return 1;
 	}
+	if (o.host_mount_late && host_late_mount()) {
+		diag("--host-mount-late: cannot mount a tmpfs: %s", strerror(errno));
+		return 1;
+	}
 	ret = test_main(&argv[optind]);
 	ns_holder_stop();
+	host_late_umount();
 	remove_our_shm();
 	if (peer_pid) {
 		kill(peer_pid, SIGKILL);

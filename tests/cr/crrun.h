@@ -20,6 +20,7 @@ struct opts {
 	bool restore_running;	  /* restore the leave-running images while the tree runs */
 	const char *running_fail; /* ... and the failure expected of it (default: pid in use) */
 	bool churn;		  /* the tree's processes come and go: only the root is compared */
+	bool host_mount_late; /* --own-ns: a host mount the holder's namespace is made without */
 	long max_image_kb;
 	const char *expect_images; /* PATTERN=N: N image files match PATTERN */
 	int timeout;
@@ -109,6 +110,8 @@ extern pid_t ns_holder;
 int ns_setup(bool differs);
 pid_t ns_fork(bool differs);
 int ns_holder_start(void);
+int host_late_mount(void);
+void host_late_umount(void);
 void ns_holder_stop(void);
 int ns_check_restored(pid_t root);
 

@@ -39,13 +39,14 @@ static void make_project(const char *dir)
 	for (int i = 0; i < NSRC; i++) {
 		int n = 0;
 
-		n += snprintf(text + n, sizeof(text) - n, "unsigned long f%d(unsigned long x)\n{\n", i);
+		n += snprintf(text + n, sizeof(text) - n, "unsigned long f%d(unsigned long x)\n{\n",
+			      i);
 		for (int k = 0; k < 24; k++)
 			n += snprintf(text + n, sizeof(text) - n,
 				      "\tfor (int i%d = 0; i%d < %d; i%d++)\n"
 				      "\t\tx = (x * %du + i%d) ^ (x >> %d);\n",
-				      k, k, 7 + (i * 31 + k * 7) % 13, k, 2654435761u + i * 97 + k, k,
-				      1 + (k + i) % 29);
+				      k, k, 7 + (i * 31 + k * 7) % 13, k, 2654435761u + i * 97 + k,
+				      k, 1 + (k + i) % 29);
 		snprintf(text + n, sizeof(text) - n, "\treturn x;\n}\n");
 		snprintf(path, sizeof(path), "%s/f%02d.c", dir, i);
 		write_file(path, text);
@@ -54,8 +55,8 @@ static void make_project(const char *dir)
 		int n = snprintf(text, sizeof(text), "#include <stdio.h>\n");
 
 		for (int i = 0; i < NSRC; i++)
-			n += snprintf(text + n, sizeof(text) - n, "unsigned long f%d(unsigned long);\n",
-				      i);
+			n += snprintf(text + n, sizeof(text) - n,
+				      "unsigned long f%d(unsigned long);\n", i);
 		n += snprintf(text + n, sizeof(text) - n,
 			      "int main(void)\n{\n\tunsigned long x = 1;\n");
 		for (int i = 0; i < NSRC; i++)
