@@ -515,11 +515,18 @@ static int own_flags(const NsEntry *e, int *flags)
 	return 0;
 }
 
+/* The same mount: point, type, root and options.  The root of a namespace
+ * file's bind (nsfs: "net:[4026532291]", as `ip netns` or another unit
+ * binds one at /run/netns/NAME) is that namespace's inode, another in every
+ * boot: not compared (CI cold-started redis-server, whose namespace held
+ * the host's bind of demo-netns-setup's namespace, "lacks the tree's mount
+ * of net:[...]" with the new boot's bind in its place). */
 static bool mount_in(const NsMount *m, NsMount *const *set, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(m->point, set[i]->point) && !strcmp(m->fstype, set[i]->fstype) &&
-		    !strcmp(m->root, set[i]->root) && !strcmp(m->options, set[i]->options))
+		    (!strcmp(m->fstype, "nsfs") || !strcmp(m->root, set[i]->root)) &&
+		    !strcmp(m->options, set[i]->options))
 			return true;
 	return false;
 }

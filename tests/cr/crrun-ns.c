@@ -24,9 +24,13 @@
  * $CRT_DIR/late, which the test's namespace confines read-only (a mount
  * of the host's, as ProtectSystem= makes one); each restore's holder is
  * made while the host has it not, and the host mounts it again before the
- * restore (as a boot mounts at /run/netns/NAME while a unit's anchor
- * starts): not the unit's configuration, the restore goes on. */
+ * restore (as a boot mounts while a unit's anchor starts): not the unit's
+ * configuration, the restore goes on.  And a network namespace's file
+ * bound at $CRT_DIR/nsbind (as `ip netns add` binds at /run/netns/NAME),
+ * confined nosuid: before each restore, another namespace is bound there
+ * (a new boot's): its root (net:[INODE]) differs, the restore goes on. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -146,19 +150,78 @@ static int private_dev(void)
 	return 0;
 }
 
-static char late[512];
+static char late[512], nsbind[512];
+static pid_t ns_owner; /* the process whose network namespace is bound */
+
+/* a network namespace of our own, held by a child, bound at nsbind: a
+ * namespace file's bind (nsfs), as `ip netns add` makes one */
+static int bind_netns(void)
+{
+	char src[64];
+	int p[2], fd;
+	char c;
+
+	if (pipe(p))
+		return -1;
+	ns_owner = fork();
+	if (ns_owner == 0) {
+		close(p[0]);
+		if (unshare(CLONE_NEWNET))
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	if (ns_owner < 0 || read(p[0], &c, 1) != 1) {
+		close(p[0]);
+		return -1;
+	}
+	close(p[0]);
+	snprintf(nsbind, sizeof(nsbind), "%s/nsbind", workdir);
+	fd = open(nsbind, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	snprintf(src, sizeof(src), "/proc/%d/ns/net", ns_owner);
+	return mount(src, nsbind, NULL, MS_BIND, NULL);
+}
 
 int host_late_mount(void)
 {
 	if (sub(late, sizeof(late), "late"))
 		return -1;
-	return mount("tmpfs", late, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m");
+	if (mount("tmpfs", late, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m"))
+		return -1;
+	return nsbind[0] ? 0 : bind_netns();
+}
+
+/* before a holder is made: the tmpfs gone (mounted again after it), and
+ * another namespace bound (the holder has that one) */
+int host_late_before_holder(void)
+{
+	umount2(late, MNT_DETACH);
+	umount2(nsbind, MNT_DETACH);
+	if (ns_owner > 0) {
+		kill(ns_owner, SIGKILL);
+		waitpid(ns_owner, NULL, 0);
+		ns_owner = 0;
+	}
+	return bind_netns();
 }
 
 void host_late_umount(void)
 {
 	if (late[0])
 		umount2(late, MNT_DETACH);
+	if (nsbind[0])
+		umount2(nsbind, MNT_DETACH);
+	if (ns_owner > 0) {
+		kill(ns_owner, SIGKILL);
+		waitpid(ns_owner, NULL, 0);
+		ns_owner = 0;
+	}
 }
 
 int ns_setup(bool differs)
@@ -194,10 +257,13 @@ int ns_setup(bool differs)
 		return -1;
 	if (o.private_dev && private_dev())
 		return -1;
-	/* the host's mount, confined (a holder made without it has none) */
-	if (o.host_mount_late)
+	/* the host's mounts, confined (a holder made without them has none):
+	 * the tmpfs read-only, the namespace file's bind nosuid */
+	if (o.host_mount_late) {
 		mount(NULL, late, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
 		      NULL);
+		mount(NULL, nsbind, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID, NULL);
+	}
 	return 0;
 }
 

@@ -669,8 +669,10 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 	if (o.own_ns) {
 		/* the tree keeps the namespaces of the last holder alive */
 		ns_holder_stop();
-		if (o.host_mount_late)
-			host_late_umount();
+		if (o.host_mount_late && host_late_before_holder()) {
+			diag("cannot bind another network namespace: %s", strerror(errno));
+			return -1;
+		}
 		if (ns_holder_start())
 			return -1;
 		if (o.host_mount_late && host_late_mount()) {

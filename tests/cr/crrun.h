@@ -111,6 +111,7 @@ int ns_setup(bool differs);
 pid_t ns_fork(bool differs);
 int ns_holder_start(void);
 int host_late_mount(void);
+int host_late_before_holder(void);
 void host_late_umount(void);
 void ns_holder_stop(void);
 int ns_check_restored(pid_t root);
