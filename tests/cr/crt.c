@@ -56,6 +56,16 @@ void crt_own_child(pid_t pid)
 		children[nr_children++] = pid;
 }
 
+void crt_wait_ok(pid_t pid, const char *what)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			crt_fail("waitpid %s: %s", what, strerror(errno));
+	crt_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s ended with status %#x", what, st);
+}
+
 char *crt_path(const char *name)
 {
 	static char buf[4096];

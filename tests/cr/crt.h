@@ -37,5 +37,7 @@ char *crt_path(const char *name); /* $CRT_DIR/name, static buffer */
 /* a child of the test, killed when the test exits (a failing check must
  * not leave it behind) */
 void crt_own_child(pid_t pid);
+/* wait for child pid; fail unless it exited with status 0 */
+void crt_wait_ok(pid_t pid, const char *what);
 
 #endif

@@ -95,16 +95,6 @@ static pid_t start_make(const char *dir)
 	return pid;
 }
 
-static void wait_ok(pid_t pid, const char *what)
-{
-	int st;
-
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			crt_fail("waitpid %s: %s", what, strerror(errno));
-	crt_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s ended with status %#x", what, st);
-}
-
 static int objects(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -153,7 +143,7 @@ int main(void)
 	crt_msg("caught with %d of %d objects made", n, NSRC + 1);
 	crt_ready();
 	crt_wait_term();
-	wait_ok(make, "make -j2");
+	crt_wait_ok(make, "make -j2");
 	/* nothing said: no job server token lost ("INTERNAL: Exiting with N
 	 * jobserver tokens"), no compiler complaint */
 	{
@@ -165,7 +155,7 @@ int main(void)
 		crt_check(err && len == 0, "make said: %.*s", (int)len, err ? err : "");
 		free(err);
 	}
-	wait_ok(start_make(ref), "make -j2 (reference)");
+	crt_wait_ok(start_make(ref), "make -j2 (reference)");
 	for (int i = 0; i < NSRC; i++) {
 		snprintf(name, sizeof(name), "f%02d.o", i);
 		same(build, ref, name);

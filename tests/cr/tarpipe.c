@@ -97,16 +97,6 @@ static pid_t pipeline(const char *src, const char *out, pid_t *tar_pid)
 	return g;
 }
 
-static void wait_ok(pid_t pid, const char *what)
-{
-	int st;
-
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			crt_fail("waitpid %s: %s", what, strerror(errno));
-	crt_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s ended with status %#x", what, st);
-}
-
 int main(void)
 {
 	const char *dir = crt_init();
@@ -130,12 +120,12 @@ int main(void)
 	crt_msg("caught with %lld bytes of the archive written", (long long)st.st_size);
 	crt_ready();
 	crt_wait_term();
-	wait_ok(tar, "tar");
-	wait_ok(gz, "gzip");
+	crt_wait_ok(tar, "tar");
+	crt_wait_ok(gz, "gzip");
 	/* the same pipeline, uninterrupted */
 	gz = pipeline(src, ref, &tar);
-	wait_ok(tar, "tar (reference)");
-	wait_ok(gz, "gzip (reference)");
+	crt_wait_ok(tar, "tar (reference)");
+	crt_wait_ok(gz, "gzip (reference)");
 	a = crt_read_file(out, &la);
 	b = crt_read_file(ref, &lb);
 	crt_check(a && b, "cannot read the archives");
