@@ -561,12 +561,18 @@ static bool in_list(char *const *v, size_t n, const char *s)
  * configuration that only confines such a mount point more is taken for
  * that; the restored tree is then confined as a start of the new
  * configuration. */
+static bool has_point(const struct mount_table *t, const char *point)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (!strcmp(t->e[i].mp, point))
+			return true;
+	return false;
+}
+
 static bool counts(const char *point, const NsEntry *e, const struct mount_table *host, bool extra)
 {
-	bool then = in_list(e->host_points, e->n_host_points, point), now = false;
+	bool then = in_list(e->host_points, e->n_host_points, point), now = has_point(host, point);
 
-	for (size_t i = 0; i < host->n && !now; i++)
-		now = !strcmp(host->e[i].mp, point);
 	if (extra && then && in_list(e->host_copies, e->n_host_copies, point))
 		return false;
 	return then == now;
@@ -581,16 +587,8 @@ static bool counts(const char *point, const NsEntry *e, const struct mount_table
 static bool host_mounted_later(const char *point, const NsEntry *e, const struct mount_table *host,
 			       const struct mount_table *t)
 {
-	bool host_now = false;
-
-	if (!in_list(e->host_points, e->n_host_points, point))
-		return false;
-	for (size_t i = 0; i < host->n && !host_now; i++)
-		host_now = !strcmp(host->e[i].mp, point);
-	for (size_t i = 0; i < t->n && host_now; i++)
-		if (!strcmp(t->e[i].mp, point))
-			return false;
-	return host_now;
+	return in_list(e->host_points, e->n_host_points, point) && has_point(host, point) &&
+	       !has_point(t, point);
 }
 
 /* the mounts the given process has beyond the host's are those recorded */
