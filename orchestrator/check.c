@@ -807,49 +807,12 @@ static const char *modules_dir(void)
 static int target_modules(const struct kimage_info *ki, const char *opt, char *why, size_t wlen)
 {
 	const char *const *mods = option_modules(opt);
-	_cleanup_free_ char *path = NULL, *dep = NULL;
 
 	if (!mods)
 		return 1;
 	if (!ki->release[0] || !strcmp(ki->kind, "config"))
 		return -1;
-	path = xasprintf("%s/%s/modules.dep", modules_dir(), ki->release);
-	if (!path)
-		return -1;
-	if (read_file_at(AT_FDCWD, path, &dep, NULL)) {
-		snprintf(why, wlen, "its modules are not installed (no %s)", path);
-		return 0;
-	}
-	for (int i = 0; i < 3 && mods[i]; i++) {
-		char needle[64];
-		const char *p = dep, *line = NULL;
-		_cleanup_free_ char *file = NULL;
-
-		/* "kernel/net/netfilter/nf_tables.ko.xz: ..." at a line's start */
-		snprintf(needle, sizeof(needle), "/%s.ko", mods[i]);
-		while (!line && (p = strstr(p, needle))) {
-			const char *e = p + strlen(needle), *b = p;
-
-			p = e;
-			if (*e != ':' && *e != '.')
-				continue;
-			while (b > dep && b[-1] != '\n')
-				b--;
-			if (memchr(b, ':', p - b) == NULL)
-				line = b;
-		}
-		if (!line) {
-			snprintf(why, wlen, "module %s is not in %s", mods[i], path);
-			return 0;
-		}
-		file = xasprintf("%s/%s/%.*s", modules_dir(), ki->release, (int)strcspn(line, ":"),
-				 line);
-		if (file && access(file, R_OK)) {
-			snprintf(why, wlen, "module %s: %s: %s", mods[i], file, strerror(errno));
-			return 0;
-		}
-	}
-	return 1;
+	return kmod_installed(modules_dir(), ki->release, mods, why, wlen);
 }
 
 /* enabled: 1, disabled: 0, cannot tell: -1; *opt gets the deciding option;

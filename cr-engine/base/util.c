@@ -191,6 +191,51 @@ int read_file_at(int dirfd, const char *path, char **bufp, size_t *lenp)
 	return 0;
 }
 
+int kmod_installed(const char *dir, const char *release, const char *const *names, char *why,
+		   size_t wlen)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s/modules.dep", dir, release), *dep = NULL;
+
+	if (!path)
+		return -ENOMEM;
+	if (read_file_at(AT_FDCWD, path, &dep, NULL)) {
+		snprintf(why, wlen, "its modules are not installed (no %s)", path);
+		return 0;
+	}
+	for (size_t i = 0; names[i]; i++) {
+		char needle[64];
+		const char *p = dep, *line = NULL;
+		_cleanup_free_ char *file = NULL;
+
+		/* "kernel/net/netfilter/nf_tables.ko.xz: ..." at a line's start,
+		 * not among another module's dependencies after its colon */
+		snprintf(needle, sizeof(needle), "/%s.ko", names[i]);
+		while (!line && (p = strstr(p, needle))) {
+			const char *e = p + strlen(needle), *b = p;
+
+			p = e;
+			if (*e != ':' && *e != '.')
+				continue;
+			while (b > dep && b[-1] != '\n')
+				b--;
+			if (memchr(b, ':', p - b) == NULL)
+				line = b;
+		}
+		if (!line) {
+			snprintf(why, wlen, "module %s is not in %s", names[i], path);
+			return 0;
+		}
+		file = xasprintf("%s/%s/%.*s", dir, release, (int)strcspn(line, ":"), line);
+		if (!file)
+			return -ENOMEM;
+		if (access(file, R_OK)) {
+			snprintf(why, wlen, "module %s: %s: %s", names[i], file, strerror(errno));
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int read_proc(char **buf, size_t *len, const char *fmt, ...)
 {
 	char path[256];

@@ -71,6 +71,11 @@ int pwrite_all(int fd, const void *buf, size_t len, off_t off);
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer; *len
  * (if not NULL) gets its length.  Returns 0 or -errno. */
 int read_file_at(int dirfd, const char *path, char **buf, size_t *len);
+/* Whether kernel RELEASE's modules in DIR (/lib/modules) hold each module
+ * of NAMES (NULL-terminated): listed in RELEASE/modules.dep and its file
+ * there.  1 yes; 0 no, why names the first missing and how; -ENOMEM. */
+int kmod_installed(const char *dir, const char *release, const char *const *names, char *why,
+		   size_t wlen);
 
 /* the clock (CLOCK_MONOTONIC, CLOCK_BOOTTIME, ...) in nanoseconds */
 int64_t now_ns(int clock);

@@ -679,21 +679,21 @@ static bool close_later(struct nft_ctx *nft)
  * what to look at ("" when it is, or built in) */
 static const char *nf_tables_hint(void)
 {
-	static __thread char hint[384];
+	static const char *const mods[] = { "nf_tables", NULL };
+	static __thread char hint[512];
 	struct utsname un;
-	_cleanup_free_ char *dep = NULL, *path = NULL;
+	char why[320];
 
 	if (!access("/sys/module/nf_tables", F_OK) || uname(&un))
 		return "";
-	path = xasprintf("/lib/modules/%s/modules.dep", un.release);
-	if (path && !read_file_at(AT_FDCWD, path, &dep, NULL) && strstr(dep, "/nf_tables.ko"))
+	if (kmod_installed("/lib/modules", un.release, mods, why, sizeof(why)) == 0)
 		snprintf(hint, sizeof(hint),
-			 " (the nf_tables module is not loaded: modprobe nf_tables says why)");
+			 " (the nf_tables module is neither loaded nor installed, %s: install "
+			 "the modules of kernel %s)",
+			 why, un.release);
 	else
 		snprintf(hint, sizeof(hint),
-			 " (the nf_tables module is neither loaded nor in %s: install the "
-			 "modules of kernel %s)",
-			 path ? path : "/lib/modules", un.release);
+			 " (the nf_tables module is not loaded: modprobe nf_tables says why)");
 	return hint;
 }
 
