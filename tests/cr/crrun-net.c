@@ -7,6 +7,8 @@
  * received to $CRT_DIR/peer-progress, and gives its verdict as the last
  * line of its output when it gets SIGTERM.  --activate-tcp and
  * --activate-unix make the listeners each restore is passed (activate()).
+ * --rto-revert counts the ICMP messages the peer's namespace received
+ * (check_rto_revert()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -365,5 +367,76 @@ int activate(void)
 	}
 	if (!f || fclose(f))
 		return -1;
+	return 0;
+}
+
+/* --rto-revert: the ICMP messages the restore sent the peer's namespace,
+ * and what the peer had written before it, acknowledged */
+void icmp_counters(long long v[IC_N])
+{
+	v[IC_DEST_UNREACH] = net_counter(peer_pid, "snmp", "Icmp:", "InDestUnreachs") +
+			     net_counter6(peer_pid, "Icmp6InDestUnreachs");
+	v[IC_ERRORS] = net_counter(peer_pid, "snmp", "Icmp:", "InErrors") +
+		       net_counter6(peer_pid, "Icmp6InErrors");
+	v[IC_CSUM_ERRORS] = net_counter(peer_pid, "snmp", "Icmp:", "InCsumErrors") +
+			    net_counter6(peer_pid, "Icmp6InCsumErrors");
+	v[IC_OUT_OF_WINDOW] = net_counter(peer_pid, "netstat", "TcpExt:", "OutOfWindowIcmps");
+	v[IC_LOCKED] = net_counter(peer_pid, "netstat", "TcpExt:", "LockDroppedIcmps");
+	peer_acked(&v[IC_ACKED]); /* written: all of it acknowledged is the goal */
+}
+
+int check_rto_revert(const long long before[IC_N], double t_restored, pid_t root)
+{
+	long long after[IC_N], d[IC_N];
+	double end, acked_after = -1;
+
+	if (before[IC_DEST_UNREACH] < 0) {
+		diag("--rto-revert: cannot read the ICMP counters");
+		return -1;
+	}
+	/* all the peer had written before the restore acknowledged, what the
+	 * lock dropped included: the peer has retransmitted it */
+	if (peer_pid && before[IC_ACKED] >= 0) {
+		for (end = now() + 60; peer_acked(NULL) < before[IC_ACKED];) {
+			if (now() > end) {
+				diag("FAIL: the server did not acknowledge what the peer had "
+				     "written before the restore within 60 s of it");
+				show_net_state(root);
+				return -1;
+			}
+			usleep(2000);
+		}
+		acked_after = now() - t_restored;
+	}
+	/* the messages cross the veth pair in the restore's softirq: give a
+	 * busy machine a moment all the same */
+	end = now() + (o.rto_revert ? 2 : 0.1);
+	do {
+		icmp_counters(after);
+		for (int i = 0; i < IC_ACKED; i++)
+			d[i] = after[i] - before[i];
+		if (o.rto_revert && d[IC_DEST_UNREACH] >= o.rto_revert)
+			break;
+		usleep(20000);
+	} while (now() < end);
+	diag("the peer's namespace received %lld ICMP destination-unreachable messages (%lld out "
+	     "of the "
+	     "connection's window, %lld while its socket was busy, %lld malformed)",
+	     d[IC_DEST_UNREACH], d[IC_OUT_OF_WINDOW], d[IC_LOCKED],
+	     d[IC_ERRORS] + d[IC_CSUM_ERRORS]);
+	if (acked_after >= 0)
+		diag("all the peer had written before was acknowledged %.3f s after kupdate "
+		     "returned",
+		     acked_after);
+	if (!o.rto_revert && d[IC_DEST_UNREACH]) {
+		diag("FAIL: expected none");
+		return -1;
+	}
+	if (o.rto_revert && (d[IC_DEST_UNREACH] < o.rto_revert || d[IC_ERRORS] ||
+			     d[IC_CSUM_ERRORS] || d[IC_OUT_OF_WINDOW] >= d[IC_DEST_UNREACH])) {
+		diag("FAIL: expected at least %d, none malformed, not all out of the window",
+		     o.rto_revert);
+		return -1;
+	}
 	return 0;
 }

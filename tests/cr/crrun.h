@@ -99,6 +99,11 @@ long net_counter6(pid_t pid, const char *name);
 long tcpext_counter(const char *name);
 long long peer_acked(long long *written);
 void show_net_state(pid_t root);
+/* the peer namespace's ICMP counters that --rto-revert checks, and the
+ * check after a restore (or a dump that leaves the tree running) */
+enum { IC_DEST_UNREACH, IC_ERRORS, IC_CSUM_ERRORS, IC_OUT_OF_WINDOW, IC_LOCKED, IC_ACKED, IC_N };
+void icmp_counters(long long v[IC_N]);
+int check_rto_revert(const long long before[IC_N], double t_restored, pid_t root);
 /* the listeners a new boot's service manager would hold for the test's
  * addresses (--activate-tcp, --activate-unix), in pass_fds for the next
  * restore, their inodes in $CRT_DIR/passed; 0 or -1 */
