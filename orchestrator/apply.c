@@ -48,6 +48,7 @@
 #include "kupdate.h"
 #include "recover.h"
 #include "sd.h"
+#include "sessions.h"
 #include "store.h"
 #include "term.h"
 #include "units.h"
@@ -69,8 +70,11 @@ struct aunit {
 	size_t nr_ids;
 	size_t nr_conns;
 	uint64_t bytes;
-	int worker;	      /* the dump thread that holds sess (its processes' tracer) */
-	uint64_t ghost_limit; /* apply --ghost-limit (0: the engine's default) */
+	int worker;		   /* the dump thread that holds sess (its processes' tracer) */
+	uint64_t ghost_limit;	   /* apply --ghost-limit (0: the engine's default) */
+	struct usessions sessions; /* the login sessions it carries (sessions.c) */
+	CycleSession **srec;	   /* and logind's record of them, for the manifest */
+	size_t nsrec;
 };
 
 struct apply_opts {
@@ -94,6 +98,68 @@ static int unit_call_locked(int (*fn)(struct sd *, const char *), struct aunit *
 	pthread_mutex_lock(&sd_lock);
 	ret = fn(u->sd, u->name);
 	pthread_mutex_unlock(&sd_lock);
+	return ret;
+}
+
+/* the unit and the login sessions it carries, thawed: 0 or -EIO */
+static int unit_thaw(struct aunit *u, bool locked)
+{
+	int ret = 0;
+
+	if (locked)
+		pthread_mutex_lock(&sd_lock);
+	if (u->frozen && sd_thaw(u->sd, u->name))
+		ret = -EIO;
+	else
+		u->frozen = false;
+	if (sessions_call(u->sd, &u->sessions, false))
+		ret = -EIO;
+	if (locked)
+		pthread_mutex_unlock(&sd_lock);
+	return ret;
+}
+
+static void unit_forget_sessions(struct aunit *u)
+{
+	sessions_free(&u->sessions);
+	for (size_t i = 0; i < u->nsrec; i++)
+		cycle_session__free_unpacked(u->srec[i], NULL);
+	free(u->srec);
+	u->srec = NULL;
+	u->nsrec = 0;
+}
+
+/* The login sessions below the frozen unit's processes (sshd's): frozen
+ * too, their processes added to the unit's, logind's record of each kept
+ * for the manifest (sessions.c) */
+static int unit_add_sessions(struct aunit *u)
+{
+	int ret = sessions_find(u->members, u->nr_members, &u->sessions);
+
+	if (ret || !u->sessions.n)
+		return ret;
+	if (sessions_hold_self(&u->sessions)) {
+		pr_err("unit %s: kupdate runs in its login session %s (%s), which would be frozen "
+		       "with it: run kupdate apply from outside of that session (another "
+		       "session whose unit is not preserved, or systemd-run)",
+		       u->name, u->sessions.s[0].id, u->sessions.s[0].scope);
+		return -EDEADLK;
+	}
+	pthread_mutex_lock(&sd_lock);
+	ret = sessions_call(u->sd, &u->sessions, true);
+	pthread_mutex_unlock(&sd_lock);
+	if (!ret)
+		ret = sessions_members(&u->sessions, &u->members, &u->nr_members);
+	if (!ret)
+		ret = sessions_record(&u->sessions, u->members, u->nr_members, &u->srec, &u->nsrec);
+	if (!ret) {
+		printf("kupdate: %s: with its %d login session%s:", u->name, u->sessions.n,
+		       u->sessions.n == 1 ? "" : "s");
+		for (int i = 0; i < u->sessions.n; i++)
+			printf(" %s", u->sessions.s[i].scope);
+		printf("\n");
+		fflush(stdout);
+	}
 	return ret;
 }
 
@@ -150,9 +216,8 @@ static int thaw_seized(void *arg)
 
 	/* every process is in a ptrace stop: thawing lets the engine run code
 	 * in them, and nothing of the unit runs on */
-	if (u->frozen && unit_call_locked(sd_thaw, u))
+	if (unit_thaw(u, true))
 		return -EIO;
-	u->frozen = false;
 	if (cr_fault("dump")) {
 		pr_err("unit %s: dump fault injected by KUPDATE_FAULT (its processes are seized)",
 		       u->name);
@@ -287,6 +352,8 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	}
 	/* frozen: the set of processes cannot change any more */
 	ret = unit_members(u->name, &u->ui, &u->members, &u->nr_members);
+	if (!ret)
+		ret = unit_add_sessions(u);
 	if (ret)
 		return ret;
 	o.members = u->members;
@@ -390,9 +457,9 @@ static void *dump_worker(void *arg)
 			struct aunit *u = &d->u[i];
 			const char *why = cr_log_thread_error();
 
-			if (u->frozen && unit_call_locked(sd_thaw, u))
+			if (unit_thaw(u, true))
 				break;
-			u->frozen = false;
+			unit_forget_sessions(u);
 			printf("kupdate: %s: %s; trying again\n", u->name, why ? why : "busy");
 			fflush(stdout);
 			free(u->members);
@@ -509,10 +576,7 @@ static void resume_all(struct dumpers *d, struct aunit *u, int n)
 {
 	dumpers_end(d, false);
 	for (int i = 0; i < n; i++) {
-		if (u[i].frozen) {
-			sd_thaw(u[i].sd, u[i].name);
-			u[i].frozen = false;
-		}
+		unit_thaw(&u[i], false);
 	}
 }
 
@@ -615,6 +679,8 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		cu[i].processes = u[i].st.processes;
 		cu[i].connections = u[i].nr_conns;
 		cu[i].frozen_at_ns = u[i].frozen_at_rt;
+		cu[i].n_sessions = u[i].nsrec;
+		cu[i].sessions = u[i].srec;
 		cu[i].has_namespaces = u[i].st.namespaces != 0;
 		cu[i].namespaces = u[i].st.namespaces;
 		if (u[i].ui.dynamic_user) {
@@ -1287,6 +1353,7 @@ static void aunits_free(struct aunit *u, int n)
 	for (int i = 0; i < n; i++) {
 		unit_info_free(&u[i].ui);
 		free(u[i].members);
+		unit_forget_sessions(&u[i]);
 		free(u[i].ids);
 		free(u[i].rel);
 		free(u[i].pre);

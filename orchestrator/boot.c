@@ -36,6 +36,7 @@
 #include "cycle.h"
 #include "kupdate.h"
 #include "sd.h"
+#include "sessions.h"
 #include "store.h"
 #include "units.h"
 
@@ -734,6 +735,30 @@ size_t passed_listeners(int **fds)
 	return *fds ? (size_t)k : 0;
 }
 
+/* The tree, into the namespaces systemd built for the unit (held by its
+ * anchor), with the login sessions it carries (sessions.c): what of those
+ * could not be handed back to logind goes to swhy (else ""). */
+static int restore_tree(struct cr_restore_opts *o, const CycleUnit *cu, const char *unit,
+			pid_t *root, char *swhy, size_t len)
+{
+	int ret = 0, status = 0;
+
+	swhy[0] = 0;
+	if (cu->namespaces && !(o->ns_pid = find_anchor(unit)))
+		ret = -ESRCH;
+	if (!ret && o->ns_pid)
+		ret = check_dynamic_user(cu, o->ns_pid);
+	if (!ret)
+		ret = sessions_prepare(cu);
+	if (!ret)
+		ret = cr_restore(o, root, &status);
+	if (!ret && cu->n_sessions && sessions_adopt(cu, swhy, len))
+		pr_warn("unit %s: %s", unit, swhy);
+	if (o->ns_pid > 0)
+		kill(o->ns_pid, SIGKILL); /* started by this unit's ExecStartPre= */
+	return ret;
+}
+
 int cmd_restore_unit(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -751,10 +776,10 @@ int cmd_restore_unit(int argc, char **argv)
 	struct cr_restore_opts o = { 0 };
 	_cleanup_free_ char *dir = NULL, *pidfile = NULL;
 	_cleanup_free_ int *lfds = NULL;
-	char rel[128], boot[64], why[1200];
+	char rel[128], boot[64], why[1200], swhy[256];
 	pid_t root = 0;
 	bool unlock_fault;
-	int c, ret, status = 0;
+	int c, ret;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC), boot0 = now_ns(CLOCK_BOOTTIME);
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -817,16 +842,9 @@ int cmd_restore_unit(int argc, char **argv)
 	cr_net_lock_keep_table();
 	cr_log_mark();
 	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
-	/* into the namespaces systemd built for the unit, held by its anchor */
-	ret = 0;
-	if (cu->namespaces && !(o.ns_pid = find_anchor(unit)))
-		ret = -ESRCH;
-	if (!ret && o.ns_pid)
-		ret = check_dynamic_user(cu, o.ns_pid);
-	if (!ret)
-		ret = cr_restore(&o, &root, &status);
-	if (o.ns_pid > 0)
-		kill(o.ns_pid, SIGKILL); /* started by this unit's ExecStartPre= */
+	ret = restore_tree(&o, cu, unit, &root, swhy, sizeof(swhy));
+	if (!ret && swhy[0])
+		st.reason = swhy;
 
 	st.name = (char *)unit;
 	st.has_old_main_pid = 1;

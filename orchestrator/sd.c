@@ -34,6 +34,8 @@
 	X(sd_bus_get_property_trivial)    \
 	X(sd_bus_message_append)          \
 	X(sd_bus_message_append_strv)     \
+	X(sd_bus_message_close_container) \
+	X(sd_bus_message_open_container)  \
 	X(sd_bus_message_appendv)         \
 	X(sd_bus_message_new_method_call) \
 	X(sd_bus_message_read)            \
@@ -87,6 +89,8 @@ static int sdl_ready(void)
 #define sd_bus_message_append	       (*sdl.sd_bus_message_append)
 #define sd_bus_message_append_strv     (*sdl.sd_bus_message_append_strv)
 #define sd_bus_message_appendv	       (*sdl.sd_bus_message_appendv)
+#define sd_bus_message_close_container (*sdl.sd_bus_message_close_container)
+#define sd_bus_message_open_container  (*sdl.sd_bus_message_open_container)
 #define sd_bus_message_new_method_call (*sdl.sd_bus_message_new_method_call)
 #define sd_bus_message_read	       (*sdl.sd_bus_message_read)
 #define sd_bus_message_unref	       (*sdl.sd_bus_message_unref)
@@ -364,6 +368,54 @@ int sd_start(struct sd *s, const char *unit, const char *mode)
 
 	snprintf(w, sizeof(w), "unit %s: cannot start it", unit);
 	return call(s, MPATH, MIFACE, "StartUnit", NULL, w, "ss", unit, mode);
+}
+
+int sd_try_restart(struct sd *s, const char *unit)
+{
+	char w[256];
+
+	snprintf(w, sizeof(w), "unit %s: cannot restart it", unit);
+	return call(s, MPATH, MIFACE, "TryRestartUnit", NULL, w, "ss", unit, "replace");
+}
+
+int sd_start_scope(struct sd *s, const char *scope, const char *slice, const char *description,
+		   const pid_t *pids, size_t nr)
+{
+	sd_bus_message *m = NULL, *reply = NULL;
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+	int r;
+
+	r = sd_bus_message_new_method_call(s->bus, &m, DEST, MPATH, MIFACE, "StartTransientUnit");
+	if (r >= 0)
+		r = sd_bus_message_append(m, "ss", scope, "fail");
+	if (r >= 0)
+		r = sd_bus_message_open_container(m, 'a', "(sv)");
+	if (r >= 0)
+		r = sd_bus_message_append(m, "(sv)(sv)(sv)", "Slice", "s", slice, "Description",
+					  "s", description, "SendSIGHUP", "b", 1);
+	if (r >= 0)
+		r = sd_bus_message_open_container(m, 'r', "sv");
+	if (r >= 0)
+		r = sd_bus_message_append(m, "s", "PIDs");
+	if (r >= 0)
+		r = sd_bus_message_open_container(m, 'v', "au");
+	if (r >= 0)
+		r = sd_bus_message_open_container(m, 'a', "u");
+	for (size_t i = 0; r >= 0 && i < nr; i++)
+		r = sd_bus_message_append(m, "u", (uint32_t)pids[i]);
+	for (int k = 0; r >= 0 && k < 4; k++)
+		r = sd_bus_message_close_container(m);
+	if (r >= 0)
+		r = sd_bus_message_append(m, "a(sa(sv))", 0);
+	if (r >= 0)
+		r = sd_bus_call(s->bus, m, 120 * 1000000ULL, &err, &reply);
+	if (r < 0)
+		pr_err("cannot start the scope %s with its %zu processes: %s", scope, nr,
+		       err.message ? err.message : strerror(-r));
+	sd_bus_error_free(&err);
+	sd_bus_message_unref(m);
+	sd_bus_message_unref(reply);
+	return r < 0 ? r : 0;
 }
 
 int sd_reset_failed(struct sd *s, const char *unit)

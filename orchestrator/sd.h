@@ -42,6 +42,11 @@ int sd_reload(struct sd *s);
 int64_t sd_userspace_start_ns(struct sd *s);
 int sd_start(struct sd *s, const char *unit, const char *mode);
 int sd_reset_failed(struct sd *s, const char *unit);
+/* restart the unit if it runs (TryRestartUnit), without waiting */
+int sd_try_restart(struct sd *s, const char *unit);
+/* a transient scope holding these processes (StartTransientUnit), in slice */
+int sd_start_scope(struct sd *s, const char *scope, const char *slice, const char *description,
+		   const pid_t *pids, size_t nr);
 /* a unit neither active nor starting is started again (failed state reset
  * first), and that is said: for the units of an apply that failed, which
  * ran for a moment without their Restart= (WHEN: "during ...") */

@@ -19,6 +19,7 @@
 #include "kupdate.h"
 #include "recover.h"
 #include "sd.h"
+#include "sessions.h"
 #include "term.h"
 #include "units.h"
 
@@ -85,7 +86,7 @@ int preserved_units(char ***out, int *nr)
 }
 
 /* every pid of a cgroup and its descendants */
-static int collect_procs(const char *dir, pid_t **v, int *n)
+int cgroup_procs(const char *dir, pid_t **v, int *n)
 {
 	_cleanup_free_ char *procs = NULL, *path = xasprintf("%s/cgroup.procs", dir);
 	DIR *d;
@@ -125,7 +126,7 @@ static int collect_procs(const char *dir, pid_t **v, int *n)
 		}
 		if (stat(sub, &st) || !S_ISDIR(st.st_mode))
 			continue;
-		ret = collect_procs(sub, v, n);
+		ret = cgroup_procs(sub, v, n);
 		if (ret) {
 			closedir(d);
 			return ret;
@@ -147,7 +148,7 @@ static bool runs_processes(const struct unit_info *ui)
 	if (!ui->cgroup || !*ui->cgroup)
 		return false;
 	dir = xasprintf("%s%s", cgroup_root(), ui->cgroup);
-	return dir && !collect_procs(dir, &v, &n) && n > 0;
+	return dir && !cgroup_procs(dir, &v, &n) && n > 0;
 }
 
 int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout)
@@ -212,7 +213,7 @@ int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int 
 	dir = xasprintf("%s%s", cgroup_root(), ui->cgroup);
 	if (!dir)
 		return -ENOMEM;
-	ret = collect_procs(dir, &v, &n);
+	ret = cgroup_procs(dir, &v, &n);
 	if (ret) {
 		pr_err("unit %s: cannot list the processes of %s: %s", unit, dir, strerror(-ret));
 		free(v);
@@ -309,16 +310,39 @@ struct check_freeze {
 	struct sd *s;
 	const char *unit;
 	bool frozen;
+	struct usessions ss; /* the login sessions it carries, frozen with it */
 };
 
 static int check_thaw(void *arg)
 {
 	struct check_freeze *cf = arg;
+	int ret = sessions_call(cf->s, &cf->ss, false);
 
 	if (cf->frozen && sd_thaw(cf->s, cf->unit))
 		return -EIO;
 	cf->frozen = false;
-	return 0;
+	return ret;
+}
+
+/* the sessions below the unit's processes, frozen (when the unit is), and
+ * their processes added to members */
+static int check_sessions(struct check_freeze *cf, pid_t **members, int *n)
+{
+	int ret;
+
+	sessions_free(&cf->ss);
+	ret = sessions_find(*members, *n, &cf->ss);
+	if (ret || !cf->ss.n)
+		return ret;
+	if (sessions_hold_self(&cf->ss)) {
+		pr_err("kupdate runs in the login session %s (%s) of the unit, which a check "
+		       "would freeze with it: run it from outside of that session",
+		       cf->ss.s[0].id, cf->ss.s[0].scope);
+		return -EDEADLK;
+	}
+	if (cf->frozen && sessions_call(cf->s, &cf->ss, true))
+		return -EIO;
+	return sessions_members(&cf->ss, members, n);
 }
 
 static char *check_record(const char *unit)
@@ -344,7 +368,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 	_cleanup_free_ char *rec = NULL;
 	struct cr_dump_opts o = { 0 };
 	struct cr_dump_stats st = { 0 };
-	struct check_freeze cf = { s, unit, false };
+	struct check_freeze cf = { s, unit, false, { NULL, 0 } };
 	bool freeze = !ui->freezer || !strcmp(ui->freezer, "running");
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
@@ -381,6 +405,8 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 		members = NULL;
 		memset(&st, 0, sizeof(st));
 		ret = unit_members(unit, ui, &members, &n);
+		if (!ret)
+			ret = check_sessions(&cf, &members, &n);
 		if (!ret) {
 			o.members = members;
 			o.nr_members = n;
@@ -410,6 +436,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 	}
 	if (rec && !cf.frozen)
 		rm_cycle_dir(rec); /* kept for the recovery while it stays frozen */
+	sessions_free(&cf.ss);
 	*pst = st;
 	return ret;
 }

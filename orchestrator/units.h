@@ -25,6 +25,9 @@ int preserved_units(char ***out, int *nr);
  * malloc'd names, without duplicates. */
 int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, int *nout);
 /* every process of the unit's cgroup and its sub-cgroups, main pid first */
+/* the processes of control group directory dir and of those below it,
+ * appended to *v: 0 or -errno */
+int cgroup_procs(const char *dir, pid_t **v, int *n);
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
 /* A dump that fails with -EAGAIN (a vfork in progress, a connection
  * waiting to be accepted: a state that passes) is tried again after the

@@ -85,7 +85,7 @@ build_base() {
 	ln -sfn /lib/systemd/system/multi-user.target "$root/etc/systemd/system/default.target"
 	# services a test starts itself, not every boot (their units as shipped)
 	systemctl --root="$root" disable apache2.service apache-htcacheclean.service \
-		mariadb.service >/dev/null 2>&1 || true
+		mariadb.service ssh.service >/dev/null 2>&1 || true
 
 	# size: no docs, manuals, locales or package lists
 	chroot "$root" apt-get clean

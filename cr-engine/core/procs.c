@@ -18,6 +18,17 @@ int cr_process_start(pid_t pid, unsigned long long *ticks)
 	return 0;
 }
 
+int cr_process_parent(pid_t pid, pid_t *ppid)
+{
+	struct proc_stat st;
+	int ret = parse_stat(pid, 0, &st);
+
+	if (ret)
+		return ret;
+	*ppid = st.ppid;
+	return 0;
+}
+
 int cr_process_ids(pid_t pid, pid_t **ids, size_t *nr)
 {
 	struct proc_stat st;

@@ -169,6 +169,8 @@ void cr_net_lock_keep_table(void);
  * (sysconf(_SC_CLK_TCK)), as /proc/PID/stat says it: a pid used again
  * since has another.  0 or -errno. */
 int cr_process_start(pid_t pid, unsigned long long *ticks);
+/* its parent's pid (0 for the init of its pid namespace): 0 or -errno */
+int cr_process_parent(pid_t pid, pid_t *ppid);
 /* The ids a dump of process pid would save, as cr_images_ids lists them
  * from its images: every thread id, and its process group's and session's
  * where another process leads them (cr_group_ids).  Appended to the

@@ -1,0 +1,436 @@
+/* The logind sessions a preserved unit carries.
+ *
+ * sshd forks a process per connection; pam_systemd (libpam-systemd, on a
+ * standard Debian server) asks logind for a session, and logind moves that
+ * process into a scope of its own, user.slice/user-UID.slice/session-ID.scope,
+ * where the user's shell and commands follow it.  The session's processes
+ * are the listener's children, in another cgroup than ssh.service: dumping
+ * the unit alone would leave them parentless, killing it would end them.
+ *
+ * So a unit carries the sessions whose scope holds a process below one of
+ * its own: apply freezes the scopes with the unit, dumps their processes
+ * with the unit's (one tree: the listener and its sessions), and keeps in
+ * the manifest logind's record of each session (/run/systemd/sessions/ID,
+ * the user's /run/systemd/users/UID) and its FIFO, whose write end the
+ * session's first process holds: logind ends a session when that end is
+ * closed.
+ *
+ * In the new boot the unit's restore makes the FIFO again before the
+ * engine opens it, restores the tree into the unit's cgroup, then asks
+ * systemd for each session's scope with its processes (StartTransientUnit,
+ * as logind does at a login), writes logind's records back and restarts
+ * logind if it runs: logind reads its state from those files when it
+ * starts (it is built to be restarted), finds the scope running and the
+ * FIFO held, and lists the session again (loginctl).  Nothing here waits:
+ * each call to systemd is bounded by sd.c's timeout. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cr-log.h"
+#include "cr-util.h"
+#include "cr.h"
+#include "cycle.h"
+#include "sessions.h"
+#include "units.h"
+
+#define LOGIND_SESSIONS "/run/systemd/sessions"
+#define LOGIND_USERS	"/run/systemd/users"
+#define MAX_DEPTH	256
+
+static const char *logind_dir(const char *dflt, const char *env)
+{
+	const char *d = getenv(env);
+
+	return d && *d ? d : dflt;
+}
+
+static bool is_member(pid_t pid, const pid_t *m, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (m[i] == pid)
+			return true;
+	return false;
+}
+
+/* Is pid below one of members (its parent, its parent's parent...)? */
+static bool below(pid_t pid, const pid_t *members, int nr)
+{
+	for (int depth = 0; pid > 1 && depth < MAX_DEPTH; depth++) {
+		pid_t pp;
+
+		if (cr_process_parent(pid, &pp))
+			return false;
+		if (is_member(pp, members, nr))
+			return true;
+		pid = pp;
+	}
+	return false;
+}
+
+static int add_session(struct usessions *ss, const char *slice, const char *scope, uint32_t uid)
+{
+	struct usession *v = xrealloc_array(ss->s, ss->n + 1, sizeof(*v)), *s;
+	size_t l = strlen(scope);
+
+	if (!v)
+		return -ENOMEM;
+	ss->s = v;
+	s = &v[ss->n];
+	memset(s, 0, sizeof(*s));
+	s->uid = uid;
+	s->scope = xstrdup(scope);
+	s->slice = xstrdup(slice);
+	s->id = strndup(scope + 8, l - 8 - 6); /* session-ID.scope */
+	s->cgroup = xasprintf("/user.slice/%s/%s", slice, scope);
+	ss->n++;
+	return s->scope && s->slice && s->id && s->cgroup ? 0 : -ENOMEM;
+}
+
+static bool session_scope_name(const char *n)
+{
+	size_t l = strlen(n);
+
+	return l > 14 && !strncmp(n, "session-", 8) && !strcmp(n + l - 6, ".scope");
+}
+
+/* the scopes of one user's slice */
+static int find_in_slice(const char *slice, uint32_t uid, const pid_t *members, int nr,
+			 struct usessions *ss)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/user.slice/%s", cgroup_root(), slice);
+	struct dirent *de;
+	DIR *d;
+	int ret = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : pr_errno("cannot read %s", dir);
+	while (!ret && (de = readdir(d))) {
+		_cleanup_free_ char *sub = NULL;
+		_cleanup_free_ pid_t *procs = NULL;
+		int np = 0;
+		bool carried = false;
+
+		if (!session_scope_name(de->d_name))
+			continue;
+		sub = xasprintf("%s/%s", dir, de->d_name);
+		if (!sub) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (cgroup_procs(sub, &procs, &np))
+			continue; /* gone meanwhile */
+		for (int i = 0; i < np && !carried; i++)
+			carried = below(procs[i], members, nr);
+		if (carried)
+			ret = add_session(ss, slice, de->d_name, uid);
+	}
+	closedir(d);
+	return ret;
+}
+
+int sessions_find(const pid_t *members, int nr, struct usessions *ss)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/user.slice", cgroup_root());
+	struct dirent *de;
+	DIR *d;
+	int ret = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : pr_errno("cannot read %s", dir);
+	while (!ret && (de = readdir(d))) {
+		unsigned uid;
+		char tail[16];
+
+		if (sscanf(de->d_name, "user-%u%15s", &uid, tail) != 2 || strcmp(tail, ".slice"))
+			continue;
+		ret = find_in_slice(de->d_name, uid, members, nr, ss);
+	}
+	closedir(d);
+	return ret;
+}
+
+int sessions_members(const struct usessions *ss, pid_t **members, int *nr)
+{
+	for (int i = 0; i < ss->n; i++) {
+		_cleanup_free_ char *dir = xasprintf("%s%s", cgroup_root(), ss->s[i].cgroup);
+		_cleanup_free_ pid_t *procs = NULL;
+		int np = 0, ret;
+
+		if (!dir)
+			return -ENOMEM;
+		ret = cgroup_procs(dir, &procs, &np);
+		if (ret) {
+			pr_err("session %s: cannot list the processes of %s: %s", ss->s[i].id, dir,
+			       strerror(-ret));
+			return ret;
+		}
+		for (int k = 0; k < np; k++) {
+			pid_t *v;
+
+			if (is_member(procs[k], *members, *nr))
+				continue;
+			v = xrealloc_array(*members, *nr + 1, sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			*members = v;
+			v[(*nr)++] = procs[k];
+		}
+	}
+	return 0;
+}
+
+int sessions_call(struct sd *s, struct usessions *ss, bool freeze)
+{
+	int ret = 0;
+
+	for (int i = 0; i < ss->n; i++) {
+		if (ss->s[i].frozen == freeze)
+			continue;
+		if (freeze ? sd_freeze(s, ss->s[i].scope) : sd_thaw(s, ss->s[i].scope)) {
+			ret = -EIO;
+			continue;
+		}
+		ss->s[i].frozen = freeze;
+	}
+	return ret;
+}
+
+bool sessions_hold_self(const struct usessions *ss)
+{
+	_cleanup_free_ char *own = own_cgroup();
+
+	for (int i = 0; own && i < ss->n; i++)
+		if (!strcmp(own, ss->s[i].cgroup))
+			return true;
+	return false;
+}
+
+void sessions_free(struct usessions *ss)
+{
+	for (int i = 0; i < ss->n; i++) {
+		free(ss->s[i].id);
+		free(ss->s[i].scope);
+		free(ss->s[i].slice);
+		free(ss->s[i].cgroup);
+	}
+	free(ss->s);
+	ss->s = NULL;
+	ss->n = 0;
+}
+
+/* the value of KEY= in logind's record (malloc'd), or NULL */
+static char *state_value(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, key, kl) && l[kl] == '=')
+			return strndup(l + kl + 1, strcspn(l + kl + 1, "\n"));
+	return NULL;
+}
+
+static int record_one(const struct usession *u, const pid_t *members, int nr, CycleSession *cs)
+{
+	_cleanup_free_ char *path =
+		xasprintf("%s/%s", logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS"), u->id);
+	_cleanup_free_ char *upath =
+		xasprintf("%s/%u", logind_dir(LOGIND_USERS, "KUPDATE_LOGIND_USERS"), u->uid);
+	_cleanup_free_ char *dir = xasprintf("%s%s", cgroup_root(), u->cgroup);
+	_cleanup_free_ char *user = NULL;
+	_cleanup_free_ pid_t *procs = NULL;
+	char *text = NULL, *utext = NULL;
+	size_t len = 0, ulen = 0;
+	int np = 0, ret;
+	struct stat st;
+
+	if (!path || !upath || !dir)
+		return -ENOMEM;
+	ret = read_file_at(AT_FDCWD, path, &text, &len);
+	if (ret) {
+		pr_err("session %s (%s) has no record of logind's in %s: %s; is it a logind "
+		       "session?",
+		       u->id, u->scope, path, strerror(-ret));
+		return ret;
+	}
+	cs->state.data = (uint8_t *)text;
+	cs->state.len = len;
+	if (!read_file_at(AT_FDCWD, upath, &utext, &ulen)) {
+		cs->has_user_state = 1;
+		cs->user_state.data = (uint8_t *)utext;
+		cs->user_state.len = ulen;
+	}
+	cs->id = xstrdup(u->id);
+	cs->scope = xstrdup(u->scope);
+	cs->slice = xstrdup(u->slice);
+	cs->uid = u->uid;
+	user = state_value(text, "USER");
+	cs->description = xasprintf("Session %s of User %s", u->id, user ? user : "?");
+	cs->fifo = state_value(text, "FIFO");
+	if (cs->fifo) {
+		if (stat(cs->fifo, &st) || !S_ISFIFO(st.st_mode))
+			return pr_errno("session %s: its FIFO %s is not there", u->id, cs->fifo);
+		cs->has_fifo_mode = 1;
+		cs->fifo_mode = st.st_mode & 07777;
+	}
+	if (!cs->id || !cs->scope || !cs->slice || !cs->description)
+		return -ENOMEM;
+	ret = cgroup_procs(dir, &procs, &np);
+	if (ret)
+		return ret;
+	cs->pids = calloc(np ? np : 1, sizeof(*cs->pids));
+	if (!cs->pids)
+		return -ENOMEM;
+	for (int i = 0; i < np; i++)
+		if (is_member(procs[i], members, nr))
+			cs->pids[cs->n_pids++] = procs[i];
+	return 0;
+}
+
+int sessions_record(const struct usessions *ss, const pid_t *members, int nr, CycleSession ***out,
+		    size_t *nout)
+{
+	CycleSession **v = calloc(ss->n ? ss->n : 1, sizeof(*v));
+	int ret = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (!v)
+		return -ENOMEM;
+	for (int i = 0; i < ss->n && !ret; i++) {
+		v[i] = calloc(1, sizeof(**v));
+		if (!v[i]) {
+			ret = -ENOMEM;
+			break;
+		}
+		cycle_session__init(v[i]);
+		ret = record_one(&ss->s[i], members, nr, v[i]);
+	}
+	if (ret) {
+		for (int i = 0; i < ss->n; i++)
+			if (v[i])
+				cycle_session__free_unpacked(v[i], NULL);
+		free(v);
+		return ret;
+	}
+	*out = v;
+	*nout = ss->n;
+	return 0;
+}
+
+/* ------------------------------------------------------------ restore */
+
+static bool safe_name(const char *s)
+{
+	return s && *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+static int write_atomic(const char *path, const void *data, size_t len)
+{
+	_cleanup_free_ char *tmp = xasprintf("%s.kupdate", path);
+	int fd, ret = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return pr_errno("cannot write %s", tmp);
+	if (write(fd, data, len) != (ssize_t)len)
+		ret = pr_errno("cannot write %s", tmp);
+	if (close(fd) && !ret)
+		ret = pr_errno("cannot write %s", tmp);
+	if (!ret && rename(tmp, path))
+		ret = pr_errno("cannot rename %s to %s", tmp, path);
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+int sessions_prepare(const CycleUnit *cu)
+{
+	const char *dir = logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS");
+
+	for (size_t i = 0; i < cu->n_sessions; i++) {
+		const CycleSession *cs = cu->sessions[i];
+
+		if (!cs->fifo)
+			continue;
+		if (mkdir_p(dir, 0755))
+			return pr_errno("cannot make %s", dir);
+		if (mkfifo(cs->fifo, cs->has_fifo_mode ? cs->fifo_mode : 0600) && errno != EEXIST)
+			return pr_errno("session %s: cannot make its FIFO %s again", cs->id,
+					cs->fifo);
+	}
+	return 0;
+}
+
+int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
+{
+	const char *sdir = logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS");
+	const char *udir = logind_dir(LOGIND_USERS, "KUPDATE_LOGIND_USERS");
+	struct sd s;
+	int ret = 0, bad = 0;
+
+	what[0] = 0;
+	if (!cu->n_sessions)
+		return 0;
+	ret = sd_open(&s);
+	if (ret) {
+		snprintf(what, len,
+			 "its %zu login sessions were restored, but systemd cannot be "
+			 "reached to give them their scopes",
+			 cu->n_sessions);
+		return ret;
+	}
+	for (size_t i = 0; i < cu->n_sessions; i++) {
+		const CycleSession *cs = cu->sessions[i];
+		_cleanup_free_ char *path = NULL, *upath = NULL;
+		struct stat st;
+
+		if (!safe_name(cs->id) || !safe_name(cs->scope) || !safe_name(cs->slice)) {
+			bad++;
+			continue;
+		}
+		/* the scope first: logind drops a session whose scope is not
+		 * running when it reads its record */
+		if (sd_start_scope(&s, cs->scope, cs->slice, cs->description ?: cs->scope,
+				   (const pid_t *)cs->pids, cs->n_pids)) {
+			bad++;
+			continue;
+		}
+		path = xasprintf("%s/%s", sdir, cs->id);
+		upath = xasprintf("%s/%u", udir, cs->uid);
+		if (!path || !upath || mkdir_p(sdir, 0755) || mkdir_p(udir, 0755) ||
+		    write_atomic(path, cs->state.data, cs->state.len)) {
+			bad++;
+			continue;
+		}
+		/* a user logged in again in this boot has a record of logind's own */
+		if (cs->has_user_state && stat(upath, &st) && errno == ENOENT &&
+		    write_atomic(upath, cs->user_state.data, cs->user_state.len))
+			bad++;
+	}
+	/* logind reads the records when it starts: now, if it runs already */
+	if (sd_try_restart(&s, "systemd-logind.service"))
+		bad++;
+	sd_close(&s);
+	if (bad) {
+		snprintf(what, len,
+			 "%d of its %zu login sessions could not be handed back to logind "
+			 "(their processes run on in the unit's control group)",
+			 bad, cu->n_sessions);
+		return -EIO;
+	}
+	return 0;
+}
