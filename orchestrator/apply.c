@@ -43,6 +43,7 @@
 #include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
+#include "handoff.h"
 #include "kexec.h"
 #include "kimage.h"
 #include "kupdate.h"
@@ -85,6 +86,10 @@ struct apply_opts {
 	int jobs;	      /* --jobs: units dumped at once (0: one a CPU) */
 	uint64_t ghost_limit; /* --ghost-limit, 0: the engine's default */
 };
+
+/* the kexec is queued: the report of an apply handed over from a login
+ * session comes from the new boot (handoff.c) */
+static bool jump_queued;
 
 /* systemd's bus connection is used by one thread at a time (the units'
  * freezes and thaws happen in the dump threads) */
@@ -832,6 +837,7 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "no-rto-revert", no_argument, NULL, 'R' },
 		{ "ghost-limit", required_argument, NULL, 'g' },
+		{ "handoff", required_argument, NULL, 'O' }, /* handoff.c: the worker */
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -874,6 +880,8 @@ static int parse_apply(int argc, char **argv, struct apply_opts *ao, const char 
 			break;
 		case 'W':
 			ao->after_apt = true;
+			break;
+		case 'O':
 			break;
 		case 'g':
 			if (parse_size(optarg, &ao->ghost_limit)) {
@@ -1331,6 +1339,7 @@ static int jump(struct sd *sd, const struct apply_opts *ao, const char *id, cons
 		return 1;
 	}
 	*loaded = false; /* the jump is queued */
+	jump_queued = true;
 	return 0;
 }
 
@@ -1361,7 +1370,39 @@ static void aunits_free(struct aunit *u, int n)
 	free(u);
 }
 
-int cmd_apply(int argc, char **argv)
+/* 1 when the apply runs in a login session one of the units carries: its
+ * work was handed to a unit of its own, followed until its end (*rc: its
+ * status); -1 on a failure to hand it over; 0 otherwise */
+static int handed_over(struct sd *sd, const char **names, int n, int argc, char **argv, int *rc)
+{
+	_cleanup_free_ char *file = NULL;
+	int ret = handoff_start(sd, names, n, argc, argv, &file);
+
+	if (ret <= 0)
+		return ret < 0 ? -1 : 0;
+	sd_close(sd); /* nothing held while it is dumped with its session */
+	*rc = handoff_follow(file);
+	return 1;
+}
+
+/* the options, the kernel to jump to, the pid reservation: 0, -1 (done:
+ * --help), or an exit status */
+static int apply_args(int argc, char **argv, struct apply_opts *ao, const char ***names, int *nr,
+		      char **next, char **next_initrd, char **next_release)
+{
+	int ret = parse_apply(argc, argv, ao, names, nr);
+
+	/* auto-apply (hook.c): apt's hook scheduled us while apt ran */
+	if (!ret && ao->after_apt && wait_after_apt(1800))
+		ret = 1;
+	if (!ret && choose_kernel(ao, next, next_initrd, next_release))
+		ret = 1;
+	if (!ret)
+		reserve_for_kernel(ao);
+	return ret;
+}
+
+static int apply_main(int argc, char **argv, bool worker)
 {
 	struct apply_opts ao = { 0 };
 	const char **names = NULL;
@@ -1378,14 +1419,7 @@ int cmd_apply(int argc, char **argv)
 	/* where a failure happened, for its last message */
 	const char *phase = "preflight", *phase_unit = NULL;
 
-	ret = parse_apply(argc, argv, &ao, &names, &nr_names);
-	/* auto-apply (hook.c): apt's hook scheduled us while apt ran */
-	if (!ret && ao.after_apt && wait_after_apt(1800))
-		ret = 1;
-	if (!ret && choose_kernel(&ao, &next, &next_initrd, &next_release))
-		ret = 1;
-	if (!ret)
-		reserve_for_kernel(&ao);
+	ret = apply_args(argc, argv, &ao, &names, &nr_names, &next, &next_initrd, &next_release);
 	if (ret) {
 		free(names);
 		apply_opts_free(&ao);
@@ -1397,6 +1431,12 @@ int cmd_apply(int argc, char **argv)
 		goto out;
 	if (sd_open(&sd) || follow_names(&sd, &names, &nr_names, &followed, &nr_followed))
 		goto out;
+	/* from a login session the units carry: the work goes to a unit */
+	ret = worker ? 0 : handed_over(&sd, names, nr_names, argc, argv, &rc);
+	if (ret) {
+		ao.dry_run = true; /* a failure is the worker's to report */
+		goto out;
+	}
 	u = calloc(nr_names > 0 ? (size_t)nr_names : 1, sizeof(*u));
 	if (!u)
 		goto out;
@@ -1509,5 +1549,18 @@ out:
 	apply_opts_free(&ao);
 	strv_free(preserved, nr_pres);
 	strv_free(followed, nr_followed);
+	return rc;
+}
+
+int cmd_apply(int argc, char **argv)
+{
+	const char *file = handoff_arg(argc, argv);
+	int rc;
+
+	if (file && handoff_worker_begin(file))
+		return 1;
+	rc = apply_main(argc, argv, file != NULL);
+	if (file)
+		handoff_worker_end(rc, jump_queued);
 	return rc;
 }

@@ -34,6 +34,7 @@
 #include "cr-util.h"
 #include "cr.h"
 #include "cycle.h"
+#include "handoff.h"
 #include "kupdate.h"
 #include "sd.h"
 #include "sessions.h"
@@ -1140,6 +1141,8 @@ int cmd_finish(int argc, char **argv)
 		ret = finish_cycle(&s, id, false);
 		sd_close(&s);
 	}
+	/* an apply run from a preserved login session waits for its report */
+	handoff_report(id);
 	sweep(id);
 	return ret ? 1 : 0;
 }

@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,9 +369,76 @@ int sessions_prepare(const CycleUnit *cu)
 			continue;
 		if (mkdir_p(dir, 0755))
 			return pr_errno("cannot make %s", dir);
-		if (mkfifo(cs->fifo, cs->has_fifo_mode ? cs->fifo_mode : 0600) && errno != EEXIST)
+		if ((mkfifo(cs->fifo, 0600) && errno != EEXIST) ||
+		    chmod(cs->fifo, cs->has_fifo_mode ? cs->fifo_mode : 0600))
 			return pr_errno("session %s: cannot make its FIFO %s again", cs->id,
 					cs->fifo);
+	}
+	return 0;
+}
+
+/* The processes of the session now: those of its saved pids still there
+ * and their children, in this process's cgroup (the unit's, where the
+ * restore made them and where their children forked since are) */
+static int session_now(const CycleSession *cs, pid_t **out, int *nout)
+{
+	_cleanup_free_ char *own = own_cgroup(), *dir = NULL;
+	_cleanup_free_ pid_t *procs = NULL;
+	int np = 0, ret;
+
+	*out = NULL;
+	*nout = 0;
+	dir = own ? xasprintf("%s%s", cgroup_root(), own) : NULL;
+	if (!dir)
+		return -ENOMEM;
+	ret = cgroup_procs(dir, &procs, &np);
+	if (ret)
+		return ret;
+	for (int i = 0; i < np; i++) {
+		pid_t *v;
+
+		if (!is_member(procs[i], (const pid_t *)cs->pids, cs->n_pids) &&
+		    !below(procs[i], (const pid_t *)cs->pids, cs->n_pids))
+			continue;
+		v = xrealloc_array(*out, *nout + 1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		*out = v;
+		v[(*nout)++] = procs[i];
+	}
+	return 0;
+}
+
+/* The session's scope, made with its first process (LEADER= of logind's
+ * record, which lives as long as the session), then the others of now moved
+ * in: a process gone between the listing and systemd's move fails the move
+ * (listed again, up to 4 times), and children forked meanwhile are in the
+ * next listing. */
+static int session_scope(struct sd *s, const CycleSession *cs)
+{
+	_cleanup_free_ char *text = strndup((const char *)cs->state.data, cs->state.len);
+	_cleanup_free_ char *leader_s = text ? state_value(text, "LEADER") : NULL;
+	pid_t leader = leader_s ? atoi(leader_s) : (cs->n_pids ? cs->pids[0] : 0);
+	int ret;
+
+	if (leader <= 0 || kill(leader, 0)) {
+		pr_err("session %s: its first process %d is not there to make %s", cs->id, leader,
+		       cs->scope);
+		return -ESRCH;
+	}
+	ret = sd_start_scope(s, cs->scope, cs->slice, cs->description ?: cs->scope, &leader, 1);
+	if (ret) {
+		sd_reset_failed(s, cs->scope);
+		return ret;
+	}
+	for (int t = 0; t < 4; t++) {
+		_cleanup_free_ pid_t *now = NULL;
+		int n = 0;
+
+		if (session_now(cs, &now, &n) || !n)
+			return 0;
+		if (sd_attach(s, cs->scope, now, n) && t == 3)
+			return -EIO;
 	}
 	return 0;
 }
@@ -404,8 +472,7 @@ int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
 		}
 		/* the scope first: logind drops a session whose scope is not
 		 * running when it reads its record */
-		if (sd_start_scope(&s, cs->scope, cs->slice, cs->description ?: cs->scope,
-				   (const pid_t *)cs->pids, cs->n_pids)) {
+		if (session_scope(&s, cs)) {
 			bad++;
 			continue;
 		}

@@ -152,6 +152,18 @@ check-stock:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results stock $(MAKE) --no-print-directory -s stock
 
+# Issue 30's programs across the cycle (tests/cycle/programs.sh): sshd
+# with its logind sessions, the apply run from one of them.  The host's
+# ssh client logs in (openssh-client).
+.PHONY: programs check-programs
+programs: kernels guest-image $(KQ_HOST) cycle-payload
+	$(Q)BUILD=$(BUILD) tests/cycle/programs.sh
+
+CHECK_SUITES += programs
+check-programs:
+	$(Q)tools/deps.sh kernel guest
+	$(Q)tools/run-suite $(BUILD)/results programs $(MAKE) --no-print-directory -s programs
+
 # The soak (tests/cycle/soak.sh): N cycles in a row, A <-> B, with five
 # units and three host clients connected throughout; not in `make check`
 # (20-40 s a cycle under emulation).  `make soak N=100`.

@@ -10,7 +10,7 @@ pkgs_test="libcmocka-dev perl clang-format iproute2 nftables jq bsdutils groff-b
 pkgs_kernel="ccache bc bison flex libelf-dev libssl-dev cpio xz-utils kmod patch
  linux-source-6.1 linux-source-6.12"
 pkgs_guest="qemu-system-x86 qemu-utils debootstrap busybox-static e2fsprogs cpio
- zstd ca-certificates"
+ zstd ca-certificates openssh-client"
 pkgs_fuzz="clang libclang-rt-14-dev"
 # building the Debian package (tests/ops/deb.sh); its Build-Depends are
 # the build group

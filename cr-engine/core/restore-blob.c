@@ -324,12 +324,24 @@ static int plan_exe(struct rctx *c, const struct rproc *rp, struct rst_builder *
 		int fd = open(t->exe_path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 
+		struct stat self;
+
 		if (fd < 0 || fstat(fd, &st) || (t->has_exe_ino && st.st_ino != t->exe_ino)) {
 			pr_err("pid %d: its executable %s is gone or was replaced since the dump",
 			       rp->pid, t->exe_path);
 			if (fd >= 0)
 				close(fd);
 			return -ESTALE;
+		}
+		/* kupdate itself (an apply following its worker from a login
+		 * session: orchestrator/handoff.c): the process, forked by
+		 * kupdate, has it already, and the kernel refuses to replace an
+		 * executable that is still mapped (EBUSY), as the restored
+		 * memory maps it */
+		if (!stat("/proc/self/exe", &self) && self.st_dev == st.st_dev &&
+		    self.st_ino == st.st_ino) {
+			close(fd);
+			return 0;
 		}
 		b->args.exe_fd = builder_place_fd(b, fd);
 		if (b->args.exe_fd < 0)

@@ -9,14 +9,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "boot.h"
@@ -25,6 +28,7 @@
 #include "kupdate.h"
 #include "log.h"
 #include "proc.h"
+#include "sessions.h"
 #include "store.h"
 #include "units.h"
 #include "util.h"
@@ -741,6 +745,108 @@ static void test_store_mount(void **state)
 	m->store_mount = NULL;
 }
 
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* sessions.c on a made-up cgroup tree and logind state: a scope holding a
+ * child of a member is carried, whole; one holding only others is not;
+ * logind's record and the FIFO's mode are kept, and the FIFO is made
+ * again for the restore */
+static void test_sessions(void **state)
+{
+	char root[160], path[320], text[900], fifo[340];
+	pid_t me = getpid(), kid = fork(), *members;
+	struct usessions ss = { 0 };
+	CycleSession **rec = NULL;
+	CycleUnit cu = CYCLE_UNIT__INIT;
+	size_t nrec = 0;
+	int n = 1;
+	struct stat st;
+
+	(void)state;
+	if (!kid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pause();
+		_exit(0);
+	}
+	assert_true(kid > 0);
+	snprintf(root, sizeof(root), "%s/cg", tmpdir);
+	snprintf(path, sizeof(path), "%s/user.slice/user-0.slice/session-7.scope", root);
+	assert_int_equal(mkdir_p(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/user.slice/user-0.slice/session-7.scope/cgroup.procs",
+		 root);
+	snprintf(text, sizeof(text), "%d\n", kid);
+	put(path, text);
+	snprintf(path, sizeof(path), "%s/user.slice/user-1000.slice/session-c2.scope", root);
+	assert_int_equal(mkdir_p(path, 0755), 0);
+	strcat(path, "/cgroup.procs");
+	put(path, "1\n");
+	setenv("KUPDATE_CGROUP_ROOT", root, 1);
+	snprintf(path, sizeof(path), "%s/logind/sessions", tmpdir);
+	assert_int_equal(mkdir_p(path, 0755), 0);
+	setenv("KUPDATE_LOGIND_SESSIONS", path, 1);
+	snprintf(fifo, sizeof(fifo), "%s/7.ref", path);
+	assert_int_equal(mkfifo(fifo, 0620), 0);
+	assert_int_equal(chmod(fifo, 0620), 0); /* past the umask */
+	snprintf(text, sizeof(text),
+		 "UID=0\nUSER=root\nSCOPE=session-7.scope\nFIFO=%s\nLEADER=%d\n", fifo, kid);
+	strcat(path, "/7");
+	put(path, text);
+	snprintf(path, sizeof(path), "%s/logind/users", tmpdir);
+	setenv("KUPDATE_LOGIND_USERS", path, 1);
+
+	members = malloc(sizeof(*members));
+	assert_non_null(members);
+	members[0] = me;
+	assert_int_equal(sessions_find(members, n, &ss), 0);
+	assert_int_equal(ss.n, 1);
+	assert_string_equal(ss.s[0].id, "7");
+	assert_string_equal(ss.s[0].scope, "session-7.scope");
+	assert_string_equal(ss.s[0].slice, "user-0.slice");
+	assert_false(sessions_hold_self(&ss));
+	assert_int_equal(sessions_members(&ss, &members, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(members[1], kid);
+	assert_int_equal(sessions_record(&ss, members, n, &rec, &nrec), 0);
+	assert_int_equal(nrec, 1);
+	assert_string_equal(rec[0]->fifo, fifo);
+	assert_int_equal(rec[0]->fifo_mode, 0620);
+	assert_string_equal(rec[0]->description, "Session 7 of User root");
+	assert_int_equal(rec[0]->n_pids, 1);
+	assert_int_equal(rec[0]->pids[0], kid);
+	assert_memory_equal(rec[0]->state.data, text, strlen(text));
+	assert_false(rec[0]->has_user_state);
+
+	/* the restore's side: the FIFO again, with its mode */
+	unlink(fifo);
+	cu.n_sessions = nrec;
+	cu.sessions = rec;
+	assert_int_equal(sessions_prepare(&cu), 0);
+	assert_int_equal(stat(fifo, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0620);
+
+	/* members without a child there (a pid nobody has): nothing to carry */
+	sessions_free(&ss);
+	members[0] = 4194000;
+	n = 1;
+	assert_int_equal(sessions_find(members, n, &ss), 0);
+	assert_int_equal(ss.n, 0);
+
+	cycle_session__free_unpacked(rec[0], NULL);
+	free(rec);
+	free(members);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	unsetenv("KUPDATE_CGROUP_ROOT");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -751,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_generator),      cmocka_unit_test(test_store),
 		cmocka_unit_test(test_store_mount),    cmocka_unit_test(test_mount_table),
 		cmocka_unit_test(test_claim),	       cmocka_unit_test(test_prefetch),
+		cmocka_unit_test(test_sessions),
 	};
 	char cmd[96];
 	int ret;

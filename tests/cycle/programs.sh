@@ -1,0 +1,167 @@
+#!/bin/bash
+# Issue 30's programs across the kernel update cycle in QEMU, TAP.  First
+# of them: Debian's sshd as shipped, with libpam-systemd as on a standard
+# server, so each session lives in a logind scope of its own
+# (user-0.slice/session-ID.scope) below the listener of ssh.service:
+#
+#   0 boot A; ssh.service enabled and preserved (kupdate enable), a key of
+#     the test's for root; from the host, over QEMU's forward:
+#       s1 a session with a pty running a loop that prints a numbered line
+#          every 200 ms (the host stamps each line as it comes)
+#       s2 an idle interactive shell, fed from a FIFO
+#   1 A -> B, run by the operator from a third session, s3: `kupdate apply`
+#     hands the work to kupdate-apply-PID.service and follows its output
+#     (orchestrator/handoff.c); s3 is dumped and restored with the others
+#     and prints the apply's report on the new kernel, then goes on
+#   2 B -> A, `kupdate apply` from outside of the sessions (the agent)
+#
+# After each: ssh.service's processes and every session's are those of
+# before, each in its scope again; loginctl lists the same sessions; s1's
+# lines go on without a gap (its pause: the longest wait between two
+# lines); s2's shell answers with its pid of before; s3 got the report.
+#
+# usage: tests/cycle/programs.sh
+set -uo pipefail
+. "$(dirname "$0")/../../qemu-kexec/qemu-lock.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
+export BUILD
+vm=$top/qemu-kexec/vm
+name=programs-$$
+BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
+work=$(mktemp -d /tmp/kupdate-programs.XXXXXX)
+s1_pid= s2_pid= s2_hold= s3_pid=
+# shellcheck source=tests/cycle/lib.sh
+. "$here/lib.sh"
+
+run() { "$vm" run "$name" -t 120 -- "$@"; }
+stop_sessions() {
+	for p in $s1_pid $s2_pid $s2_hold $s3_pid; do kill "$p" 2>/dev/null; done
+}
+finish() {
+	stop_sessions
+	"$vm" kill "$name" >/dev/null 2>&1
+	[ "$failed" = 0 ] && rm -rf "${VM_DIR:-$BUILD/vm}/$name"
+	rm -rf "$work"
+	echo "1..$n"
+	exit $((failed > 0))
+}
+trap finish INT TERM
+trap 'for p in ${s1_pid:-} ${s2_pid:-} ${s2_hold:-} ${s3_pid:-}; do kill "$p" 2>/dev/null; done
+	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
+
+# ---- boot A, sshd, the sessions ------------------------------------------------
+t0=$(now)
+"$vm" start "$name" --guest debian --kernel A --payload "$BUILD/cycle-payload" \
+	--timeout "$BOOT_TIMEOUT" --fwd auto:22 2>"$work/start" ||
+	{ sed 's/^/# /' "$work/start"; bail "boot kernel A"; }
+"$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
+say "boot A: $(since "$t0") s"
+port_ssh=$(fwd 22)
+wait_payload || bail "the payload disk is not mounted in the guest"
+ssh-keygen -q -t ed25519 -N '' -f "$work/key" || bail "make an ssh key"
+run "cp -a /payload/root/. / && systemctl daemon-reload && systemctl enable kupdate-finish.service &&
+	mkdir -p -m 700 /root/.ssh && echo '$(cat "$work/key.pub")' >/root/.ssh/authorized_keys &&
+	systemctl enable --now ssh.service && kupdate enable ssh.service" >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "install kupdate, enable ssh.service"; }
+ssh_g() {
+	ssh -i "$work/key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+		-o LogLevel=ERROR -o ConnectTimeout=20 -o ServerAliveInterval=0 -p "$port_ssh" root@127.0.0.1 "$@"
+}
+# s1: a line every 200 ms, each stamped by the host as it arrives
+ssh_g -tt 'i=0; while :; do i=$((i+1)); echo "line $i"; sleep 0.2; done' </dev/null 2>&1 |
+	while IFS= read -r l; do echo "$(date +%s.%N) ${l%$'\r'}"; done >"$work/s1" &
+s1_pid=$!
+# s2: an interactive shell, fed from a FIFO the test holds open
+mkfifo "$work/s2.in"
+sleep 100000 >"$work/s2.in" &
+s2_hold=$!
+ssh_g -tt <"$work/s2.in" >"$work/s2" 2>&1 &
+s2_pid=$!
+for _ in $(seq 100); do
+	[ "$(run 'loginctl list-sessions --no-legend | wc -l')" = 2 ] && [ -s "$work/s1" ] && break
+	sleep 0.3
+done
+echo 'stty -echo; PS1=; echo "s2 shell $$"' >"$work/s2.in"
+for _ in $(seq 50); do grep -q 's2 shell [0-9]' "$work/s2" && break; sleep 0.2; done
+s2_shell=$(tr -d '\r' <"$work/s2" | grep -o 's2 shell [0-9][0-9]*' | head -1 | cut -d' ' -f3)
+say "s2's shell: pid ${s2_shell:-none}"
+check "sshd: two sessions from the host, each in a logind scope (libpam-systemd)" \
+	test "$(run 'ls -d /sys/fs/cgroup/user.slice/user-0.slice/session-*.scope | wc -l')" = 2 -a -n "$s2_shell"
+
+# the processes of ssh.service and of every session scope, with their cgroups
+procs() {
+	run 'for f in /sys/fs/cgroup/system.slice/ssh.service/cgroup.procs /sys/fs/cgroup/user.slice/user-0.slice/session-*.scope/cgroup.procs; do
+		for p in $(cat $f); do c=$(cat /proc/$p/comm 2>/dev/null) && g=$(cut -d: -f3 /proc/$p/cgroup 2>/dev/null) || continue
+			case $c in kupdate | sleep) continue ;; esac; echo "$p $c $g"; done; done | sort -n'
+}
+sessions() { run 'loginctl list-sessions --no-legend | awk "{print \$1}" | sort | tr "\n" " "'; }
+# longest wait between two of s1's lines, from the line before $1 on
+s1_pause() { awk -v from="$1" '{ t = $1; n = $3 } n > from && p { d = t - p; if (d > m) m = d } { p = t }
+	END { printf "%.2f", m }' "$work/s1"; }
+# s1's numbers all there, one after the other, and more than $1 of them
+s1_check() { awk -v past="$1" '{ n = $3 } NR > 1 && n != last + 1 { bad = 1 } { last = n }
+	END { exit !(!bad && last > past) }' "$work/s1"; }
+s1_last() { tail -1 "$work/s1" | awk '{ print $3 }'; }
+
+cycle_checks() { # LABEL BEFORE_PROCS BEFORE_SESSIONS S1_BEFORE
+	local label=$1 after
+	after=$(procs)
+	sed 's/^/# after: /' <<<"$after"
+	check "$label: ssh.service and its sessions restored with their processes, each in its scope again" \
+		test "$after" = "$2"
+	[ "$after" = "$2" ] || why_unit ssh.service
+	check "$label: loginctl lists the same sessions ($(sessions))" test "$(sessions)" = "$3"
+	for _ in $(seq 50); do [ "$(s1_last)" -gt $(($4 + 25)) ] && break; sleep 0.2; done
+	say "s1: line $(s1_last) now, $4 at the apply; pause $(s1_pause "$4") s"
+	check "$label: s1's lines go on after the cycle, none lost or repeated" s1_check $(($4 + 25))
+	echo "echo 's2 after $label' \$\$" >"$work/s2.in"
+	for _ in $(seq 50); do grep -q "s2 after $label [0-9]" "$work/s2" && break; sleep 0.2; done
+	check "$label: s2's idle shell answers after the cycle, the same shell (pid $s2_shell)" \
+		grep -q "s2 after $label $s2_shell"$'\r' "$work/s2"
+	grep -q "s2 after $label $s2_shell"$'\r' "$work/s2" || tr -d '\r' <"$work/s2" | tail -5 | sed 's/^/# s2: /'
+}
+
+# ---- 1: A -> B from a session --------------------------------------------------
+before=$(procs)
+sed 's/^/# before: /' <<<"$before"
+sess_before=$(sessions)
+b=$(boot_id)
+s1_at=$(s1_last)
+ssh_g -tt 'kupdate apply /payload/boot/bzImage-B; echo "apply-rc=$?"; echo "kernel=$(uname -r)"' \
+	</dev/null >"$work/s3" 2>&1 &
+s3_pid=$!
+new_boot "$b" || bail "A->B: the new kernel did not come up"
+for _ in $(seq 600); do kill -0 "$s3_pid" 2>/dev/null || break; sleep 0.5; done
+kill "$s3_pid" 2>/dev/null
+s3_pid=
+tr -d '\r' <"$work/s3" | sed 's/^/# s3: /'
+release_b=$(run 'uname -r')
+check "A->B: kupdate apply from an ssh session handed its work to kupdate-apply-PID.service" \
+	grep -q 'the apply runs in kupdate-apply-[0-9]*.service' "$work/s3"
+check "A->B: the apply's session came back on the new kernel with its report (ssh.service restored) and status 0" \
+	bash -c "tr -d '\r' <'$work/s3' | grep -q '^ssh.service .*restored' &&
+		tr -d '\r' <'$work/s3' | grep -qx 'apply-rc=0' && tr -d '\r' <'$work/s3' | grep -qx 'kernel=$release_b'"
+# the session of the apply ended after its report: two remain
+sess_b=$(sessions)
+check "A->B: logind ended the apply's session when it closed; the two others remain" \
+	test "$(wc -w <<<"$sess_b")" = 2
+cycle_checks "A->B" "$before" "$sess_before" "$s1_at"
+pause_ab=$(s1_pause "$s1_at")
+
+# ---- 2: B -> A from outside of the sessions ------------------------------------
+before=$(procs)
+sess_before=$(sessions)
+s1_at=$(s1_last)
+apply_kexec "B->A" /payload/boot/bzImage-A
+cycle_checks "B->A" "$before" "$sess_before" "$s1_at"
+pause_ba=$(s1_pause "$s1_at")
+
+echo "# ---- report ----"
+echo "#   sshd (ssh.service, $(wc -w <<<"$sess_before") sessions): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
+echo "#     checked: processes and scopes, loginctl, s1's numbered lines, s2's shell; A->B run from s3"
+echo "#     s1's pause: A->B ${pause_ab} s, B->A ${pause_ba} s"
+stop_sessions
+finish
