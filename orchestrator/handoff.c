@@ -77,7 +77,8 @@ static bool in_carried_session(struct sd *s, const char *const *names, int n, ch
 
 			held = true;
 			snprintf(unit, ulen, "%s", names[i]);
-			snprintf(scope, slen, "%s", own && strrchr(own, '/') ? strrchr(own, '/') + 1 : "?");
+			snprintf(scope, slen, "%s",
+				 own && strrchr(own, '/') ? strrchr(own, '/') + 1 : "?");
 		}
 		sessions_free(&ss);
 		free(m);
@@ -119,8 +120,7 @@ static char **kupdate_env(size_t *n)
 	return v;
 }
 
-int handoff_start(struct sd *s, const char *const *names, int n, int argc, char **argv,
-		  char **file)
+int handoff_start(struct sd *s, const char *const *names, int n, int argc, char **argv, char **file)
 {
 	char unit[256], scope[256], worker[64];
 	_cleanup_free_ char *dir = handoff_dir(), *exe = NULL;
@@ -228,7 +228,8 @@ int handoff_follow(const char *file)
 		ssize_t r = 0;
 
 		if (fd >= 0) {
-			while (rc < 0 && (r = pread(fd, buf + len, sizeof(buf) - 1 - len, off)) > 0) {
+			while (rc < 0 &&
+			       (r = pread(fd, buf + len, sizeof(buf) - 1 - len, off)) > 0) {
 				off += r;
 				len += r;
 				rc = take_lines(buf, &len, &worker);
@@ -249,7 +250,8 @@ int handoff_follow(const char *file)
 		}
 		if (interrupted_flag) {
 			fprintf(stderr,
-				"kupdate: interrupted; the apply goes on in kupdate-apply-%d.service "
+				"kupdate: interrupted; the apply goes on in "
+				"kupdate-apply-%d.service "
 				"(its output: %s; kupdate status)\n",
 				getpid(), file);
 			return 130;

@@ -473,33 +473,6 @@ int sd_start_service(struct sd *s, const char *unit, const char *description, ch
 	return r < 0 ? r : 0;
 }
 
-int sd_attach(struct sd *s, const char *unit, const pid_t *pids, size_t nr)
-{
-	sd_bus_message *m = NULL, *reply = NULL;
-	sd_bus_error err = SD_BUS_ERROR_NULL;
-	int r;
-
-	r = sd_bus_message_new_method_call(s->bus, &m, DEST, MPATH, MIFACE,
-					   "AttachProcessesToUnit");
-	if (r >= 0)
-		r = sd_bus_message_append(m, "ss", unit, "");
-	if (r >= 0)
-		r = sd_bus_message_open_container(m, 'a', "u");
-	for (size_t i = 0; r >= 0 && i < nr; i++)
-		r = sd_bus_message_append(m, "u", (uint32_t)pids[i]);
-	if (r >= 0)
-		r = sd_bus_message_close_container(m);
-	if (r >= 0)
-		r = sd_bus_call(s->bus, m, 120 * 1000000ULL, &err, &reply);
-	if (r < 0)
-		pr_err("cannot move %zu processes into %s: %s", nr, unit,
-		       err.message ? err.message : strerror(-r));
-	sd_bus_error_free(&err);
-	sd_bus_message_unref(m);
-	sd_bus_message_unref(reply);
-	return r < 0 ? r : 0;
-}
-
 int sd_reset_failed(struct sd *s, const char *unit)
 {
 	char w[256];

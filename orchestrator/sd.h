@@ -48,8 +48,6 @@ int sd_try_restart(struct sd *s, const char *unit);
  * (NULL-terminated), removed once it ended */
 int sd_start_service(struct sd *s, const char *unit, const char *description, char *const *argv,
 		     char *const *envp);
-/* move running processes into a unit's cgroup (AttachProcessesToUnit) */
-int sd_attach(struct sd *s, const char *unit, const pid_t *pids, size_t nr);
 /* a transient scope holding these processes (StartTransientUnit), in slice */
 int sd_start_scope(struct sd *s, const char *scope, const char *slice, const char *description,
 		   const pid_t *pids, size_t nr);

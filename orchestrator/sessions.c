@@ -409,38 +409,32 @@ static int session_now(const CycleSession *cs, pid_t **out, int *nout)
 	return 0;
 }
 
-/* The session's scope, made with its first process (LEADER= of logind's
- * record, which lives as long as the session), then the others of now moved
- * in: a process gone between the listing and systemd's move fails the move
- * (listed again, up to 4 times), and children forked meanwhile are in the
- * next listing. */
+/* The session's scope with its processes of now (systemd 252 moves
+ * processes only into a new scope, not into a running one that is not
+ * delegated: AttachProcessesToUnit refuses).  A process gone between the
+ * listing and systemd's move fails the call: the scope left behind is reset
+ * and the processes listed again, 4 times in all. */
 static int session_scope(struct sd *s, const CycleSession *cs)
 {
-	_cleanup_free_ char *text = strndup((const char *)cs->state.data, cs->state.len);
-	_cleanup_free_ char *leader_s = text ? state_value(text, "LEADER") : NULL;
-	pid_t leader = leader_s ? atoi(leader_s) : (cs->n_pids ? cs->pids[0] : 0);
-	int ret;
+	int ret = -ESRCH;
 
-	if (leader <= 0 || kill(leader, 0)) {
-		pr_err("session %s: its first process %d is not there to make %s", cs->id, leader,
-		       cs->scope);
-		return -ESRCH;
-	}
-	ret = sd_start_scope(s, cs->scope, cs->slice, cs->description ?: cs->scope, &leader, 1);
-	if (ret) {
-		sd_reset_failed(s, cs->scope);
-		return ret;
-	}
-	for (int t = 0; t < 4; t++) {
+	for (int t = 0; t < 4 && ret; t++) {
 		_cleanup_free_ pid_t *now = NULL;
 		int n = 0;
 
-		if (session_now(cs, &now, &n) || !n)
-			return 0;
-		if (sd_attach(s, cs->scope, now, n) && t == 3)
-			return -EIO;
+		ret = session_now(cs, &now, &n);
+		if (ret)
+			return ret;
+		if (!n) {
+			pr_err("session %s: none of its processes is left to put in %s", cs->id,
+			       cs->scope);
+			return -ESRCH;
+		}
+		ret = sd_start_scope(s, cs->scope, cs->slice, cs->description ?: cs->scope, now, n);
+		if (ret)
+			sd_reset_failed(s, cs->scope);
 	}
-	return 0;
+	return ret;
 }
 
 int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
