@@ -56,8 +56,7 @@ const char *runtime_unit_dir(void)
 	return d && *d ? d : "/run/systemd/system";
 }
 
-/* write path atomically, creating its directory */
-static int write_text(const char *path, const char *text)
+int write_file_atomic(const char *path, const void *data, size_t len)
 {
 	_cleanup_free_ char *dir = xstrdup(path), *tmp = xasprintf("%s.tmp", path);
 	int fd, ret;
@@ -73,8 +72,9 @@ static int write_text(const char *path, const char *text)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return pr_errno("cannot write %s", tmp);
-	ret = write_all(fd, text, strlen(text));
-	close(fd);
+	ret = write_all(fd, data, len);
+	if (close(fd) && !ret)
+		ret = -errno;
 	if (!ret && rename(tmp, path))
 		ret = -errno;
 	if (ret) {
@@ -82,6 +82,11 @@ static int write_text(const char *path, const char *text)
 		unlink(tmp);
 	}
 	return ret;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	return write_file_atomic(path, text, strlen(text));
 }
 
 static char *dropin(const char *dir, const char *unit, const char *name)
@@ -208,7 +213,7 @@ static void fault_from_cmdline(void)
 	}
 }
 
-static char *self_exe(void)
+char *self_exe(void)
 {
 	char buf[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

@@ -4,11 +4,18 @@
 #define KUPDATE_BOOT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cycle.h"
 
 struct sd;
 
+/* path written whole or not at all (a file beside it, renamed), its
+ * directory made if missing: 0 or -errno, said */
+int write_file_atomic(const char *path, const void *data, size_t len);
+/* this program's path (/proc/self/exe), /usr/sbin/kupdate if unreadable;
+ * malloc'd */
+char *self_exe(void);
 /* /run/systemd/system ($KUPDATE_RUNTIME_UNIT_DIR overrides) */
 const char *runtime_unit_dir(void);
 /* a dumped unit must neither restart nor run its stop commands when its

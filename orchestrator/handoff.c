@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "boot.h"
 #include "cr-log.h"
 #include "cr-util.h"
 #include "cycle.h"
@@ -131,20 +132,12 @@ int handoff_start(struct sd *s, const char *const *names, int n, int argc, char 
 	*file = NULL;
 	if (!in_carried_session(s, names, n, unit, sizeof(unit), scope, sizeof(scope)))
 		return 0;
-	exe = xasprintf("/proc/%d/exe", getpid());
+	exe = self_exe();
 	if (!dir || !exe)
 		return -ENOMEM;
-	{
-		char buf[4096];
-		ssize_t l = readlink(exe, buf, sizeof(buf) - 1);
-
-		free(exe);
-		buf[l > 0 ? l : 0] = 0;
-		exe = xstrdup(l > 0 ? buf : "/usr/sbin/kupdate");
-	}
 	*file = xasprintf("%s/%d.log", dir, getpid());
 	snprintf(worker, sizeof(worker), "kupdate-apply-%d.service", getpid());
-	if (!*file || !exe || mkdir_p(dir, 0700))
+	if (!*file || mkdir_p(dir, 0700))
 		return pr_errno("cannot make %s", dir);
 	fd = open(*file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)

@@ -322,27 +322,61 @@ int sd_kill(struct sd *s, const char *unit, int sig)
 	return call(s, MPATH, MIFACE, "KillUnit", NULL, w, "ssi", unit, "all", sig);
 }
 
+/* Send the message m that a caller built (r: how its building went),
+ * waiting at most usec (0: sd-bus's default); a failure is said after
+ * what.  m is released.  0 or -errno. */
+static int send_built(struct sd *s, sd_bus_message *m, int r, uint64_t usec, const char *what)
+{
+	sd_bus_message *reply = NULL;
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+
+	if (r >= 0)
+		r = sd_bus_call(s->bus, m, usec, &err, &reply);
+	if (r < 0)
+		pr_err("%s: %s", what, err.message ? err.message : strerror(-r));
+	sd_bus_error_free(&err);
+	sd_bus_message_unref(m);
+	sd_bus_message_unref(reply);
+	return r < 0 ? r : 0;
+}
+
+/* StartTransientUnit's call up to its properties' array, opened: the
+ * caller appends the properties, transient_send closes and sends it */
+static int transient_begin(struct sd *s, const char *unit, sd_bus_message **m)
+{
+	int r = sd_bus_message_new_method_call(s->bus, m, DEST, MPATH, MIFACE,
+					       "StartTransientUnit");
+
+	if (r >= 0)
+		r = sd_bus_message_append(*m, "ss", unit, "fail");
+	if (r >= 0)
+		r = sd_bus_message_open_container(*m, 'a', "(sv)");
+	return r;
+}
+
+static int transient_send(struct sd *s, sd_bus_message *m, int r, const char *what)
+{
+	if (r >= 0)
+		r = sd_bus_message_close_container(m);
+	if (r >= 0)
+		r = sd_bus_message_append(m, "a(sa(sv))", 0);
+	return send_built(s, m, r, 120 * 1000000ULL, what);
+}
+
 int sd_mask_runtime(struct sd *s, const char *unit, bool mask)
 {
-	sd_bus_message *m = NULL, *reply = NULL;
-	sd_bus_error err = SD_BUS_ERROR_NULL;
+	sd_bus_message *m = NULL;
+	char w[256];
 	int r;
 
+	snprintf(w, sizeof(w), "unit %s: cannot %s it", unit, mask ? "mask" : "unmask");
 	r = sd_bus_message_new_method_call(s->bus, &m, DEST, MPATH, MIFACE,
 					   mask ? "MaskUnitFiles" : "UnmaskUnitFiles");
 	if (r >= 0)
 		r = sd_bus_message_append_strv(m, (char *[]){ (char *)unit, NULL });
 	if (r >= 0)
 		r = mask ? sd_bus_message_append(m, "bb", 1, 1) : sd_bus_message_append(m, "b", 1);
-	if (r >= 0)
-		r = sd_bus_call(s->bus, m, 0, &err, &reply);
-	if (r < 0)
-		pr_err("unit %s: cannot %s it: %s", unit, mask ? "mask" : "unmask",
-		       err.message ? err.message : strerror(-r));
-	sd_bus_error_free(&err);
-	sd_bus_message_unref(m);
-	sd_bus_message_unref(reply);
-	return r < 0 ? r : 0;
+	return send_built(s, m, r, 0, w);
 }
 
 int64_t sd_userspace_start_ns(struct sd *s)
@@ -381,15 +415,11 @@ int sd_try_restart(struct sd *s, const char *unit)
 int sd_start_scope(struct sd *s, const char *scope, const char *slice, const char *description,
 		   const pid_t *pids, size_t nr)
 {
-	sd_bus_message *m = NULL, *reply = NULL;
-	sd_bus_error err = SD_BUS_ERROR_NULL;
-	int r;
+	sd_bus_message *m = NULL;
+	char w[320];
+	int r = transient_begin(s, scope, &m);
 
-	r = sd_bus_message_new_method_call(s->bus, &m, DEST, MPATH, MIFACE, "StartTransientUnit");
-	if (r >= 0)
-		r = sd_bus_message_append(m, "ss", scope, "fail");
-	if (r >= 0)
-		r = sd_bus_message_open_container(m, 'a', "(sv)");
+	snprintf(w, sizeof(w), "cannot start the scope %s with its %zu processes", scope, nr);
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)(sv)(sv)", "Slice", "s", slice, "Description",
 					  "s", description, "SendSIGHUP", "b", 1);
@@ -403,33 +433,19 @@ int sd_start_scope(struct sd *s, const char *scope, const char *slice, const cha
 		r = sd_bus_message_open_container(m, 'a', "u");
 	for (size_t i = 0; r >= 0 && i < nr; i++)
 		r = sd_bus_message_append(m, "u", (uint32_t)pids[i]);
-	for (int k = 0; r >= 0 && k < 4; k++)
+	for (int k = 0; r >= 0 && k < 3; k++) /* a, v, r */
 		r = sd_bus_message_close_container(m);
-	if (r >= 0)
-		r = sd_bus_message_append(m, "a(sa(sv))", 0);
-	if (r >= 0)
-		r = sd_bus_call(s->bus, m, 120 * 1000000ULL, &err, &reply);
-	if (r < 0)
-		pr_err("cannot start the scope %s with its %zu processes: %s", scope, nr,
-		       err.message ? err.message : strerror(-r));
-	sd_bus_error_free(&err);
-	sd_bus_message_unref(m);
-	sd_bus_message_unref(reply);
-	return r < 0 ? r : 0;
+	return transient_send(s, m, r, w);
 }
 
 int sd_start_service(struct sd *s, const char *unit, const char *description, char *const *argv,
 		     char *const *envp)
 {
-	sd_bus_message *m = NULL, *reply = NULL;
-	sd_bus_error err = SD_BUS_ERROR_NULL;
-	int r;
+	sd_bus_message *m = NULL;
+	char w[320];
+	int r = transient_begin(s, unit, &m);
 
-	r = sd_bus_message_new_method_call(s->bus, &m, DEST, MPATH, MIFACE, "StartTransientUnit");
-	if (r >= 0)
-		r = sd_bus_message_append(m, "ss", unit, "fail");
-	if (r >= 0)
-		r = sd_bus_message_open_container(m, 'a', "(sv)");
+	snprintf(w, sizeof(w), "cannot start %s", unit);
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)(sv)", "Description", "s", description,
 					  "CollectMode", "s", "inactive-or-failed");
@@ -441,7 +457,7 @@ int sd_start_service(struct sd *s, const char *unit, const char *description, ch
 		r = sd_bus_message_open_container(m, 'v', "as");
 	if (r >= 0)
 		r = sd_bus_message_append_strv(m, (char **)envp);
-	for (int k = 0; r >= 0 && k < 2; k++)
+	for (int k = 0; r >= 0 && k < 2; k++) /* v, r */
 		r = sd_bus_message_close_container(m);
 	if (r >= 0)
 		r = sd_bus_message_open_container(m, 'r', "sv");
@@ -459,18 +475,9 @@ int sd_start_service(struct sd *s, const char *unit, const char *description, ch
 		r = sd_bus_message_append_strv(m, (char **)argv);
 	if (r >= 0)
 		r = sd_bus_message_append(m, "b", 0);
-	for (int k = 0; r >= 0 && k < 5; k++)
+	for (int k = 0; r >= 0 && k < 4; k++) /* r, a, v, r */
 		r = sd_bus_message_close_container(m);
-	if (r >= 0)
-		r = sd_bus_message_append(m, "a(sa(sv))", 0);
-	if (r >= 0)
-		r = sd_bus_call(s->bus, m, 120 * 1000000ULL, &err, &reply);
-	if (r < 0)
-		pr_err("cannot start %s: %s", unit, err.message ? err.message : strerror(-r));
-	sd_bus_error_free(&err);
-	sd_bus_message_unref(m);
-	sd_bus_message_unref(reply);
-	return r < 0 ? r : 0;
+	return transient_send(s, m, r, w);
 }
 
 int sd_reset_failed(struct sd *s, const char *unit)

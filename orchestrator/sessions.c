@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "boot.h"
 #include "cr-log.h"
 #include "cr-util.h"
 #include "cr.h"
@@ -337,27 +338,6 @@ static bool safe_name(const char *s)
 	return s && *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-static int write_atomic(const char *path, const void *data, size_t len)
-{
-	_cleanup_free_ char *tmp = xasprintf("%s.kupdate", path);
-	int fd, ret = 0;
-
-	if (!tmp)
-		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return pr_errno("cannot write %s", tmp);
-	if (write(fd, data, len) != (ssize_t)len)
-		ret = pr_errno("cannot write %s", tmp);
-	if (close(fd) && !ret)
-		ret = pr_errno("cannot write %s", tmp);
-	if (!ret && rename(tmp, path))
-		ret = pr_errno("cannot rename %s to %s", tmp, path);
-	if (ret)
-		unlink(tmp);
-	return ret;
-}
-
 int sessions_prepare(const CycleUnit *cu)
 {
 	const char *dir = logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS");
@@ -472,14 +452,13 @@ int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
 		}
 		path = xasprintf("%s/%s", sdir, cs->id);
 		upath = xasprintf("%s/%u", udir, cs->uid);
-		if (!path || !upath || mkdir_p(sdir, 0755) || mkdir_p(udir, 0755) ||
-		    write_atomic(path, cs->state.data, cs->state.len)) {
+		if (!path || !upath || write_file_atomic(path, cs->state.data, cs->state.len)) {
 			bad++;
 			continue;
 		}
 		/* a user logged in again in this boot has a record of logind's own */
 		if (cs->has_user_state && stat(upath, &st) && errno == ENOENT &&
-		    write_atomic(upath, cs->user_state.data, cs->user_state.len))
+		    write_file_atomic(upath, cs->user_state.data, cs->user_state.len))
 			bad++;
 	}
 	/* logind reads the records when it starts: now, if it runs already */
