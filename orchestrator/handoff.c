@@ -24,6 +24,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,13 +319,18 @@ static void report_one(const char *path, const char *id)
 	child = fork();
 	if (child == 0) {
 		char *argv[] = { "status", "--cycle", (char *)id, NULL };
+		int rc;
 
 		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
 			_exit(1);
 		printf("kupdate: on the new kernel: the cycle's report (kupdate status):\n");
 		fflush(stdout);
-		_exit(cmd_status(3, argv) ? 1 : 0);
+		optind = 0; /* getopt anew: kupdate's own parsing came before */
+		rc = cmd_status(3, argv) ? 1 : 0;
+		fflush(stdout); /* _exit flushes nothing */
+		fflush(stderr);
+		_exit(rc);
 	}
 	if (child < 0 || waitpid(child, &status, 0) < 0)
 		status = 1 << 8;
