@@ -214,6 +214,22 @@ static int reconnect(const char *peer, const char *comm, void *arg)
 	return sk;
 }
 
+/* --cgroup PID=DIR: pid is born into the cgroup v2 directory DIR */
+static int parse_cgroup_place(const char *arg, struct cr_cgroup_place *p)
+{
+	_cleanup_free_ char *pid = strdup(arg);
+	char *dir = pid ? strchr(pid, '=') : NULL;
+
+	if (!dir || (*dir++ = 0, parse_pid(pid, &p->pid)) || !*dir) {
+		pr_err("restore: --cgroup '%s' is not PID=DIR", arg);
+		return -EINVAL;
+	}
+	p->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (p->fd < 0)
+		return pr_errno("restore: --cgroup %s: cannot open the control group %s", arg, dir);
+	return 0;
+}
+
 int cmd_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -226,10 +242,12 @@ int cmd_restore(int argc, char **argv)
 		{ "no-rto-revert", no_argument, NULL, 'R' },
 		{ "namespaces-of", required_argument, NULL, 'n' },
 		{ "listen-fds", no_argument, NULL, 'L' },
+		{ "cgroup", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct cr_restore_opts o = { 0 };
+	struct cr_cgroup_place cg[16];
 	_cleanup_free_ int *lfds = NULL;
 	pid_t root = 0;
 	int c, st = 0, ret;
@@ -264,6 +282,16 @@ int cmd_restore(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'g':
+			if (o.nr_cgroups == ARRAY_SIZE(cg)) {
+				pr_err("restore: more than %zu --cgroup", ARRAY_SIZE(cg));
+				return 2;
+			}
+			if (parse_cgroup_place(optarg, &cg[o.nr_cgroups]))
+				return 2;
+			o.cgroups = cg;
+			o.nr_cgroups++;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -276,6 +304,8 @@ int cmd_restore(int argc, char **argv)
 		return 2;
 	}
 	ret = cr_restore(&o, &root, &st);
+	for (size_t i = 0; i < o.nr_cgroups; i++)
+		close(cg[i].fd);
 	if (ret)
 		return 1;
 	if (o.detach)

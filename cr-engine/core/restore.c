@@ -46,6 +46,10 @@
 
 #include "restore-ctx.h"
 
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
 #ifndef CLONE_PARENT
 #define CLONE_PARENT 0x00008000
 #endif
@@ -331,11 +335,22 @@ static pid_t spawn_ns_last_pid(pid_t pid, unsigned long flags)
 	return r;
 }
 
+/* The control group pid is to be born into (cr_restore_opts.cgroups), as
+ * an open directory; -1: its parent's */
+static int cgroup_of(const struct rctx *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->opts->nr_cgroups; i++)
+		if (c->opts->cgroups[i].pid == pid)
+			return c->opts->cgroups[i].fd;
+	return -1;
+}
+
 /* Create rp with its saved pid; the child runs task_main. */
 static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 {
 	struct clone_args_k ca;
 	pid_t tid = rp->pid;
+	int cg;
 	long r;
 
 	memset(&ca, 0, sizeof(ca));
@@ -353,8 +368,13 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
 	ca.set_tid = (uintptr_t)&tid;
 	ca.set_tid_size = 1;
+	cg = cgroup_of(c, rp->pid);
+	if (cg >= 0) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)cg;
+	}
 	r = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (r < 0 && (errno == ENOSYS || errno == E2BIG))
+	if (r < 0 && cg < 0 && (errno == ENOSYS || errno == E2BIG))
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
 		task_main(c, rp);
@@ -365,6 +385,9 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 
 		if (err == EEXIST)
 			pr_err("pid %d: cannot be created with its pid: the pid is taken", rp->pid);
+		else if (cg >= 0)
+			pr_err("pid %d: cannot be created with its pid in its control group: %s",
+			       rp->pid, strerror(err));
 		else
 			pr_err("pid %d: cannot be created with its pid: %s", rp->pid,
 			       strerror(err));

@@ -115,6 +115,12 @@ int cr_stop_requested(void);
  * soft-dirty bits?  0, or a negative errno. */
 int cr_uffd_wp_async(void);
 
+/* pid is born into the cgroup v2 directory open as fd */
+struct cr_cgroup_place {
+	pid_t pid;
+	int fd;
+};
+
 struct cr_restore_opts {
 	const char *imgdir;
 	bool detach;	      /* return once the tree runs; the caller is its parent */
@@ -134,6 +140,10 @@ struct cr_restore_opts {
 	 * could not bind it */
 	const int *listen_fds;
 	size_t nr_listen_fds;
+	/* processes born into another control group than their parent's
+	 * (clone3 CLONE_INTO_CGROUP): a login session's inside sshd's tree */
+	const struct cr_cgroup_place *cgroups;
+	size_t nr_cgroups;
 };
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise

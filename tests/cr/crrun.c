@@ -368,14 +368,24 @@ static bool matches(const char *text, const char *re)
 	return m;
 }
 
-/* "{dir}" in an option becomes the work directory */
+/* "{dir}" in an option becomes the work directory; "{cat:NAME}" the first
+ * line of the file NAME the test wrote there (a pid known once it runs) */
 static char *subst(const char *opt)
 {
 	static char bufs[16][1024];
 	static int next;
-	char *b = bufs[next++ % 16];
+	char *b = bufs[next++ % 16], *text, path[512];
 	const char *p = strstr(opt, "{dir}");
+	const char *c = strstr(opt, "{cat:"), *e = c ? strchr(c, '}') : NULL;
 
+	if (c && e) {
+		snprintf(path, sizeof(path), "%s/%.*s", workdir, (int)(e - c - 5), c + 5);
+		text = slurp(path);
+		snprintf(b, 1024, "%.*s%.*s%s", (int)(c - opt), opt,
+			 text ? (int)strcspn(text, "\n") : 0, text ? text : "", e + 1);
+		free(text);
+		return b;
+	}
 	if (!p)
 		return (char *)opt;
 	snprintf(b, 1024, "%.*s%s%s", (int)(p - opt), opt, workdir, p + 5);
