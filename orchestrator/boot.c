@@ -747,6 +747,9 @@ size_t passed_listeners(int **fds)
 static int restore_tree(struct cr_restore_opts *o, const CycleUnit *cu, const char *unit,
 			pid_t *root, char *swhy, size_t len)
 {
+	struct session_holds h = { 0 };
+	_cleanup_free_ pid_t *ids = NULL;
+	size_t nids = 0;
 	int ret = 0, status = 0;
 
 	swhy[0] = 0;
@@ -754,12 +757,21 @@ static int restore_tree(struct cr_restore_opts *o, const CycleUnit *cu, const ch
 		ret = -ESRCH;
 	if (!ret && o->ns_pid)
 		ret = check_dynamic_user(cu, o->ns_pid);
+	if (!ret && cu->n_sessions)
+		ret = cr_images_ids(o->imgdir, &ids, &nids);
 	if (!ret)
 		ret = sessions_prepare(cu);
 	if (!ret)
+		ret = sessions_hold(cu, ids, nids, &h);
+	o->cgroups = h.places;
+	o->nr_cgroups = h.nplaces;
+	if (!ret)
 		ret = cr_restore(o, root, &status);
-	if (!ret && cu->n_sessions && sessions_adopt(cu, swhy, len))
+	if (!ret && cu->n_sessions && sessions_adopt(cu, &h, swhy, len))
 		pr_warn("unit %s: %s", unit, swhy);
+	sessions_release(&h);
+	o->cgroups = NULL;
+	o->nr_cgroups = 0;
 	if (o->ns_pid > 0)
 		kill(o->ns_pid, SIGKILL); /* started by this unit's ExecStartPre= */
 	return ret;

@@ -16,13 +16,19 @@
  * closed.
  *
  * In the new boot the unit's restore makes the FIFO again before the
- * engine opens it, restores the tree into the unit's cgroup, then asks
- * systemd for each session's scope with its processes (StartTransientUnit,
- * as logind does at a login), writes logind's records back and restarts
- * logind if it runs: logind reads its state from those files when it
+ * engine opens it and asks systemd for each session's scope
+ * (StartTransientUnit, as logind does at a login) with a holder process of
+ * its own, since systemd starts no empty scope; the engine then makes the
+ * session's processes in the scope's cgroup (clone3 CLONE_INTO_CGROUP)
+ * and the rest of the tree in the unit's.  Made afterwards instead, with
+ * the restored processes listed, a scope failed when one of them (a
+ * `sleep`) ended between the listing and systemd's move, and systemd 252
+ * moves nothing into a running scope that is not delegated.  After the
+ * restore the holders end, logind's records are written back and logind
+ * restarted if it runs: logind reads its state from those files when it
  * starts (it is built to be restarted), finds the scope running and the
- * FIFO held, and lists the session again (loginctl).  Nothing here waits:
- * each call to systemd is bounded by sd.c's timeout. */
+ * FIFO held, and lists the session again (loginctl).  Every wait is
+ * bounded: sd.c's timeout for each call, 10 s for a holder's move. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "boot.h"
@@ -338,23 +346,173 @@ static bool safe_name(const char *s)
 	return s && *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
+/* A child that holds a session's scope until the restore has made the
+ * session's processes in it (systemd starts a scope only with a process
+ * to put in it).  Its pid must not be one the restore needs: one that is
+ * is given up for the next. */
+static pid_t holder_start(const pid_t *ids, size_t nids)
+{
+	for (int t = 0; t < 64; t++) {
+		pid_t p = fork();
+		int st;
+
+		if (p < 0)
+			return -errno;
+		if (p == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				pause();
+		}
+		if (!is_member(p, ids, (int)nids))
+			return p;
+		kill(p, SIGKILL);
+		waitpid(p, &st, 0);
+	}
+	return -EEXIST;
+}
+
+static void holder_end(pid_t *p)
+{
+	int st;
+
+	if (*p > 0) {
+		kill(*p, SIGKILL);
+		waitpid(*p, &st, 0);
+	}
+	*p = 0;
+}
+
+/* Does pid's cgroup v2 path end with "/name"? */
+static char *cgroup_named(pid_t pid, const char *name)
+{
+	char *cg = cgroup_of_pid(pid);
+	size_t l = cg ? strlen(cg) : 0, n = strlen(name);
+
+	if (cg && l > n && cg[l - n - 1] == '/' && !strcmp(cg + l - n, name))
+		return cg;
+	free(cg);
+	return NULL;
+}
+
+#define SCOPE_WAIT_MS 10000
+
+/* Session i's scope, started with a holder; its cgroup open in h->fds[i]
+ * and a place there for each of its saved processes */
+static int hold_scope(struct session_holds *h, const CycleSession *cs, size_t i, const pid_t *ids,
+		      size_t nids)
+{
+	_cleanup_free_ char *cg = NULL, *dir = NULL;
+	struct cr_cgroup_place *pl;
+	pid_t p = holder_start(ids, nids);
+	int ret;
+
+	if (p < 0)
+		return pr_err("session %s: cannot fork a process to start %s: %s", cs->id,
+			      cs->scope, strerror(-p)),
+		       (int)p;
+	h->holder[i] = p;
+	ret = sd_start_scope(&h->sd, cs->scope, cs->slice, cs->description ?: cs->scope, &p, 1);
+	if (ret) {
+		sd_reset_failed(&h->sd, cs->scope);
+		return ret;
+	}
+	/* the job runs after systemd's answer: bounded wait for the move */
+	for (int ms = 0; !(cg = cgroup_named(p, cs->scope)) && ms < SCOPE_WAIT_MS; ms += 10)
+		usleep(10000);
+	if (!cg) {
+		pr_err("session %s: its holder %d is not in %s after %d s", cs->id, p, cs->scope,
+		       SCOPE_WAIT_MS / 1000);
+		return -ETIMEDOUT;
+	}
+	dir = xasprintf("%s%s", cgroup_root(), cg);
+	if (!dir)
+		return -ENOMEM;
+	h->fds[i] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (h->fds[i] < 0)
+		return pr_errno("session %s: cannot open its control group %s", cs->id, dir);
+	pl = xrealloc_array(h->places, h->nplaces + cs->n_pids, sizeof(*pl));
+	if (!pl)
+		return -ENOMEM;
+	h->places = pl;
+	for (size_t k = 0; k < cs->n_pids; k++)
+		pl[h->nplaces++] = (struct cr_cgroup_place){ .pid = cs->pids[k], .fd = h->fds[i] };
+	return 0;
+}
+
+static int make_fifo(const CycleSession *cs, const char *dir)
+{
+	if (!cs->fifo)
+		return 0;
+	if (mkdir_p(dir, 0755))
+		return pr_errno("cannot make %s", dir);
+	if ((mkfifo(cs->fifo, 0600) && errno != EEXIST) ||
+	    chmod(cs->fifo, cs->has_fifo_mode ? cs->fifo_mode : 0600))
+		return pr_errno("session %s: cannot make its FIFO %s again", cs->id, cs->fifo);
+	return 0;
+}
+
 int sessions_prepare(const CycleUnit *cu)
 {
 	const char *dir = logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS");
 
 	for (size_t i = 0; i < cu->n_sessions; i++) {
-		const CycleSession *cs = cu->sessions[i];
+		int ret = make_fifo(cu->sessions[i], dir);
 
-		if (!cs->fifo)
-			continue;
-		if (mkdir_p(dir, 0755))
-			return pr_errno("cannot make %s", dir);
-		if ((mkfifo(cs->fifo, 0600) && errno != EEXIST) ||
-		    chmod(cs->fifo, cs->has_fifo_mode ? cs->fifo_mode : 0600))
-			return pr_errno("session %s: cannot make its FIFO %s again", cs->id,
-					cs->fifo);
+		if (ret)
+			return ret;
 	}
 	return 0;
+}
+
+int sessions_hold(const CycleUnit *cu, const pid_t *ids, size_t nids, struct session_holds *h)
+{
+	size_t n = cu->n_sessions;
+
+	memset(h, 0, sizeof(*h));
+	if (!n)
+		return 0;
+	h->holder = calloc(n, sizeof(*h->holder));
+	h->fds = malloc(n * sizeof(*h->fds));
+	if (!h->holder || !h->fds) {
+		free(h->holder);
+		free(h->fds);
+		memset(h, 0, sizeof(*h));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		h->fds[i] = -1;
+	h->n = n;
+	h->sd_ret = sd_open(&h->sd);
+	for (size_t i = 0; !h->sd_ret && i < n; i++) {
+		const CycleSession *cs = cu->sessions[i];
+
+		if (!safe_name(cs->id) || !safe_name(cs->scope) || !safe_name(cs->slice))
+			continue;
+		/* not fatal: the session is made in the unit's group, and its
+		 * scope asked for after the restore (sessions_adopt) */
+		if (hold_scope(h, cs, i, ids, nids)) {
+			pr_warn("session %s: its scope %s could not be made before the restore; "
+				"its processes are made in the unit's control group",
+				cs->id, cs->scope);
+			holder_end(&h->holder[i]);
+		}
+	}
+	return 0;
+}
+
+void sessions_release(struct session_holds *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		holder_end(&h->holder[i]);
+		if (h->fds[i] >= 0)
+			close(h->fds[i]);
+	}
+	if (h->n && !h->sd_ret)
+		sd_close(&h->sd);
+	free(h->holder);
+	free(h->fds);
+	free(h->places);
+	memset(h, 0, sizeof(*h));
 }
 
 /* The processes of the session now: those of its saved pids still there
@@ -417,23 +575,21 @@ static int session_scope(struct sd *s, const CycleSession *cs)
 	return ret;
 }
 
-int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
+int sessions_adopt(const CycleUnit *cu, struct session_holds *h, char *what, size_t len)
 {
 	const char *sdir = logind_dir(LOGIND_SESSIONS, "KUPDATE_LOGIND_SESSIONS");
 	const char *udir = logind_dir(LOGIND_USERS, "KUPDATE_LOGIND_USERS");
-	struct sd s;
-	int ret = 0, bad = 0;
+	int bad = 0;
 
 	what[0] = 0;
 	if (!cu->n_sessions)
 		return 0;
-	ret = sd_open(&s);
-	if (ret) {
+	if (h->sd_ret) {
 		snprintf(what, len,
 			 "its %zu login sessions were restored, but systemd cannot be "
 			 "reached to give them their scopes",
 			 cu->n_sessions);
-		return ret;
+		return h->sd_ret;
 	}
 	for (size_t i = 0; i < cu->n_sessions; i++) {
 		const CycleSession *cs = cu->sessions[i];
@@ -444,9 +600,13 @@ int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
 			bad++;
 			continue;
 		}
-		/* the scope first: logind drops a session whose scope is not
-		 * running when it reads its record */
-		if (session_scope(&s, cs)) {
+		/* the scope runs with the session's processes in it, made
+		 * there; without a holder, it is asked for now.  The scope
+		 * first: logind drops a session whose scope is not running
+		 * when it reads its record */
+		if (h->holder[i])
+			holder_end(&h->holder[i]);
+		else if (session_scope(&h->sd, cs)) {
 			bad++;
 			continue;
 		}
@@ -462,9 +622,8 @@ int sessions_adopt(const CycleUnit *cu, char *what, size_t len)
 			bad++;
 	}
 	/* logind reads the records when it starts: now, if it runs already */
-	if (sd_try_restart(&s, "systemd-logind.service"))
+	if (sd_try_restart(&h->sd, "systemd-logind.service"))
 		bad++;
-	sd_close(&s);
 	if (bad) {
 		snprintf(what, len,
 			 "%d of its %zu login sessions could not be handed back to logind "

@@ -244,9 +244,18 @@ const char *cgroup_root(void)
 
 char *own_cgroup(void)
 {
-	char *cg = NULL;
+	return cgroup_of_pid(0);
+}
 
-	if (read_file_at(AT_FDCWD, "/proc/self/cgroup", &cg, NULL) || strncmp(cg, "0::/", 4)) {
+char *cgroup_of_pid(pid_t pid)
+{
+	char *cg = NULL, path[48];
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/cgroup");
+	if (read_file_at(AT_FDCWD, path, &cg, NULL) || strncmp(cg, "0::/", 4)) {
 		free(cg);
 		return NULL;
 	}

@@ -16,6 +16,8 @@ const char *cgroup_root(void);
 /* this process's cgroup v2 group ("/system.slice/x.service", "/" for the
  * root), malloc'd; NULL if it is in none */
 char *own_cgroup(void);
+/* the same for process pid (0: this one) */
+char *cgroup_of_pid(pid_t pid);
 bool unit_name_valid(const char *unit);
 int preserved_units(char ***out, int *nr);
 /* The units to work on for units in[0..n): each as it is, but a unit that
