@@ -159,8 +159,7 @@ check-stock:
 programs: kernels guest-image $(KQ_HOST) cycle-payload
 	$(Q)BUILD=$(BUILD) tests/cycle/programs.sh
 
-# not in make check yet: B->A fails when a scope of A->B was left failed
-# by a process gone during its making (see the closing note of 2026-12-06)
+CHECK_SUITES += programs
 check-programs:
 	$(Q)tools/deps.sh kernel guest
 	$(Q)tools/run-suite $(BUILD)/results programs $(MAKE) --no-print-directory -s programs

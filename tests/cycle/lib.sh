@@ -39,7 +39,8 @@ new_boot() { # new_boot OLD_BOOT_ID
 	wait_payload
 }
 # kupdate apply ARGS in the guest (its output in $work/apply, printed), the
-# check that it kexec'd and the wait for the new boot (bail without one);
+# check that it kexec'd and the wait for the new boot (bail without one, at
+# once when apply failed);
 # checks of what apply printed read $work/apply afterwards
 apply_kexec() { # apply_kexec LABEL "APPLY ARGS"
 	local b rc
@@ -48,6 +49,8 @@ apply_kexec() { # apply_kexec LABEL "APPLY ARGS"
 	rc=$?
 	sed 's/^/# apply: /' "$work/apply"
 	check "$1: kupdate apply kexecs (vm run exit $rc: 252 or 0)" test "$rc" = 252 -o "$rc" = 0
+	# a failed apply kexecs nothing: no boot to wait for
+	[ "$rc" = 252 ] || [ "$rc" = 0 ] || bail "$1: kupdate apply failed (exit $rc); no new kernel to wait for"
 	new_boot "$b" || bail "$1: the new kernel did not come up"
 }
 unit_pids() { # every pid of a unit's cgroup, sorted

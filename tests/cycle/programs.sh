@@ -114,6 +114,9 @@ cycle_checks() { # LABEL BEFORE_PROCS BEFORE_SESSIONS S1_BEFORE
 		test "$after" = "$2"
 	[ "$after" = "$2" ] || why_unit ssh.service
 	check "$label: loginctl lists the same sessions ($(sessions))" test "$(sessions)" = "$3"
+	# each scope was made before the tree, its processes made in it
+	check "$label: every session's scope was started before the restore (no scope made after the fact)" \
+		run "test -s /run/kupdate/restore-ssh.service.log && ! grep 'scope .* could not be made before' /run/kupdate/restore-ssh.service.log"
 	for _ in $(seq 50); do [ "$(s1_last)" -gt $(($4 + 25)) ] && break; sleep 0.2; done
 	say "s1: line $(s1_last) now, $4 at the apply; pause $(s1_pause "$4") s"
 	check "$label: s1's lines go on after the cycle, none lost or repeated" s1_check $(($4 + 25))
