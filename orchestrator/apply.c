@@ -76,6 +76,7 @@ struct aunit {
 	struct usessions sessions; /* the login sessions it carries (sessions.c) */
 	CycleSession **srec;	   /* and logind's record of them, for the manifest */
 	size_t nsrec;
+	bool ended; /* a runtime unit that ended before its freeze: not in the cycle */
 };
 
 struct apply_opts {
@@ -122,6 +123,32 @@ static int unit_thaw(struct aunit *u, bool locked)
 	if (locked)
 		pthread_mutex_unlock(&sd_lock);
 	return ret;
+}
+
+/* Has this unit, whose file is in /run (systemd-run's), ended?  Such a
+ * job ending before its freeze leaves the cycle without failing it. */
+static bool runtime_unit_ended(struct aunit *u)
+{
+	struct unit_info ui;
+	bool ended = false;
+
+	if (!unit_runtime(u->name, u->ui.fragment))
+		return false;
+	pthread_mutex_lock(&sd_lock);
+	if (!sd_unit_info(u->sd, u->name, &ui)) {
+		ended = strcmp(ui.load, "loaded") || !strcmp(ui.active, "inactive") ||
+			!strcmp(ui.active, "failed");
+		unit_info_free(&ui);
+	}
+	pthread_mutex_unlock(&sd_lock);
+	if (ended) {
+		u->ended = true;
+		printf("kupdate: %s: a runtime unit that ended before its freeze: not in the "
+		       "cycle\n",
+		       u->name);
+		fflush(stdout);
+	}
+	return ended;
 }
 
 static void unit_forget_sessions(struct aunit *u)
@@ -259,7 +286,7 @@ static int check_room(struct aunit *u, int n, const char *dir)
 	if (cr_fault_unit("room-check-off", 0, NULL))
 		return 0;
 	for (int i = 0; i < n; i++)
-		need += unit_memory(&u[i]);
+		need += u[i].ended ? 0 : unit_memory(&u[i]);
 	if (statvfs(dir, &sv)) {
 		pr_perror("cannot look at %s", dir);
 		return -errno;
@@ -343,11 +370,15 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	imgdir = xasprintf("%s/%s", cycdir, u->rel);
 	if (!u->rel || !imgdir)
 		return -ENOMEM;
+	if (u->ended || runtime_unit_ended(u))
+		return 0;
 	printf("kupdate: %s: freezing\n", u->name);
 	fflush(stdout);
 	u->frozen_at_rt = rt_ns();
 	u->t_freeze = now_ns(CLOCK_MONOTONIC);
 	ret = unit_call_locked(sd_freeze, u);
+	if (ret && runtime_unit_ended(u)) /* between the look and the freeze */
+		return 0;
 	if (ret)
 		return ret;
 	u->frozen = true;
@@ -604,6 +635,8 @@ static char *live_reserve(struct aunit *u, int n)
 		pid_t *m = NULL;
 		int nm = 0;
 
+		if (u[i].ended)
+			continue;
 		if (unit_members(u[i].name, &u[i].ui, &m, &nm))
 			goto fail;
 		for (int k = 0; k < nm; k++) {
@@ -641,15 +674,16 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	CycleManifest m = CYCLE_MANIFEST__INIT;
 	CycleUnit *cu = calloc(n, sizeof(*cu));
 	CycleUnit **pcu = calloc(n, sizeof(*pcu));
+	char **rt = calloc(n, sizeof(*rt)); /* runtime unit files */
 	struct utsname un;
 	char boot[64];
 	_cleanup_close_ int dirfd = open(cycdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret;
+	size_t rtlen;
+	int ret = 0;
 
-	if (!cu || !pcu || dirfd < 0) {
-		free(cu);
-		free(pcu);
-		return dirfd < 0 ? -errno : -ENOMEM;
+	if (!cu || !pcu || !rt || dirfd < 0) {
+		ret = dirfd < 0 ? -errno : -ENOMEM;
+		goto out;
 	}
 	uname(&un);
 	current_boot_id(boot, sizeof(boot));
@@ -669,7 +703,11 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 	m.has_started_ns = m.has_preflight_ns = 1;
 	m.started_ns = started;
 	m.preflight_ns = preflight;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0, j = 0; i < n; i++) {
+		if (u[i].ended)
+			continue;
+		m.n_units = ++j;
+		pcu[j - 1] = &cu[i];
 		cycle_unit__init(&cu[i]);
 		cu[i].name = (char *)u[i].name;
 		cu[i].imgdir = u[i].rel;
@@ -688,14 +726,24 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		cu[i].sessions = u[i].srec;
 		cu[i].has_namespaces = u[i].st.namespaces != 0;
 		cu[i].namespaces = u[i].st.namespaces;
+		if (unit_runtime(u[i].name, u[i].ui.fragment) && u[i].ui.fragment) {
+			ret = read_file_at(AT_FDCWD, u[i].ui.fragment, &rt[i], &rtlen);
+			if (ret) {
+				pr_err("unit %s: cannot read its unit file %s: %s", u[i].name,
+				       u[i].ui.fragment, strerror(-ret));
+				goto out;
+			}
+			cu[i].has_runtime_unit = 1;
+			cu[i].runtime_unit.data = (uint8_t *)rt[i];
+			cu[i].runtime_unit.len = rtlen;
+			cu[i].runtime_unit_path = u[i].ui.fragment;
+		}
 		if (u[i].ui.dynamic_user) {
 			cu[i].has_dynamic_uid = cu[i].has_dynamic_gid = 1;
 			cu[i].dynamic_uid = u[i].ui.uid;
 			cu[i].dynamic_gid = u[i].ui.gid;
 		}
-		pcu[i] = &cu[i];
 	}
-	m.n_units = n;
 	m.units = pcu;
 	ret = manifest_write(dirfd, &m);
 	/* the images and the manifest reach the disk before the cycle exists */
@@ -703,6 +751,10 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		ret = -errno;
 	if (ret)
 		pr_err("cannot write the cycle manifest in %s: %s", cycdir, strerror(-ret));
+out:
+	for (int i = 0; rt && i < n; i++)
+		free(rt[i]);
+	free(rt);
 	free(cu);
 	free(pcu);
 	return ret;
@@ -795,7 +847,8 @@ static void undo_handover(struct sd *sd, struct aunit *u, int n)
 		remove_checkpointed_dropin(u[i].name);
 	sd_reload(sd);
 	for (int i = 0; i < n; i++)
-		restart_if_stopped(sd, u[i].name, "during the failed apply");
+		if (!unit_runtime(u[i].name, u[i].ui.fragment)) /* a job ended stays so */
+			restart_if_stopped(sd, u[i].name, "during the failed apply");
 }
 
 /* how the new boot mounts the store's file system: at once from its
@@ -1075,8 +1128,10 @@ static int timed_handover(struct sd *sd, struct aunit *u, int n, int64_t *prefli
 static void note_checkpointed(const struct aunit *u, int n, const char *id)
 {
 	for (int i = 0; i < n; i++)
-		journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
-			     u[i].st.processes, (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
+		if (!u[i].ended)
+			journal_note(id, u[i].name, 6, "checkpointed: %u processes, frozen %.3f s",
+				     u[i].st.processes,
+				     (now_ns(CLOCK_MONOTONIC) - u[i].t_freeze) / 1e9);
 }
 
 static void apply_opts_free(struct apply_opts *ao)
@@ -1121,12 +1176,14 @@ static void reserve_for_kernel(struct apply_opts *ao)
 }
 
 /* no unit named: the preserved ones (kupdate enable) */
-static int preserved_names(const char ***names, int *nr_names, char ***preserved, int *nr_pres)
+static int preserved_names(struct sd *sd, const char ***names, int *nr_names, char ***preserved,
+			   int *nr_pres)
 {
 	if (preserved_units(preserved, nr_pres)) {
 		pr_perror("cannot read %s", wants_dir());
 		return -1;
 	}
+	preserved_drop_ended(sd, *preserved, nr_pres);
 	if (!*nr_pres) {
 		pr_err("no unit is preserved: kupdate enable UNIT, or name them with "
 		       "--unit");
@@ -1176,6 +1233,8 @@ static int preflight_units(struct sd *sd, struct aunit *u, const char **names, i
 		}
 		if (sd_unit_info(sd, a->name, &a->ui))
 			return -1;
+		if (runtime_unit_ended(a))
+			continue;
 		if (strcmp(a->ui.active, "active") || a->ui.main_pid <= 0) {
 			pr_err("unit %s is %s (%s) with no main process; start it, or leave it out "
 			       "(kupdate disable %s)",
@@ -1199,6 +1258,8 @@ static int dry_run_report(struct sd *sd, struct aunit *u, int n, const struct ap
 
 		if (interrupted())
 			return -1;
+		if (u[i].ended)
+			continue;
 		if (unit_check(sd, u[i].name, &u[i].ui, ao->ghost_limit, why, sizeof(why), &st)) {
 			printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 			bad++;
@@ -1256,7 +1317,7 @@ static int predump_units(struct aunit *u, int n, const char *id, const char *tmp
 			 int64_t *preflight_ns)
 {
 	for (int i = 0; i < n; i++) {
-		int ret = predump_unit(&u[i], id, tmp);
+		int ret = u[i].ended ? 0 : predump_unit(&u[i], id, tmp);
 
 		/* reported with the preflight too: the units ran meanwhile */
 		*preflight_ns += u[i].predump_ns;
@@ -1427,9 +1488,9 @@ static int apply_main(int argc, char **argv, bool worker)
 	}
 	/* up to the point of no return an interruption resumes every unit */
 	stop_signals_catch();
-	if (!nr_names && preserved_names(&names, &nr_names, &preserved, &nr_pres))
-		goto out;
-	if (sd_open(&sd) || follow_names(&sd, &names, &nr_names, &followed, &nr_followed))
+	if (sd_open(&sd) ||
+	    (!nr_names && preserved_names(&sd, &names, &nr_names, &preserved, &nr_pres)) ||
+	    follow_names(&sd, &names, &nr_names, &followed, &nr_followed))
 		goto out;
 	/* from a login session the units carry: the work goes to a unit */
 	ret = worker ? 0 : handed_over(&sd, names, nr_names, argc, argv, &rc);

@@ -372,6 +372,25 @@ static void write_store_unit(const char *early, const char *exe, const char *id,
 		write_text(p, t);
 }
 
+/* A unit whose file was in /run (systemd-run's transient units, runtime
+ * units) has none in this boot: written again, as a runtime unit
+ * (runtime_unit_dir(), which lasts until the next boot as the old one did),
+ * unless a file of that name is there already */
+static void write_runtime_unit(const CycleUnit *cu)
+{
+	_cleanup_free_ char *p = NULL;
+	struct stat st;
+
+	if (!cu->has_runtime_unit || !unit_name_valid(cu->name))
+		return;
+	p = xasprintf("%s/%s", runtime_unit_dir(), cu->name);
+	if (!p || !lstat(p, &st) || errno != ENOENT)
+		return;
+	if (!write_file_atomic(p, (const char *)cu->runtime_unit.data, cu->runtime_unit.len))
+		pr_info("unit %s: its unit file of the old boot (%s) written again as %s", cu->name,
+			cu->runtime_unit_path ?: "in /run", p);
+}
+
 int cmd_generator(int argc, char **argv)
 {
 	CycleManifest *m;
@@ -413,6 +432,7 @@ int cmd_generator(int argc, char **argv)
 
 		if (has_status(id, u))
 			continue; /* restored, or handed to an ordinary start */
+		write_runtime_unit(m->units[i]);
 		if (write_restore_dropin(early, u, exe, id, false, deps, m->units[i]->namespaces))
 			continue;
 		nw = xasprintf("%s %s", wants, u);

@@ -30,6 +30,53 @@ const char *wants_dir(void)
 	return d && *d ? d : "/etc/systemd/system/kupdate.target.wants";
 }
 
+/* Does the unit file of a preserved unit live in /run (a transient unit of
+ * systemd-run, a runtime unit)?  Its link says so even once the unit has
+ * gone and its file with it. */
+bool unit_runtime(const char *unit, const char *fragment)
+{
+	_cleanup_free_ char *link = xasprintf("%s/%s", wants_dir(), unit);
+	char target[PATH_MAX];
+	ssize_t l = link ? readlink(link, target, sizeof(target) - 1) : -1;
+
+	if (fragment && !strncmp(fragment, "/run/", 5))
+		return true;
+	if (l <= 0)
+		return false;
+	target[l] = 0;
+	return !strncmp(target, "/run/", 5);
+}
+
+int preserved_drop_ended(struct sd *s, char **v, int *n)
+{
+	int k = 0;
+
+	for (int i = 0; i < *n; i++) {
+		struct unit_info ui;
+		bool ended = false;
+
+		if (unit_runtime(v[i], NULL) && !sd_unit_info(s, v[i], &ui)) {
+			ended = strcmp(ui.load, "loaded") || !strcmp(ui.active, "inactive") ||
+				!strcmp(ui.active, "failed");
+			unit_info_free(&ui);
+		}
+		if (ended) {
+			_cleanup_free_ char *link = xasprintf("%s/%s", wants_dir(), v[i]);
+
+			printf("kupdate: %s: a runtime unit (its file in /run) that has ended: "
+			       "no longer preserved\n",
+			       v[i]);
+			if (link)
+				unlink(link);
+			free(v[i]);
+			continue;
+		}
+		v[k++] = v[i];
+	}
+	*n = k;
+	return 0;
+}
+
 bool unit_name_valid(const char *u)
 {
 	size_t n = strlen(u);
@@ -493,8 +540,12 @@ int cmd_enable(int argc, char **argv)
 			pr_perror("unit %s: cannot create %s", argv[i], link ? link : "the link");
 			ret = 1;
 		} else {
-			printf("%s: preserved across kernel updates (%s -> %s)\n", argv[i], link,
-			       ui.fragment);
+			printf("%s: preserved across kernel updates (%s -> %s)%s\n", argv[i], link,
+			       ui.fragment,
+			       unit_runtime(argv[i], ui.fragment)
+				       ? "; a runtime unit: its file goes with each cycle, and "
+					 "it is preserved until it ends"
+				       : "");
 		}
 		unit_info_free(&ui);
 	}

@@ -19,6 +19,12 @@ char *own_cgroup(void);
 /* the same for process pid (0: this one) */
 char *cgroup_of_pid(pid_t pid);
 bool unit_name_valid(const char *unit);
+/* Does the unit's file live in /run (transient, runtime), by fragment or
+ * by the link of kupdate enable? */
+bool unit_runtime(const char *unit, const char *fragment);
+/* the preserved units v[0..n) without those whose file was in /run and
+ * that have ended (their link removed, said) */
+int preserved_drop_ended(struct sd *s, char **v, int *n);
 int preserved_units(char ***out, int *nr);
 /* The units to work on for units in[0..n): each as it is, but a unit that
  * runs no process itself and has units that are PartOf= it (an umbrella,

@@ -366,13 +366,15 @@ static void expect_store_dropins(const char *early, const char *text)
 
 /* the generator: a drop-in for each unit of the named cycle that has no
  * result yet, the boot wanting them, nothing for another cycle */
+#define RT_UNIT "[Service]\nExecStart=/bin/sleep 100\n"
+
 static void test_generator(void **state)
 {
 	CycleUnit u[2], *pu[2];
 	int32_t ids[2] = { 42, 43 };
 	CycleManifest *m = sample(&u[0], pu, ids);
 	UnitStatus s = UNIT_STATUS__INIT;
-	char dir[128], early[160], path[256], *text;
+	char dir[128], early[160], path[256], rdir[160], *text;
 	char *argv[] = { "kupdate-generator", early, early, early, NULL };
 	int dfd;
 
@@ -384,6 +386,14 @@ static void test_generator(void **state)
 	pu[1] = &u[1];
 	m->n_units = 2;
 	m->id = "20261203T060000-0001";
+	/* demo.service was a transient unit (systemd-run): its file again as a
+	 * runtime unit; done.service's is not written (restored already) */
+	u[0].has_runtime_unit = u[1].has_runtime_unit = 1;
+	u[0].runtime_unit.data = u[1].runtime_unit.data = (uint8_t *)RT_UNIT;
+	u[0].runtime_unit.len = u[1].runtime_unit.len = strlen(RT_UNIT);
+	u[0].runtime_unit_path = "/run/systemd/transient/demo.service";
+	snprintf(rdir, sizeof(rdir), "%s/runtime-units", tmpdir);
+	setenv("KUPDATE_RUNTIME_UNIT_DIR", rdir, 1);
 	snprintf(dir, sizeof(dir), "%s/cycles/%s", tmpdir, m->id);
 	assert_int_equal(mkdir_p(dir, 0700), 0);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -411,6 +421,13 @@ static void test_generator(void **state)
 	free(text);
 	snprintf(path, sizeof(path), "%s/kupdate-netlock.service.d/zz-kupdate-restore.conf", early);
 	assert_int_not_equal(access(path, F_OK), 0); /* no store: nothing to wait for */
+	snprintf(path, sizeof(path), "%s/demo.service", rdir);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_string_equal(text, RT_UNIT);
+	free(text);
+	snprintf(path, sizeof(path), "%s/done.service", rdir);
+	assert_int_not_equal(access(path, F_OK), 0);
+	unsetenv("KUPDATE_RUNTIME_UNIT_DIR");
 
 	/* with apply --store: the network lock, the restores and kupdate-finish
 	 * wait for the store's mount */
