@@ -391,6 +391,45 @@ static void write_runtime_unit(const CycleUnit *cu)
 			cu->runtime_unit_path ?: "in /run", p);
 }
 
+/* /tmp through the cycle.  Debian's tmpfiles.d/tmp.conf empties /tmp at
+ * every boot ("D /tmp"): in a cycle's boot that would take from the
+ * restored processes the files they left there (a build's gcc writes
+ * /tmp/ccXXXX.s, as reads it by name afterwards).  For this boot only, an
+ * override in /run/tmpfiles.d makes the same directory without emptying it
+ * ("d"): the userspace goes on, its /tmp with it.  An administrator's
+ * /etc/tmpfiles.d/tmp.conf wins over /run and is left as it is; a /tmp
+ * that is a tmpfs is empty in any new boot (not kept: see the man page). */
+static void keep_tmp(void)
+{
+	const char *root = getenv("KUPDATE_TMPFILES_ROOT") ?: "";
+	_cleanup_free_ char *etc = xasprintf("%s/etc/tmpfiles.d/tmp.conf", root);
+	_cleanup_free_ char *usr = xasprintf("%s/usr/lib/tmpfiles.d/tmp.conf", root);
+	_cleanup_free_ char *run = xasprintf("%s/run/tmpfiles.d/tmp.conf", root);
+	_cleanup_free_ char *text = NULL, *out = NULL;
+	size_t len, o = 0, changed = 0;
+
+	if (!etc || !usr || !run || !access(etc, F_OK) || !access(run, F_OK) ||
+	    read_file_at(AT_FDCWD, usr, &text, &len))
+		return;
+	out = malloc(len + 1);
+	if (!out)
+		return;
+	for (char *l = text, *e; *l; l = e) {
+		e = l + strcspn(l, "\n");
+		e += *e == '\n';
+		memcpy(out + o, l, e - l);
+		/* "D /tmp ..." or "D! /tmp ...": the type's letter only */
+		if (l[0] == 'D' && strspn(l + 1, "!-=~^+") + 1 < (size_t)(e - l) &&
+		    !strncmp(l + 1 + strspn(l + 1, "!-=~^+"), " /tmp ", 6)) {
+			out[o] = 'd';
+			changed++;
+		}
+		o += e - l;
+	}
+	if (changed && !write_file_atomic(run, out, o))
+		pr_info("/tmp is kept through this boot (%s: %s empties it at boot)", run, usr);
+}
+
 int cmd_generator(int argc, char **argv)
 {
 	CycleManifest *m;
@@ -422,6 +461,7 @@ int cmd_generator(int argc, char **argv)
 	}
 	if (!getenv("KUPDATE_CMDLINE")) /* not in tests */
 		raise_last_pid(m);
+	keep_tmp();
 	prefetch_cycle_images(id, m);
 	deps = store_unit_deps(m);
 	wants = calloc(1, 1);

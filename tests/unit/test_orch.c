@@ -348,6 +348,15 @@ static void test_prefetch(void **state)
 	assert_int_equal(resident(path[1], len), len / 4096);
 }
 
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
 /* the units that read a store's images (the lock, the restored unit,
  * kupdate-finish) have text in their drop-in from the generator in early */
 static void expect_store_dropins(const char *early, const char *text)
@@ -408,6 +417,11 @@ static void test_generator(void **state)
 	assert_int_equal(cmd_generator(4, argv), 0);
 	assert_int_not_equal(access(early, F_OK), 0);
 
+	snprintf(path, sizeof(path), "%s/usr/lib/tmpfiles.d", rdir);
+	assert_int_equal(mkdir_p(path, 0755), 0);
+	strcat(path, "/tmp.conf");
+	put(path, "# x\nD /tmp 1777 root root -\n#q /var/tmp 1777 root root 30d\n");
+	setenv("KUPDATE_TMPFILES_ROOT", rdir, 1);
 	snprintf(early, sizeof(early), "%s/gen", tmpdir);
 	setenv("KUPDATE_CMDLINE", "quiet kupdate.cycle=20261203T060000-0001 pid_reserve=42-43", 1);
 	assert_int_equal(cmd_generator(4, argv), 0);
@@ -428,6 +442,11 @@ static void test_generator(void **state)
 	snprintf(path, sizeof(path), "%s/done.service", rdir);
 	assert_int_not_equal(access(path, F_OK), 0);
 	unsetenv("KUPDATE_RUNTIME_UNIT_DIR");
+	/* /tmp kept through the cycle's boot: Debian's "D /tmp" made "d" */
+	snprintf(path, sizeof(path), "%s/run/tmpfiles.d/tmp.conf", rdir);
+	assert_int_equal(read_file_at(AT_FDCWD, path, &text, NULL), 0);
+	assert_string_equal(text, "# x\nd /tmp 1777 root root -\n#q /var/tmp 1777 root root 30d\n");
+	free(text);
 
 	/* with apply --store: the network lock, the restores and kupdate-finish
 	 * wait for the store's mount */
@@ -442,6 +461,7 @@ static void test_generator(void **state)
 				    "20261203T060000-0001\n");
 	m->store = NULL;
 	unsetenv("KUPDATE_CMDLINE");
+	unsetenv("KUPDATE_TMPFILES_ROOT");
 	m->n_units = 1;
 }
 
@@ -760,15 +780,6 @@ static void test_store_mount(void **state)
 	m->store = NULL;
 	assert_int_not_equal(manifest_validate(m), 0);
 	m->store_mount = NULL;
-}
-
-static void put(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
 }
 
 /* sessions.c on a made-up cgroup tree and logind state: a scope holding a
