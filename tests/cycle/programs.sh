@@ -9,6 +9,10 @@
 #       s1 a session with a pty running a loop that prints a numbered line
 #          every 200 ms (the host stamps each line as it comes)
 #       s2 an idle interactive shell, fed from a FIFO
+#   a build and an archive, each in a unit of systemd-run's (transient:
+#     its unit file in /run), preserved with kupdate enable:
+#       kupdate-makej    make -j2 of a generated C project (40 sources)
+#       kupdate-tarpipe  tar c DIR | gzip -9 -n > FILE
 #   1 A -> B, run by the operator from a third session, s3: `kupdate apply`
 #     hands the work to kupdate-apply-PID.service and follows its output
 #     (orchestrator/handoff.c); s3 is dumped and restored with the others
@@ -19,6 +23,9 @@
 # before, each in its scope again; loginctl lists the same sessions; s1's
 # lines go on without a gap (its pause: the longest wait between two
 # lines); s2's shell answers with its pid of before; s3 got the report.
+# After A -> B the build and the archive were restored mid-run, finish, and
+# their outputs are byte-identical to those of the same jobs run again
+# without interruption; at B -> A, ended, they are preserved no more.
 #
 # usage: tests/cycle/programs.sh
 set -uo pipefail
@@ -127,6 +134,35 @@ cycle_checks() { # LABEL BEFORE_PROCS BEFORE_SESSIONS S1_BEFORE
 	grep -q "s2 after $label $s2_shell"$'\r' "$work/s2" || tr -d '\r' <"$work/s2" | tail -5 | sed 's/^/# s2: /'
 }
 
+# ---- the build and the archive, in units of systemd-run's ----------------------
+# the project: sources that keep gcc's optimizer busy a while each, built by
+# relative paths without debug information (outputs from the sources alone)
+run 'set -e; mkdir -p /root/kt/build /root/kt/data; cd /root/kt/build
+	awk "BEGIN { n = 40
+		for (i = 0; i < n; i++) { f = sprintf(\"f%02d.c\", i)
+			printf \"unsigned long f%d(unsigned long x)\\n{\\n\", i > f
+			for (k = 0; k < 24; k++)
+				printf \"\\tfor (int i%d = 0; i%d < %d; i%d++)\\n\\t\\tx = (x * %uu + i%d) ^ (x >> %d);\\n\",
+					k, k, 7 + (i * 31 + k * 7) % 13, k, 2654435761 + i * 97 + k, k, 1 + (k + i) % 29 > f
+			printf \"\\treturn x;\\n}\\n\" > f; close(f) }
+		m = \"main.c\"; printf \"#include <stdio.h>\\n\" > m
+		for (i = 0; i < n; i++) printf \"unsigned long f%d(unsigned long);\\n\", i > m
+		printf \"int main(void)\\n{\\n\\tunsigned long x = 1;\\n\" > m
+		for (i = 0; i < n; i++) printf \"\\tx = f%d(x);\\n\", i > m
+		printf \"\\tprintf(\\\"%%lu\\\\n\\\", x);\\n\\treturn 0;\\n}\\n\" > m }"
+	printf "OBJ := \$(patsubst %%.c,%%.o,\$(wildcard *.c))\nprog: \$(OBJ)\n\tgcc -o \$@ \$(OBJ)\n%%.o: %%.c\n\tgcc -O3 -funroll-all-loops -c -o \$@ \$<\n" >Makefile
+	cp -a /root/kt/build /root/kt/build-ref
+	for i in $(seq 12); do seq -f "record %g of the archive test, file $i" 1 120000 >/root/kt/data/f$i; done
+	head -c 150000000 /dev/urandom | base64 >/root/kt/data/random' \
+	>"$work/out" 2>&1 || { sed 's/^/# /' "$work/out"; bail "make the project and the archive's files"; }
+TAR="tar c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner data | gzip -9 -n"
+run "systemd-run -q --unit=kupdate-makej -p WorkingDirectory=/root/kt/build make -s -j2 &&
+	systemd-run -q --unit=kupdate-tarpipe -p WorkingDirectory=/root/kt sh -c '$TAR >out.tar.gz' &&
+	kupdate enable kupdate-makej.service kupdate-tarpipe.service" >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "start the build and the archive in units of systemd-run's"; }
+sed 's/^/# /' "$work/out"
+job_pids() { run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs 2>/dev/null | sort -n | tr '\n' ' '"; }
+
 # ---- 1: A -> B from a session --------------------------------------------------
 before=$(procs)
 sed 's/^/# before: /' <<<"$before"
@@ -136,6 +172,16 @@ s1_at=$(s1_last)
 ssh_g -tt 'kupdate apply /payload/boot/bzImage-B; echo "apply-rc=$?"; echo "kernel=$(uname -r)"' \
 	</dev/null >"$work/s3" 2>&1 &
 s3_pid=$!
+# s3 prints apply's status: on the new kernel, or at once if it failed
+for _ in $(seq 1800); do
+	tr -d '\r' <"$work/s3" | grep -q '^apply-rc=' && break
+	kill -0 "$s3_pid" 2>/dev/null || break
+	sleep 0.5
+done
+tr -d '\r' <"$work/s3" | grep -qx 'apply-rc=0' || {
+	tr -d '\r' <"$work/s3" | sed 's/^/# s3: /'
+	bail "A->B: kupdate apply run from s3 did not end with status 0"
+}
 new_boot "$b" || bail "A->B: the new kernel did not come up"
 for _ in $(seq 600); do kill -0 "$s3_pid" 2>/dev/null || break; sleep 0.5; done
 kill "$s3_pid" 2>/dev/null
@@ -154,11 +200,35 @@ check "A->B: logind ended the apply's session when it closed; the two others rem
 cycle_checks "A->B" "$before" "$sess_before" "$s1_at"
 pause_ab=$(s1_pause "$s1_at")
 
+# the build and the archive: restored mid-run, then finished as an
+# uninterrupted run of the same jobs finishes
+status_b=$(run 'kupdate status 2>&1')
+for j in makej tarpipe; do
+	line=$(grep "^kupdate-$j.service " <<<"$status_b")
+	say "$line"
+	check "A->B: kupdate-$j.service (a transient unit) was dumped mid-run and restored" \
+		grep -q ' restored ' <<<"$line"
+	# RESULT, and DOWNTIME (the 10th and 11th fields: "11595 ms")
+	declare "res_$j=$(awk '{ print $2 ", downtime " $10 " " $11 }' <<<"$line")"
+done
+"$vm" run "$name" -t 700 -- 'for i in $(seq 600); do systemctl is-active -q kupdate-makej.service ||
+	systemctl is-active -q kupdate-tarpipe.service || break; sleep 1; done' >"$work/out" 2>&1
+"$vm" run "$name" -t 600 -- "cd /root/kt/build-ref && make -s -j2 && cd /root/kt && $TAR >ref.tar.gz" >"$work/ref" 2>&1 ||
+	sed 's/^/# reference: /' "$work/ref"
+same_build=$(run 'cd /root/kt && n=0; for f in build-ref/*.o build-ref/prog; do cmp -s "$f" "build/${f#build-ref/}" && n=$((n+1)) || echo "differs: $f" >&2; done; echo $n' 2>&1)
+say "the build: $same_build"
+check "A->B: the build finished after the cycle, its 41 objects and its program byte-identical to an uninterrupted build's" \
+	test "$(tail -1 <<<"$same_build")" = 42
+check "A->B: the archive finished after the cycle, byte-identical to an uninterrupted run's ($(run 'cd /root/kt && sha256sum out.tar.gz | cut -c1-16'))" \
+	run 'cd /root/kt && cmp out.tar.gz ref.tar.gz && test "$(tar tzf out.tar.gz | grep -c "^data/.")" = 13'
+
 # ---- 2: B -> A from outside of the sessions ------------------------------------
 before=$(procs)
 sess_before=$(sessions)
 s1_at=$(s1_last)
 apply_kexec "B->A" /payload/boot/bzImage-A
+check "B->A: the build's and the archive's units, ended, are preserved no more (said by apply)" \
+	test "$(grep -c 'kupdate-\(makej\|tarpipe\).service: a runtime unit .* that has ended: no longer preserved' "$work/apply")" = 2
 cycle_checks "B->A" "$before" "$sess_before" "$s1_at"
 pause_ba=$(s1_pause "$s1_at")
 
@@ -166,5 +236,7 @@ echo "# ---- report ----"
 echo "#   sshd (ssh.service, $(wc -w <<<"$sess_before") sessions): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
 echo "#     checked: processes and scopes, loginctl, s1's numbered lines, s2's shell; A->B run from s3"
 echo "#     s1's pause: A->B ${pause_ab} s, B->A ${pause_ba} s"
+echo "#   make -j2 (kupdate-makej.service, transient), mid-build at A->B: ${res_makej:-?}; outputs: $(tail -1 <<<"$same_build") of 42 identical to an uninterrupted build's"
+echo "#   tar | gzip (kupdate-tarpipe.service, transient), mid-run at A->B: ${res_tarpipe:-?}; archive $(run 'cmp -s /root/kt/out.tar.gz /root/kt/ref.tar.gz && echo identical || echo DIFFERENT') to an uninterrupted run's"
 stop_sessions
 finish
