@@ -158,6 +158,7 @@ struct cr_file {
 	 * NULL for the other kinds (unix.c, tty.c rely on it). */
 	struct UnixSk *usk; /* sockets: what unix.c / tcp.c read */
 	struct InetSk *isk;
+	struct PacketSk *psk;
 	EventfdFile *efd; /* anonymous-inode kinds (eventfd.c, signalfd.c...) */
 	SignalfdFile *sfd;
 	TimerfdFile *tmr;

@@ -13,6 +13,7 @@
 #include "files.h"
 #include "inotify.h"
 #include "log.h"
+#include "packet.h"
 #include "pipes.h"
 #include "regfile.h"
 #include "restore-ctx.h"
@@ -102,6 +103,34 @@ static int inet_restore(const struct rfiles *f, const FileEntry *e, struct rproc
 	return inet_create(e->isk, f->listeners, what);
 }
 
+/* ------------------------------------------------------- packet sockets */
+
+static bool packet_match(const struct sk_diag *d)
+{
+	return d->family == AF_PACKET;
+}
+
+static void packet_save(const struct cr_file *f, FileEntry *e)
+{
+	e->psk = f->psk;
+}
+
+static void packet_free(struct cr_file *f)
+{
+	packet_free_dump(f->psk);
+}
+
+static int packet_check(const struct rfiles *f, const FileEntry *e)
+{
+	return packet_validate(e) ? -EINVAL : 0;
+}
+
+static int packet_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int fd,
+			  const char *what)
+{
+	return packet_create(e->psk, what);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 const struct fd_kind fd_kinds[] = {
@@ -175,6 +204,16 @@ const struct fd_kind fd_kinds[] = {
 		.free = inet_free,
 		.validate = inet_check,
 		.restore = inet_restore,
+	},
+	{
+		.kind = FILE_KIND__FILE_PACKET,
+		.name = "a packet socket",
+		.sk_match = packet_match,
+		.sk_dump = packet_dump,
+		.save = packet_save,
+		.free = packet_free,
+		.validate = packet_check,
+		.restore = packet_restore,
 	},
 	{
 		.kind = FILE_KIND__FILE_EVENTFD,

@@ -1,6 +1,6 @@
 /* Socket discovery through netlink sock_diag (libnl-3): one dump of every
- * unix, TCP and UDP socket of the current network namespace, indexed by
- * inode, before the sockets of the tree are looked at one by one.
+ * unix, TCP, UDP and packet socket of the current network namespace,
+ * indexed by inode, before the sockets of the tree are looked at one by one.
  *
  * sock_diag lists the TCP sockets that are listening or connected (and,
  * from Linux 6.8, those bound to a port), and the UDP sockets bound to a
@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/packet_diag.h>
 #include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <linux/unix_diag.h>
@@ -151,11 +152,86 @@ static int inet_cb(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
+static int packet_mclist(struct pk_diag *pk, struct nlattr *a)
+{
+	const struct packet_diag_mclist *m = nla_data(a);
+	int n = nla_len(a) / sizeof(*m);
+
+	pk->mc = n ? calloc(n, sizeof(*pk->mc)) : NULL;
+	if (n && !pk->mc)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		pk->mc[i].ifindex = m[i].pdmc_index;
+		pk->mc[i].count = m[i].pdmc_count;
+		pk->mc[i].type = m[i].pdmc_type;
+		pk->mc[i].alen = m[i].pdmc_alen > 32 ? 32 : m[i].pdmc_alen;
+		memcpy(pk->mc[i].addr, m[i].pdmc_addr, pk->mc[i].alen);
+	}
+	pk->nr_mc = n;
+	return 0;
+}
+
+static int packet_cb(struct nl_msg *msg, void *arg)
+{
+	struct collect *c = arg;
+	struct nlmsghdr *nh = nlmsg_hdr(msg);
+	struct packet_diag_msg *m = nlmsg_data(nh);
+	struct nlattr *tb[PACKET_DIAG_MAX + 1];
+	struct pk_diag *pk;
+	struct sk_diag *d;
+
+	if (nlmsg_parse(nh, sizeof(*m), tb, PACKET_DIAG_MAX, NULL) < 0)
+		return NL_SKIP;
+	pk = calloc(1, sizeof(*pk));
+	d = pk ? new_entry(c->t) : NULL;
+	if (!d) {
+		free(pk);
+		c->err = -ENOMEM;
+		return NL_STOP;
+	}
+	d->ino = m->pdiag_ino;
+	d->family = AF_PACKET;
+	d->type = m->pdiag_type;
+	d->protocol = m->pdiag_num;
+	d->pk = pk;
+	if (tb[PACKET_DIAG_INFO]) {
+		const struct packet_diag_info *i = nla_data(tb[PACKET_DIAG_INFO]);
+
+		pk->version = i->pdi_version;
+		pk->reserve = i->pdi_reserve;
+		pk->copy_thresh = i->pdi_copy_thresh;
+		pk->tstamp = i->pdi_tstamp;
+		pk->flags = i->pdi_flags;
+	}
+	if (tb[PACKET_DIAG_MCLIST] && packet_mclist(pk, tb[PACKET_DIAG_MCLIST])) {
+		c->err = -ENOMEM;
+		return NL_STOP;
+	}
+	pk->rx_ring = tb[PACKET_DIAG_RX_RING] != NULL;
+	pk->tx_ring = tb[PACKET_DIAG_TX_RING] != NULL;
+	pk->fanout = tb[PACKET_DIAG_FANOUT] != NULL;
+	if (tb[PACKET_DIAG_MEMINFO])
+		pk->rmem = ((const uint32_t *)nla_data(
+			tb[PACKET_DIAG_MEMINFO]))[SK_MEMINFO_RMEM_ALLOC];
+	d->rqlen = pk->rmem;
+	return NL_OK;
+}
+
 static int dump_family(struct nl_sock *sk, struct collect *c)
 {
 	int ret;
 
-	if (c->family == AF_UNIX) {
+	if (c->family == AF_PACKET) {
+		struct packet_diag_req req;
+
+		memset(&req, 0, sizeof(req));
+		req.sdiag_family = AF_PACKET;
+		req.pdiag_show = PACKET_SHOW_INFO | PACKET_SHOW_MCLIST | PACKET_SHOW_RING_CFG |
+				 PACKET_SHOW_FANOUT | PACKET_SHOW_MEMINFO;
+		nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, packet_cb, c);
+		ret = nl_send_simple(sk, SOCK_DIAG_BY_FAMILY, NLM_F_DUMP | NLM_F_REQUEST, &req,
+				     sizeof(req));
+	} else if (c->family == AF_UNIX) {
 		struct unix_diag_req req;
 
 		memset(&req, 0, sizeof(req));
@@ -205,6 +281,7 @@ static int collect(struct sk_table *t, bool unix_only)
 		{ AF_INET6, IPPROTO_TCP, false },
 		{ AF_INET, IPPROTO_UDP, false },
 		{ AF_INET6, IPPROTO_UDP, false },
+		{ AF_PACKET, 0, false }, /* a kernel without PACKET_DIAG: none */
 	};
 	struct nl_sock *sk;
 	int ret = 0;
@@ -286,8 +363,12 @@ struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino)
 
 void sockdiag_free(struct sk_table *t)
 {
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; i < t->n; i++) {
 		free(t->v[i].icons);
+		if (t->v[i].pk)
+			free(t->v[i].pk->mc);
+		free(t->v[i].pk);
+	}
 	free(t->v);
 	memset(t, 0, sizeof(*t));
 }

@@ -5,6 +5,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* packet sockets: what packet_diag tells beyond sk_diag */
+struct pk_diag {
+	uint32_t version, reserve, copy_thresh, tstamp, flags; /* PDI_* */
+	struct pk_mc {
+		uint32_t ifindex, count;
+		uint16_t type, alen;
+		uint8_t addr[32];
+	} * mc;
+	int nr_mc;
+	bool rx_ring, tx_ring, fanout;
+	uint32_t rmem; /* bytes queued to be read */
+};
+
 /* what sock_diag tells of one socket */
 struct sk_diag {
 	uint32_t ino;
@@ -19,6 +32,8 @@ struct sk_diag {
 	/* inet: addresses in network order, ports in host order */
 	uint8_t src[16], dst[16];
 	uint16_t src_port, dst_port;
+	/* packet (malloc'd) */
+	struct pk_diag *pk;
 	/* both */
 	uint32_t rqlen, wqlen;
 	uint8_t shutdown;
