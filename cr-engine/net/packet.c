@@ -55,9 +55,16 @@ static int dump_filter(int sk, PacketSk *s, const char *what)
 	struct sock_filter *prog;
 	int v = 0;
 
-	/* the length in instructions (0: no filter) */
-	if (getsockopt(sk, SOL_SOCKET, SO_GET_FILTER, NULL, &n))
-		return pr_errno("%s: cannot read its filter", what);
+	/* the length in instructions (0: no filter); an eBPF program has no
+	 * classic one to give back */
+	if (getsockopt(sk, SOL_SOCKET, SO_GET_FILTER, NULL, &n)) {
+		if (errno != EACCES)
+			return pr_errno("%s: cannot read its filter", what);
+		pr_err("%s: a packet socket with an eBPF filter (SO_ATTACH_BPF) cannot be "
+		       "checkpointed: the program cannot be read back",
+		       what);
+		return -EOPNOTSUPP;
+	}
 	if (!n)
 		return 0;
 	if (n > MAX_FILTER) {
@@ -229,12 +236,12 @@ void packet_free_dump(PacketSk *s)
 int packet_validate(const FileEntry *e)
 {
 	const PacketSk *s = e->psk;
-	bool bad = !s || !s->opts || (s->type != SOCK_RAW && s->type != SOCK_DGRAM) ||
-		   s->protocol > 0xffff || s->version > TPACKET_V3 ||
-		   (s->has_filter &&
-		    (!s->filter.len || s->filter.len % sizeof(struct sock_filter) ||
-		     s->filter.len / sizeof(struct sock_filter) > MAX_FILTER)) ||
-		   (s->ifname && strlen(s->ifname) >= IF_NAMESIZE);
+	bool bad =
+		!s || !s->opts || (s->type != SOCK_RAW && s->type != SOCK_DGRAM) ||
+		s->protocol > 0xffff || s->version > TPACKET_V3 ||
+		(s->has_filter && (!s->filter.len || s->filter.len % sizeof(struct sock_filter) ||
+				   s->filter.len / sizeof(struct sock_filter) > MAX_FILTER)) ||
+		(s->ifname && strlen(s->ifname) >= IF_NAMESIZE);
 
 	for (size_t i = 0; !bad && i < s->n_mclist; i++)
 		bad = !s->mclist[i]->ifname || strlen(s->mclist[i]->ifname) >= IF_NAMESIZE ||

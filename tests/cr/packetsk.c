@@ -67,7 +67,8 @@ static int promiscuity(int ifindex)
 	struct {
 		struct nlmsghdr nh;
 		struct ifinfomsg ifi;
-	} req = { .nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+	} req = { .nh = { .nlmsg_len = sizeof(req),
+			  .nlmsg_type = RTM_GETLINK,
 			  .nlmsg_flags = NLM_F_REQUEST },
 		  .ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex } };
 	char buf[8192];
