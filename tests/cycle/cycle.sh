@@ -14,7 +14,8 @@
 # 24 MiB download across the cycle), Debian's apache2 (a rate-limited
 # download across the cycle, an idle keep-alive connection used after it)
 # and mariadb (a transaction held open over TCP, rows inserted before and
-# after, committed after; stock mariadb is refused first for its io_uring
+# after, committed after; a query running at the freeze, its 20000 rows
+# checked; stock mariadb is refused first for its io_uring
 # instance, then configured without it), and two units in one network namespace
 # of their own (PrivateNetwork=, JoinsNamespaceOf=), each with a loopback TCP
 # connection and a unix pair carrying numbers all the while, one with a
@@ -64,13 +65,13 @@ name=cycle-$$
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
 payload=$BUILD/cycle-payload
 work=$(mktemp -d /tmp/kupdate-cycle.XXXXXX)
-client_pid= stream_pid= redis_pid= curl_pid= curl2_pid= http_pid= sql_pid=
+client_pid= stream_pid= redis_pid= curl_pid= curl2_pid= http_pid= sql_pid= sqllong_pid=
 # shellcheck source=tests/cycle/lib.sh
 . "$here/lib.sh"
 
 run() { "$vm" run "$name" -t 120 -- "$@"; }
 finish() {
-	for p in $client_pid $stream_pid $redis_pid $curl_pid $curl2_pid $http_pid $sql_pid; do kill "$p" 2>/dev/null; done
+	for p in $client_pid $stream_pid $redis_pid $curl_pid $curl2_pid $http_pid $sql_pid $sqllong_pid; do kill "$p" 2>/dev/null; done
 	"$vm" kill "$name" >/dev/null 2>&1
 	[ "$failed" = 0 ] && rm -rf "${VM_DIR:-$BUILD/vm}/$name"
 	rm -rf "$work"
@@ -80,7 +81,7 @@ finish() {
 trap finish INT TERM
 # a script that dies on an error (set -u) must not leave its VM running: it
 # would hold the QEMU lock every later suite waits for
-trap 'for p in ${client_pid:-} ${stream_pid:-} ${redis_pid:-} ${curl_pid:-} ${curl2_pid:-} ${http_pid:-} ${sql_pid:-}; do kill "$p" 2>/dev/null; done
+trap 'for p in ${client_pid:-} ${stream_pid:-} ${redis_pid:-} ${curl_pid:-} ${curl2_pid:-} ${http_pid:-} ${sql_pid:-} ${sqllong_pid:-}; do kill "$p" 2>/dev/null; done
 	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 
 main_pid() { run "systemctl show -p MainPID --value $1"; }
@@ -274,6 +275,11 @@ sleep 5
 # emulated guest take seconds); then its counting queries span the cycle
 for i in $(seq 240); do grep -q '^inserted' "$work/sql" && break; sleep 0.5; done
 grep -q '^inserted' "$work/sql" || say "mariadb: the client has not inserted its rows yet: $(cat "$work/sql")"
+# and a query that runs for some 80 s in the server (a SLEEP a row), its
+# 20000 rows streamed as they come: running at the freeze
+timeout 900 "$BUILD/tests/cycle/mysql-client" 127.0.0.1 "$port_sql" kt kt --long 20000 >"$work/sqllong" 2>&1 &
+sqllong_pid=$!
+for i in $(seq 60); do grep -q '^the long query runs' "$work/sqllong" && break; sleep 0.5; done
 clock_before=$(query demo-counter clock)
 before=$(query demo-counter check)
 pipe_before=$(query demo-pipe get)
@@ -421,6 +427,13 @@ check "A->B: mariadb: the transaction held open over TCP went on (100 rows befor
 	grep -q '^PASS' "$work/sql"
 rows=$(run 'mariadb -N -e "SELECT COUNT(*) FROM kt.t"')
 check "A->B: mariadb: another connection sees the 200 committed rows ($rows)" test "$rows" = 200
+for _ in $(seq 1200); do kill -0 "$sqllong_pid" 2>/dev/null || break; sleep 0.5; done
+sqllong_pid=
+sed 's/^/# mariadb long query: /' "$work/sqllong"
+sqlgap=$(sed -n 's/.*longest wait between two rows \([0-9.]*\) s$/\1/p' "$work/sqllong")
+# its rows stopped for the cycle's pause (seconds) and went on: it ran at the freeze
+check "A->B: mariadb: a query running at the freeze returned all its 20000 rows, in order with their values, after the cycle (longest wait between two rows ${sqlgap:-?} s)" \
+	awk -v g="${sqlgap:-0}" -v ok="$(grep -c '^PASS' "$work/sqllong")" 'BEGIN { exit !(ok == 1 && g >= 5) }'
 say "waiting for the nginx download to finish"
 wait "$curl_pid"
 curl_rc=$?
@@ -459,6 +472,7 @@ if $demo; then
 	echo "#   apache2 download:           curl exit $curl2_rc, sha256 $([ "$got2_sum" = "$big_sum" ] && echo matches || echo DIFFERS)"
 	echo "#   apache2 keep-alive (idle):  $(grep -E '^(PASS|FAIL)' "$work/http")"
 	echo "#   mariadb transaction (TCP):  $(grep -E '^(PASS|FAIL)' "$work/sql")"
+	echo "#   mariadb long query (TCP):   $(grep -E '^(PASS|FAIL)' "$work/sqllong")"
 	grep '^phases' <<<"$status" | sed 's/^/#   /'
 	finish
 fi

@@ -3,6 +3,7 @@
  * protocol's text queries, a user without a password: a test's own).
  *
  *   mysql-client HOST PORT USER DB STOPFILE
+ *   mysql-client HOST PORT USER DB --long ROWS
  *
  * Reads the server's Uptime, begins a transaction and inserts 100 rows
  * into table t (id, v) of DB, then says "inserted 100 rows, the
@@ -13,7 +14,15 @@
  * (the longest time between the ends of two queries, the wait between
  * them included)
  * or FAIL with the reason (exit 1): the connection closed or reset, an
- * error answer, rows missing, the server restarted (its uptime went back). */
+ * error answer, rows missing, the server restarted (its uptime went back).
+ *
+ * --long ROWS: one query that runs for about ROWS / 250 s in the server
+ * (a SLEEP per row) and streams ROWS rows of about 220 bytes (the server
+ * sends them as its network buffer fills: several a second); each row is
+ * checked (its number in order, its value computed from it, its filler).
+ * Started before a cycle, it is running at the freeze.  Prints
+ *   PASS ROWS rows in order with their values in S s, longest wait between two rows W s
+ * or FAIL. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -167,6 +176,85 @@ static void query_once(const char *sql, char *out, size_t olen)
 	}
 }
 
+/* field i of the row in pkt (len bytes): its text */
+static int row_field(size_t len, int i, const char **f, uint64_t *flen)
+{
+	const uint8_t *p = pkt, *end = pkt + len;
+
+	for (int k = 0; k <= i; k++) {
+		if (p >= end || *p == 0xfb)
+			return -1;
+		*flen = lenenc(&p);
+		*f = (const char *)p;
+		if (p + *flen > end)
+			return -1;
+		p += *flen;
+	}
+	return 0;
+}
+
+/* --long: one long query whose rows are each checked as they come */
+static int long_query(long rows)
+{
+	char sql[400];
+	double t0 = now(), last, gap = 0;
+	uint64_t cols, fl;
+	const uint8_t *p;
+	const char *f;
+	long got = 0;
+	size_t n;
+
+	/* MariaDB stops a recursive query at max_recursive_iterations (1000
+	 * by default) */
+	snprintf(sql, sizeof(sql), "SET SESSION max_recursive_iterations = %ld", rows + 1);
+	query_once(sql, NULL, 0);
+	snprintf(sql, sizeof(sql),
+		 "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < %ld) "
+		 "SELECT n, n * 7919 %% 1000003, REPEAT('x', 200) FROM r WHERE SLEEP(0.004) = 0",
+		 rows);
+	seq = 0;
+	{
+		uint8_t buf[512] = { 0x03 }; /* COM_QUERY */
+
+		memcpy(buf + 1, sql, strlen(sql));
+		put(buf, strlen(sql) + 1);
+	}
+	n = get();
+	check_err(n, "the long query");
+	p = pkt;
+	cols = lenenc(&p);
+	if (cols != 3)
+		fail("the long query answers %llu columns, not 3", (unsigned long long)cols);
+	for (uint64_t i = 0; i < cols; i++)
+		get();
+	get(); /* EOF */
+	printf("the long query runs\n");
+	fflush(stdout);
+	last = now();
+	for (;;) {
+		n = get();
+		if (pkt[0] == 0xfe && n < 9)
+			break;
+		check_err(n, "the long query");
+		if (now() - last > gap)
+			gap = now() - last;
+		last = now();
+		got++;
+		if (row_field(n, 0, &f, &fl) || strtol(f, NULL, 10) != got)
+			fail("row %ld of the long query is not number %ld", got, got);
+		if (row_field(n, 1, &f, &fl) || strtol(f, NULL, 10) != got * 7919 % 1000003)
+			fail("row %ld of the long query has the wrong value", got);
+		if (row_field(n, 2, &f, &fl) || fl != 200 || f[0] != 'x' || f[199] != 'x')
+			fail("row %ld of the long query has the wrong filler", got);
+	}
+	if (got != rows)
+		fail("the long query gave %ld rows, not %ld", got, rows);
+	printf("PASS %ld rows in order with their values in %.1f s, longest wait between two "
+	       "rows %.1f s\n",
+	       got, now() - t0, gap);
+	return 0;
+}
+
 static void login(const char *user, const char *db)
 {
 	uint8_t r[256] = { 0 };
@@ -201,8 +289,9 @@ int main(int argc, char **argv)
 	char sql[256], v[64], u0[32], u1[32];
 	double t0, start;
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: mysql-client HOST PORT USER DB STOPFILE\n");
+	if (argc != 6 && !(argc == 7 && !strcmp(argv[5], "--long"))) {
+		fprintf(stderr, "usage: mysql-client HOST PORT USER DB STOPFILE\n"
+				"       mysql-client HOST PORT USER DB --long ROWS\n");
 		return 2;
 	}
 	a.sin_port = htons(atoi(argv[2]));
@@ -212,6 +301,8 @@ int main(int argc, char **argv)
 	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)))
 		fail("cannot connect: %s", strerror(errno));
 	login(argv[3], argv[4]);
+	if (argc == 7)
+		return long_query(atol(argv[6]));
 	start = now();
 	query("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE "
 	      "VARIABLE_NAME = 'UPTIME'",
