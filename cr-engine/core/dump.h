@@ -88,6 +88,7 @@ struct cr_vma {
 	uint32_t shmid;	   /* shared memory object (shmem.c) */
 	bool open_rw;	   /* the mapped file was opened for writing */
 	uint32_t ghost_id; /* a deleted file (ghost.c) */
+	int ring_fd;	   /* VMA_PACKET_RING: the process's fd of the socket */
 };
 
 struct cr_pagerun {

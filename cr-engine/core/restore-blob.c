@@ -14,7 +14,10 @@
 #include "crc32c-impl.h"
 #include "crc32c.h"
 #include "ghost.h"
+#include "fdinfo.h"
 #include "log.h"
+#include "packet.h"
+#include "plan.h"
 #include "seccomp.h"
 #include "util.h"
 #include "vdso.h"
@@ -606,9 +609,36 @@ static void log_fds(const struct rproc *rp, int close_from)
 	pr_debug("pid %d: fds before the restorer:%s (close from %d)", rp->pid, line, close_from);
 }
 
+/* the packet sockets with a ring among rp's fds, and how the mapping of
+ * each is laid out (packet-ring.c) */
+static int plan_rings(const struct rctx *c, const struct rproc *rp, struct mem_ring **out,
+		      size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < rp->nr_fds; i++) {
+		size_t k = files_index(&c->files, rp->fds[i]->file_id);
+		const FileEntry *e = k == (size_t)-1 ? NULL : c->files.files[k];
+		struct mem_ring *r;
+
+		if (!e || e->kind != FILE_KIND__FILE_PACKET || !e->psk || !e->psk->rx_ring)
+			continue;
+		r = realloc(*out, (*n + 1) * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		*out = r;
+		r[*n].fd = rp->fds[i]->fd;
+		packet_ring_layout(e->psk->rx_ring, &r[*n].bs, &r[*n].nb, &r[*n].rot);
+		(*n)++;
+	}
+	return 0;
+}
+
 int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint64_t *args_p,
 		uint64_t *stack_p)
 {
+	_cleanup_free_ struct mem_ring *rings = NULL;
+	size_t nr_rings = 0;
 	struct rst_builder b;
 	struct vdso_plan vp;
 	struct blob_layout l;
@@ -630,7 +660,10 @@ int rst_prepare(struct rctx *c, struct rproc *rp, int idx, uint64_t *entry, uint
 	if (ret)
 		return ret;
 
-	ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, &b, !c->opts->no_page_verify);
+	ret = plan_rings(c, rp, &rings, &nr_rings);
+	if (!ret)
+		ret = mem_plan(dirfd, rp->pid, &rp->mm, &c->shm, &c->files, rings, nr_rings, &b,
+			       !c->opts->no_page_verify);
 	if (ret)
 		return ret;
 	pr_debug("pid %d: memory planned", rp->pid);

@@ -1,7 +1,9 @@
 /* Memory, dump side: a process's mappings (smaps, VmFlags, map_files),
  * each classified for the restore (memory.h), its auxv and brk, and the
  * links of /proc/PID (exe, cwd, root). */
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -51,6 +53,40 @@ static bool deleted_path(const struct cr_dump_ctx *ctx, const char *path, const 
 	       named.st_dev != st->st_dev || named.st_ino != st->st_ino;
 }
 
+/* A mapping of a socket: a packet socket's ring (packet.c), which the
+ * process holds an fd of; its content is the socket's to save */
+static int ring_vma(struct cr_proc *p, struct cr_vma *v)
+{
+	char dir[64], link[64], want[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", p->pid);
+	snprintf(want, sizeof(want), "%.40s", v->s.path);
+	v->ring_fd = -1;
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		ssize_t n = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+
+		if (n > 0 && (link[n] = 0, !strcmp(link, want))) {
+			v->ring_fd = atoi(de->d_name);
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (v->ring_fd < 0 || !v->s.shared) {
+		pr_err("pid %d: mapping %lx-%lx maps %s, %s", p->pid, v->s.start, v->s.end,
+		       v->s.path,
+		       v->s.shared ? "whose fd the process no longer holds: it cannot be mapped "
+				     "again"
+				   : "privately");
+		return -EOPNOTSUPP;
+	}
+	v->kind = VMA_KIND__VMA_PACKET_RING;
+	return 0;
+}
+
 static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vma *v)
 {
 	char *path = v->s.path;
@@ -70,6 +106,8 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 		       p->pid, v->s.start, v->s.end, path);
 		return -EOPNOTSUPP;
 	}
+	if (!strncmp(path, "socket:[", 8))
+		return ring_vma(p, v);
 	if (path[0] == '[') {
 		v->special = path;
 		if (!strcmp(path, "[heap]") || !strncmp(path, "[stack", 6)) {

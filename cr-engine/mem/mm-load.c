@@ -60,6 +60,14 @@ static int validate_mm(pid_t pid, struct rmm *mm)
 				return -EINVAL;
 			}
 			break;
+		case VMA_KIND__VMA_PACKET_RING:
+			if (!e->has_ring_fd || e->ring_fd < 0 || !page_aligned(e->pgoff)) {
+				pr_err("image mm-%d.img is damaged: ring mapping %lx-%lx without "
+				       "its socket",
+				       pid, (unsigned long)e->start, (unsigned long)e->end);
+				return -EINVAL;
+			}
+			break;
 		case VMA_KIND__VMA_FILE_PRIVATE:
 		case VMA_KIND__VMA_FILE_SHARED:
 			if (!e->path || e->path[0] != '/' || !page_aligned(e->pgoff)) {

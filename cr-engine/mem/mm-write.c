@@ -217,6 +217,11 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 				e.ghost_id = v->ghost_id;
 			}
 		}
+		if (v->kind == VMA_KIND__VMA_PACKET_RING) {
+			e.has_pgoff = e.has_ring_fd = 1;
+			e.pgoff = v->s.pgoff;
+			e.ring_fd = v->ring_fd;
+		}
 		if (v->s.vmflags & VMF_GROWSDOWN) {
 			e.has_growsdown = 1;
 			e.growsdown = 1;

@@ -127,9 +127,55 @@ static int shm_fd_for(pid_t pid, const VmaEntry *e, const struct rshm *shm, int 
 	return fd;
 }
 
-int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
-	     const struct rfiles *files, struct rst_builder *b, bool verify)
+/* The region a ring's mappings tiled (base: the first one's start), laid
+ * out anew: the kernel's blocks from 0 at the rotation's block, the last
+ * ones before it (at most two pieces); ring_done: set for each ring once */
+static int plan_ring(pid_t pid, const VmaEntry *e, const struct mem_ring *rings, size_t nr_rings,
+		     bool *ring_done, struct rst_builder *b)
 {
+	const struct mem_ring *r = NULL;
+	uint64_t len;
+	size_t k;
+
+	for (k = 0; k < nr_rings && !r; k++)
+		if (rings[k].fd == e->ring_fd)
+			r = &rings[k];
+	if (!r) {
+		pr_err("pid %d: mapping %lx maps the ring of fd %d, which has none", pid,
+		       (unsigned long)e->start, e->ring_fd);
+		return -EINVAL;
+	}
+	if (ring_done[k - 1])
+		return 0; /* its region is laid out already */
+	ring_done[k - 1] = true;
+	len = r->bs * r->nb;
+	for (int piece = 0; piece < 2; piece++) {
+		/* the mapping's blocks [0, rot) hold the kernel's last ones,
+		 * [rot, nb) its first ones */
+		uint64_t from = piece ? r->rot : 0, to = piece ? r->nb : r->rot;
+		struct rst_vma *v;
+
+		if (from == to)
+			continue;
+		v = &b->vmas[b->nr_vmas++];
+		v->start = e->start + from * r->bs;
+		v->end = e->start + to * r->bs;
+		v->pgoff = piece ? 0 : (uint64_t)(r->nb - r->rot) * r->bs;
+		v->prot = e->prot;
+		v->fd = e->ring_fd;
+		v->mmap_flags = MAP_SHARED;
+		v->flags = RST_VMA_RING;
+		v->ring_len = len;
+		v->first_run = b->nr_runs;
+	}
+	return 0;
+}
+
+int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
+	     const struct rfiles *files, const struct mem_ring *rings, size_t nr_rings,
+	     struct rst_builder *b, bool verify)
+{
+	_cleanup_free_ bool *ring_done = calloc(nr_rings ? nr_rings : 1, sizeof(bool));
 	_cleanup_free_ int *shm_cache = malloc(sizeof(int) * (shm->n ? shm->n : 1));
 	_cleanup_free_ struct map_file *cache = NULL;
 	_cleanup_free_ uint64_t *off = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*off));
@@ -159,8 +205,10 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 	b->args.fill_helper =
 		sysconf(_SC_NPROCESSORS_ONLN) > 1 && !getenv("KUPDATE_NO_FILL_HELPER") ? 8192 : 0;
 
-	/* one more for a vDSO proxy (vdso.c) */
-	b->vmas = calloc(mm->nr_vmas + 1, sizeof(*b->vmas));
+	/* one more for a vDSO proxy (vdso.c), one more a ring (in two pieces) */
+	if (!ring_done)
+		return -ENOMEM;
+	b->vmas = calloc(mm->nr_vmas + 1 + nr_rings, sizeof(*b->vmas));
 	b->runs = calloc(mm->nr_runs ? mm->nr_runs : 1, sizeof(*b->runs));
 	if (!b->vmas || !b->runs)
 		return -ENOMEM;
@@ -170,6 +218,12 @@ int mem_plan(int dirfd, pid_t pid, const struct rmm *mm, const struct rshm *shm,
 
 		if (e->kind == VMA_KIND__VMA_VDSO || e->kind == VMA_KIND__VMA_VVAR)
 			continue;
+		if (e->kind == VMA_KIND__VMA_PACKET_RING) {
+			ret = plan_ring(pid, e, rings, nr_rings, ring_done, b);
+			if (ret)
+				return ret;
+			continue;
+		}
 		v = &b->vmas[b->nr_vmas++];
 		v->start = e->start;
 		v->end = e->end;

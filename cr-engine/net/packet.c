@@ -122,10 +122,10 @@ static int dump_mclist(const struct pk_diag *pk, PacketSk *s)
 
 static int refused(const struct pk_diag *pk, const char *what)
 {
-	if (pk->rx_ring || pk->tx_ring) {
-		pr_err("%s: a packet socket with a mapped %s ring (PACKET_%s_RING: a capture "
-		       "with libpcap) cannot be checkpointed yet",
-		       what, pk->rx_ring ? "receive" : "transmit", pk->rx_ring ? "RX" : "TX");
+	if (pk->tx_ring) {
+		pr_err("%s: a packet socket with a transmit ring (PACKET_TX_RING) cannot be "
+		       "checkpointed yet",
+		       what);
 		return -EOPNOTSUPP;
 	}
 	if (pk->fanout) {
@@ -211,6 +211,9 @@ int packet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct
 		ret = dump_filter(sk, s, what);
 	if (!ret)
 		ret = sk_opts_dump(sk, s->opts, AF_PACKET);
+	if (!ret && d->pk->rx_ring)
+		ret = packet_ring_dump(p->pid, d->ino, d->pk->rx, d->pk->version, &s->rx_ring,
+				       what);
 	close(sk);
 	return ret;
 }
@@ -228,6 +231,7 @@ void packet_free_dump(PacketSk *s)
 	free(s->ifname);
 	free(s->filter.data);
 	free(s->opts);
+	packet_ring_free(s->rx_ring);
 	free(s);
 }
 
@@ -241,7 +245,8 @@ int packet_validate(const FileEntry *e)
 		s->protocol > 0xffff || s->version > TPACKET_V3 ||
 		(s->has_filter && (!s->filter.len || s->filter.len % sizeof(struct sock_filter) ||
 				   s->filter.len / sizeof(struct sock_filter) > MAX_FILTER)) ||
-		(s->ifname && strlen(s->ifname) >= IF_NAMESIZE);
+		(s->ifname && strlen(s->ifname) >= IF_NAMESIZE) ||
+		(s->rx_ring && (s->version != TPACKET_V3 || packet_ring_validate(s->rx_ring)));
 
 	for (size_t i = 0; !bad && i < s->n_mclist; i++)
 		bad = !s->mclist[i]->ifname || strlen(s->mclist[i]->ifname) >= IF_NAMESIZE ||
@@ -350,6 +355,8 @@ int packet_create(const PacketSk *s, const char *what)
 		ret = set_mclist(sk, s, what);
 	if (!ret)
 		ret = sk_opts_restore(sk, s->opts, what);
+	if (!ret && s->rx_ring)
+		ret = packet_ring_create(sk, s->rx_ring, what);
 	sll.sll_protocol = s->protocol;
 	sll.sll_ifindex = s->ifindex;
 	if (!ret && (s->protocol || s->ifindex) && bind(sk, (struct sockaddr *)&sll, sizeof(sll)))

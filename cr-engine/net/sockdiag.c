@@ -208,6 +208,8 @@ static int packet_cb(struct nl_msg *msg, void *arg)
 		return NL_STOP;
 	}
 	pk->rx_ring = tb[PACKET_DIAG_RX_RING] != NULL;
+	if (pk->rx_ring && nla_len(tb[PACKET_DIAG_RX_RING]) >= (int)sizeof(pk->rx))
+		memcpy(pk->rx, nla_data(tb[PACKET_DIAG_RX_RING]), sizeof(pk->rx));
 	pk->tx_ring = tb[PACKET_DIAG_TX_RING] != NULL;
 	pk->fanout = tb[PACKET_DIAG_FANOUT] != NULL;
 	if (tb[PACKET_DIAG_MEMINFO])

@@ -15,7 +15,8 @@ struct pk_diag {
 	} * mc;
 	int nr_mc;
 	bool rx_ring, tx_ring, fanout;
-	uint32_t rmem; /* bytes queued to be read */
+	uint32_t rx[7]; /* packet_diag_ring: block size, nr, frame size, nr, tmo, priv, features */
+	uint32_t rmem;	/* bytes queued to be read */
 };
 
 /* what sock_diag tells of one socket */

@@ -489,6 +489,22 @@ static long map_apart(const struct rst_vma *v, uint64_t len, uint32_t prot)
 	return r;
 }
 
+/* a piece of a packet socket's ring: the kernel maps a ring only whole,
+ * from its start (packet_mmap) */
+static long map_ring(const struct rst_vma *v, uint64_t len, uint32_t prot)
+{
+	long t = rsys6(NR_mmap, 0, v->ring_len, prot, R_MAP_SHARED, v->fd, 0), r;
+
+	if ((unsigned long)t > -4096UL)
+		return t;
+	r = rsys5(NR_mremap, t + v->pgoff, len, len, R_MREMAP_MAYMOVE | R_MREMAP_FIXED, v->start);
+	if (v->pgoff)
+		rsys2(NR_munmap, t, v->pgoff);
+	if (v->pgoff + len < v->ring_len)
+		rsys2(NR_munmap, t + v->pgoff + len, v->ring_len - v->pgoff - len);
+	return r;
+}
+
 static void map_vmas(struct rst_args *a)
 {
 	struct rst_vma *vmas = AT(a, a->vmas_off);
@@ -531,7 +547,9 @@ static void map_vmas(struct rst_args *a)
 					  R_SHM_REMAP | (ro ? R_SHM_RDONLY : 0));
 			else
 				r = v->start;
-		} else if (v->fd >= 0)
+		} else if (v->flags & RST_VMA_RING)
+			r = map_ring(v, len, prot);
+		else if (v->fd >= 0)
 			r = rsys6(NR_mmap, v->start, len, prot, v->mmap_flags | R_MAP_FIXED, v->fd,
 				  v->pgoff);
 		else if (apart)

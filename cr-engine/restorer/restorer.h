@@ -67,6 +67,9 @@ enum {
 	 * share its pages copy-on-write (mem/premap.c), at premap:
 	 * moved into place, not mapped */
 	RST_VMA_PREMAP = 1 << 4,
+	/* a piece of a packet socket's ring (fd): the ring mapped whole
+	 * (ring_len), the piece at pgoff moved into place, the rest dropped */
+	RST_VMA_RING = 1 << 5,
 };
 
 struct rst_vma {
@@ -81,7 +84,8 @@ struct rst_vma {
 	uint32_t src_off, src_len; /* contents copied from the arguments */
 	int32_t shmid;		   /* RST_VMA_SYSV_*: the System V segment */
 	uint32_t pad;
-	uint64_t premap; /* RST_VMA_PREMAP: where it is now */
+	uint64_t premap;   /* RST_VMA_PREMAP: where it is now */
+	uint64_t ring_len; /* RST_VMA_RING */
 };
 
 struct rst_run {

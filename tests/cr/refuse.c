@@ -43,16 +43,16 @@ int main(int argc, char **argv)
 		if (socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE) < 0)
 			crt_fail("socket: %s", strerror(errno));
 	} else if (!strcmp(what, "packet")) {
-		/* with a receive ring mapped, as libpcap's */
-		struct tpacket_req3 r = { .tp_block_size = 4096,
-					  .tp_block_nr = 4,
-					  .tp_frame_size = 2048,
-					  .tp_frame_nr = 8,
-					  .tp_retire_blk_tov = 100 };
+		/* with a TPACKET_V2 receive ring (frames: libpcap's in its
+		 * immediate mode) */
+		struct tpacket_req r = { .tp_block_size = 4096,
+					 .tp_block_nr = 4,
+					 .tp_frame_size = 2048,
+					 .tp_frame_nr = 8 };
 		int sk = socket(AF_PACKET, SOCK_RAW, 0);
 
 		if (sk < 0 ||
-		    setsockopt(sk, SOL_PACKET, PACKET_VERSION, &(int){ TPACKET_V3 }, sizeof(int)) ||
+		    setsockopt(sk, SOL_PACKET, PACKET_VERSION, &(int){ TPACKET_V2 }, sizeof(int)) ||
 		    setsockopt(sk, SOL_PACKET, PACKET_RX_RING, &r, sizeof(r)) ||
 		    mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, sk, 0) == MAP_FAILED)
 			crt_fail("a packet socket with a ring: %s", strerror(errno));
