@@ -13,6 +13,7 @@
 #     its unit file in /run), preserved with kupdate enable:
 #       kupdate-makej    make -j2 of a generated C project (40 sources)
 #       kupdate-tarpipe  tar c DIR | gzip -9 -n > FILE
+#       kupdate-tcpdump  tcpdump -i IF -U -w FILE 'tcp port 22' (the sessions)
 #   1 A -> B, run by the operator from a third session, s3: `kupdate apply`
 #     hands the work to kupdate-apply-PID.service and follows its output
 #     (orchestrator/handoff.c); s3 is dumped and restored with the others
@@ -26,6 +27,9 @@
 # After A -> B the build and the archive were restored mid-run, finish, and
 # their outputs are byte-identical to those of the same jobs run again
 # without interruption; at B -> A, ended, they are preserved no more.
+# tcpdump keeps its pids through both cycles and its capture goes on in
+# the same file: tcpdump -r reads packets from before each apply and after
+# each cycle, their times in order.
 #
 # usage: tests/cycle/programs.sh
 set -uo pipefail
@@ -163,12 +167,41 @@ run "systemd-run -q --unit=kupdate-makej -p WorkingDirectory=/root/kt/build make
 sed 's/^/# /' "$work/out"
 job_pids() { run "cat /sys/fs/cgroup/system.slice/$1/cgroup.procs 2>/dev/null | sort -n | tr '\n' ' '"; }
 
+# tcpdump, Debian's, capturing the ssh sessions' packets on the guest's
+# interface into a file (libpcap: a TPACKET_V3 ring, a BPF filter, the
+# interface promiscuous), in a unit of systemd-run's; it runs through both
+# cycles
+gif=$(run "ip -o route show default | awk '{ print \$5; exit }'")
+run "systemd-run -q --unit=kupdate-tcpdump tcpdump -i $gif -U -w /root/kt/cap.pcap 'tcp port 22' &&
+	sleep 3 && kupdate enable kupdate-tcpdump.service >/dev/null" >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "start tcpdump in a unit of systemd-run's"; }
+tcpdump_pids=$(job_pids kupdate-tcpdump.service)
+say "tcpdump on $gif: pids $tcpdump_pids"
+# the capture as tcpdump -r reads it: packets, those before guest time $1,
+# those after $2, and 1 if a timestamp goes back
+cap() {
+	run "tcpdump -r /root/kt/cap.pcap -tt -n 2>/dev/null | awk -v a=$1 -v b=$2 '{ t = \$1 + 0; if (t < p) bad = 1; p = t
+		if (t < a) n0++; if (t > b) n1++; n++ } END { printf \"%d %d %d %d\", n, n0, n1, bad }'"
+}
+tcpdump_check() { # LABEL BEFORE AFTER: packets before the apply and after the cycle, in order
+	local np n0 n1 bad line
+	sleep 3 # s1's lines: packets
+	read -r np n0 n1 bad <<<"$(cap "$2" "$3")"
+	line=$(run 'kupdate status 2>&1' | grep '^kupdate-tcpdump.service ')
+	say "tcpdump: $line; capture: $np packets, $n0 before the apply, $n1 after the cycle"
+	check "$1: tcpdump restored with its pids ($(job_pids kupdate-tcpdump.service)), its capture going on in the same file: packets from before and after, in order ($n0, $n1)" \
+		test "$(job_pids kupdate-tcpdump.service)" = "$tcpdump_pids" -a "${n0:-0}" -gt 0 -a "${n1:-0}" -gt 0 -a "${bad:-1}" = 0
+	grep -q ' restored ' <<<"$line" || why_unit kupdate-tcpdump.service
+	declare -g "tcpdump_$4=$n0 before, $n1 after, $(awk '{ print $2 ", downtime " $10 " " $11 }' <<<"$line")"
+}
+
 # ---- 1: A -> B from a session --------------------------------------------------
 before=$(procs)
 sed 's/^/# before: /' <<<"$before"
 sess_before=$(sessions)
 b=$(boot_id)
 s1_at=$(s1_last)
+t_ab=$(run 'date +%s')
 ssh_g -tt 'kupdate apply /payload/boot/bzImage-B; echo "apply-rc=$?"; echo "kernel=$(uname -r)"' \
 	</dev/null >"$work/s3" 2>&1 &
 s3_pid=$!
@@ -199,6 +232,8 @@ check "A->B: logind ended the apply's session when it closed; the two others rem
 	test "$(wc -w <<<"$sess_b")" = 2
 cycle_checks "A->B" "$before" "$sess_before" "$s1_at"
 pause_ab=$(s1_pause "$s1_at")
+t_b=$(run 'date +%s')
+tcpdump_check "A->B" "$t_ab" "$t_b" ab
 
 # the build and the archive: restored mid-run, then finished as an
 # uninterrupted run of the same jobs finishes
@@ -226,17 +261,20 @@ check "A->B: the archive finished after the cycle, byte-identical to an uninterr
 before=$(procs)
 sess_before=$(sessions)
 s1_at=$(s1_last)
+t_ba=$(run 'date +%s')
 apply_kexec "B->A" /payload/boot/bzImage-A
 check "B->A: the build's and the archive's units, ended, are preserved no more (said by apply)" \
 	test "$(grep -c 'kupdate-\(makej\|tarpipe\).service: a runtime unit .* that has ended: no longer preserved' "$work/apply")" = 2
 cycle_checks "B->A" "$before" "$sess_before" "$s1_at"
 pause_ba=$(s1_pause "$s1_at")
+tcpdump_check "B->A" "$t_ba" "$(run 'date +%s')" ba
 
 echo "# ---- report ----"
 echo "#   sshd (ssh.service, $(wc -w <<<"$sess_before") sessions): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
 echo "#     checked: processes and scopes, loginctl, s1's numbered lines, s2's shell; A->B run from s3"
 echo "#     s1's pause: A->B ${pause_ab} s, B->A ${pause_ba} s"
 echo "#   make -j2 (kupdate-makej.service, transient), mid-build at A->B: ${res_makej:-?}; outputs: $(tail -1 <<<"$same_build") of 42 identical to an uninterrupted build's"
+echo "#   tcpdump (kupdate-tcpdump.service, transient, pids $tcpdump_pids): A->B: ${tcpdump_ab:-?}; B->A: ${tcpdump_ba:-?}"
 echo "#   tar | gzip (kupdate-tarpipe.service, transient), mid-run at A->B: ${res_tarpipe:-?}; archive $(run 'cmp -s /root/kt/out.tar.gz /root/kt/ref.tar.gz && echo identical || echo DIFFERENT') to an uninterrupted run's"
 stop_sessions
 finish
