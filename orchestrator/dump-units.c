@@ -418,4 +418,3 @@ void resume_all(struct dumpers *d, struct aunit *u, int n)
 		unit_thaw(&u[i], false);
 	}
 }
-

@@ -75,7 +75,6 @@ struct dumpers {
 	struct dump_worker w[MAX_JOBS];
 };
 
-
 /* the unit and the login sessions it carries, thawed (locked: take the
  * bus's lock): 0 or -EIO */
 int unit_thaw(struct aunit *u, bool locked);

@@ -32,10 +32,11 @@
 #define BS 4096
 #define NB 8
 
+/* UDP to port 9999 (from the IP header on) */
 static struct sock_filter prog[] = {
-	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 3),
-	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),
+	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),	       /* protocol */
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 3), /* UDP */
+	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),	       /* destination port */
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 9999, 0, 1),
 	BPF_STMT(BPF_RET | BPF_K, 0xffff),
 	BPF_STMT(BPF_RET | BPF_K, 0),
@@ -93,8 +94,10 @@ int main(void)
 {
 	struct sock_fprog fp = { .len = sizeof(prog) / sizeof(prog[0]), .filter = prog };
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP) };
-	struct tpacket_req3 req = { .tp_block_size = BS, .tp_block_nr = NB,
-				    .tp_frame_size = 2048, .tp_frame_nr = BS / 2048 * NB,
+	struct tpacket_req3 req = { .tp_block_size = BS,
+				    .tp_block_nr = NB,
+				    .tp_frame_size = 2048,
+				    .tp_frame_nr = BS / 2048 * NB,
 				    .tp_retire_blk_tov = 60000 };
 	uint8_t *was;
 	int sk, before;
