@@ -771,7 +771,7 @@ static int preflight_units(struct sd *sd, struct aunit *u, const char **names, i
 		}
 		if (sd_unit_info(sd, a->name, &a->ui))
 			return -1;
-		if (runtime_unit_ended(a))
+		if (runtime_unit_ended(a, &a->ui))
 			continue;
 		if (strcmp(a->ui.active, "active") || a->ui.main_pid <= 0) {
 			pr_err("unit %s is %s (%s) with no main process; start it, or leave it out "

@@ -53,20 +53,23 @@ int unit_thaw(struct aunit *u, bool locked)
 
 /* Has this unit, whose file is in /run (systemd-run's), ended?  Such a
  * job ending before its freeze leaves the cycle without failing it. */
-bool runtime_unit_ended(struct aunit *u)
+bool runtime_unit_ended(struct aunit *u, const struct unit_info *ui)
 {
-	struct unit_info ui;
+	struct unit_info now;
 	bool ended = false;
 
 	if (!unit_runtime(u->name, u->ui.fragment))
 		return false;
-	pthread_mutex_lock(&sd_lock);
-	if (!sd_unit_info(u->sd, u->name, &ui)) {
-		ended = strcmp(ui.load, "loaded") || !strcmp(ui.active, "inactive") ||
-			!strcmp(ui.active, "failed");
-		unit_info_free(&ui);
+	if (ui) {
+		ended = unit_ended(ui);
+	} else {
+		pthread_mutex_lock(&sd_lock);
+		if (!sd_unit_info(u->sd, u->name, &now)) {
+			ended = unit_ended(&now);
+			unit_info_free(&now);
+		}
+		pthread_mutex_unlock(&sd_lock);
 	}
-	pthread_mutex_unlock(&sd_lock);
 	if (ended) {
 		u->ended = true;
 		printf("kupdate: %s: a runtime unit that ended before its freeze: not in the "
@@ -205,14 +208,14 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	imgdir = xasprintf("%s/%s", cycdir, u->rel);
 	if (!u->rel || !imgdir)
 		return -ENOMEM;
-	if (u->ended || runtime_unit_ended(u))
+	if (u->ended || runtime_unit_ended(u, NULL))
 		return 0;
 	printf("kupdate: %s: freezing\n", u->name);
 	fflush(stdout);
 	u->frozen_at_rt = rt_ns();
 	u->t_freeze = now_ns(CLOCK_MONOTONIC);
 	ret = unit_call_locked(sd_freeze, u);
-	if (ret && runtime_unit_ended(u)) /* between the look and the freeze */
+	if (ret && runtime_unit_ended(u, NULL)) /* between the look and the freeze */
 		return 0;
 	if (ret)
 		return ret;

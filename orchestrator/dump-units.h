@@ -79,8 +79,9 @@ struct dumpers {
  * bus's lock): 0 or -EIO */
 int unit_thaw(struct aunit *u, bool locked);
 void unit_forget_sessions(struct aunit *u);
-/* a runtime unit (its file in /run) that has ended, said; u->ended set */
-bool runtime_unit_ended(struct aunit *u);
+/* a runtime unit (its file in /run) that has ended, said; u->ended set.
+ * ui: its state just read, or NULL to ask systemd now */
+bool runtime_unit_ended(struct aunit *u, const struct unit_info *ui);
 /* apply --pre-dump: the unit's memory while it runs */
 int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdir);
 int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char *cycle_id,

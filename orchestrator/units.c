@@ -47,6 +47,12 @@ bool unit_runtime(const char *unit, const char *fragment)
 	return !strncmp(target, "/run/", 5);
 }
 
+bool unit_ended(const struct unit_info *ui)
+{
+	return strcmp(ui->load, "loaded") || !strcmp(ui->active, "inactive") ||
+	       !strcmp(ui->active, "failed");
+}
+
 int preserved_drop_ended(struct sd *s, char **v, int *n)
 {
 	int k = 0;
@@ -56,8 +62,7 @@ int preserved_drop_ended(struct sd *s, char **v, int *n)
 		bool ended = false;
 
 		if (unit_runtime(v[i], NULL) && !sd_unit_info(s, v[i], &ui)) {
-			ended = strcmp(ui.load, "loaded") || !strcmp(ui.active, "inactive") ||
-				!strcmp(ui.active, "failed");
+			ended = unit_ended(&ui);
 			unit_info_free(&ui);
 		}
 		if (ended) {

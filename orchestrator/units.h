@@ -22,6 +22,8 @@ bool unit_name_valid(const char *unit);
 /* Does the unit's file live in /run (transient, runtime), by fragment or
  * by the link of kupdate enable? */
 bool unit_runtime(const char *unit, const char *fragment);
+/* a unit not loaded (systemd forgot it), inactive or failed */
+bool unit_ended(const struct unit_info *ui);
 /* the preserved units v[0..n) without those whose file was in /run and
  * that have ended (their link removed, said) */
 int preserved_drop_ended(struct sd *s, char **v, int *n);
