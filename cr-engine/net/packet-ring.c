@@ -34,6 +34,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "dump.h"
 #include "image.h"
 #include "log.h"
 #include "packet.h"
@@ -41,52 +42,38 @@
 
 #define MAX_RING (1ULL << 30)
 
-struct piece {
-	uint64_t start, end, off;
-};
-
-/* the mappings of socket ino in pid, tiling [*base, *base + len) */
-static int ring_pieces(pid_t pid, uint32_t ino, uint64_t len, uint64_t *base, const char *what)
+/* the mappings of socket ino (the memory map dumped before the fds:
+ * VMA_PACKET_RING), tiling [*base, *base + len) */
+static int ring_pieces(const struct cr_proc *p, uint32_t ino, uint64_t len, uint64_t *base,
+		       const char *what)
 {
-	char path[48], line[512], want[40];
-	struct piece pc[16];
-	uint64_t total = 0;
+	uint64_t total = 0, end = 0;
+	char want[40];
 	int n = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	snprintf(want, sizeof(want), " socket:[%u]", ino);
-	f = fopen(path, "re");
-	if (!f)
-		return pr_errno("%s: cannot read %s", what, path);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long s, e, o;
+	snprintf(want, sizeof(want), "socket:[%u]", ino);
+	for (int i = 0; i < p->nr_vmas; i++) {
+		const struct cr_vma *v = &p->vmas[i];
 
-		line[strcspn(line, "\n")] = 0;
-		if (!strstr(line, want) || sscanf(line, "%lx-%lx %*s %lx", &s, &e, &o) != 3)
+		if (v->kind != VMA_KIND__VMA_PACKET_RING || strcmp(v->s.path, want))
 			continue;
-		if (n == 16) {
-			n++;
-			break;
+		/* in address order: one run, no gap */
+		if (n && v->s.start != end) {
+			pr_err("%s: its ring is mapped in pieces that leave a gap", what);
+			return -EOPNOTSUPP;
 		}
-		pc[n++] = (struct piece){ s, e, o };
-		total += e - s;
+		if (!n++)
+			*base = v->s.start;
+		end = v->s.end;
+		total += v->s.end - v->s.start;
 	}
-	fclose(f);
-	if (!n || n > 16 || total != len) {
+	if (!n || total != len) {
 		pr_err("%s: its ring of %lu bytes is mapped %s (%lu bytes in %d mappings), not "
 		       "once whole: it cannot be laid out again",
 		       what, (unsigned long)len, n ? "otherwise" : "nowhere", (unsigned long)total,
 		       n);
 		return -EOPNOTSUPP;
 	}
-	/* in address order from /proc: one run, no gap */
-	for (int i = 1; i < n; i++)
-		if (pc[i].start != pc[i - 1].end) {
-			pr_err("%s: its ring is mapped in pieces that leave a gap", what);
-			return -EOPNOTSUPP;
-		}
-	*base = pc[0].start;
 	return 0;
 }
 
@@ -154,10 +141,10 @@ static int unread(uint8_t *ring, uint64_t bs, uint32_t nb, uint32_t *order, uint
 	return 0;
 }
 
-int packet_ring_dump(pid_t pid, uint32_t ino, const uint32_t rx[7], uint32_t version,
+int packet_ring_dump(const struct cr_proc *p, uint32_t ino, const uint32_t rx[7], uint32_t version,
 		     PacketRing **out, const char *what)
 {
-	uint64_t bs = rx[0], nb = rx[1], len = bs * nb, base;
+	uint64_t bs = rx[0], nb = rx[1], len = bs * nb, base = 0;
 	uint32_t *order = NULL, np = 0, resume = 0;
 	uint8_t *ring = NULL;
 	PacketRing *r;
@@ -175,7 +162,7 @@ int packet_ring_dump(pid_t pid, uint32_t ino, const uint32_t rx[7], uint32_t ver
 		       (unsigned long)nb, (unsigned long)bs);
 		return -EOPNOTSUPP;
 	}
-	ret = ring_pieces(pid, ino, len, &base, what);
+	ret = ring_pieces(p, ino, len, &base, what);
 	if (ret)
 		return ret;
 	ring = malloc(len);
@@ -192,7 +179,7 @@ int packet_ring_dump(pid_t pid, uint32_t ino, const uint32_t rx[7], uint32_t ver
 	{
 		struct iovec l = { ring, len }, rm = { (void *)(uintptr_t)base, len };
 
-		if (process_vm_readv(pid, &l, 1, &rm, 1, 0) != (ssize_t)len)
+		if (process_vm_readv(p->pid, &l, 1, &rm, 1, 0) != (ssize_t)len)
 			ret = pr_errno("%s: cannot read its ring at %lx", what,
 				       (unsigned long)base);
 	}

@@ -120,8 +120,10 @@ static int dump_mclist(const struct pk_diag *pk, PacketSk *s)
 	return 0;
 }
 
-static int refused(const struct pk_diag *pk, const char *what)
+static int refused(const struct sk_diag *d, const char *what)
 {
+	const struct pk_diag *pk = d->pk;
+
 	if (pk->tx_ring) {
 		pr_err("%s: a packet socket with a transmit ring (PACKET_TX_RING) cannot be "
 		       "checkpointed yet",
@@ -134,10 +136,10 @@ static int refused(const struct pk_diag *pk, const char *what)
 		       what);
 		return -EOPNOTSUPP;
 	}
-	if (pk->rmem) {
+	if (d->rqlen) {
 		/* nothing can put them back in a packet socket's queue */
 		pr_err("%s: a packet socket with %u bytes of packets waiting to be read", what,
-		       pk->rmem);
+		       d->rqlen);
 		return -EAGAIN;
 	}
 	return 0;
@@ -179,7 +181,7 @@ int packet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct
 		pr_err("%s: packet_diag said nothing of it", what);
 		return -EOPNOTSUPP;
 	}
-	ret = refused(d->pk, what);
+	ret = refused(d, what);
 	if (ret)
 		return ret;
 	s = malloc(sizeof(*s));
@@ -212,8 +214,7 @@ int packet_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct
 	if (!ret)
 		ret = sk_opts_dump(sk, s->opts, AF_PACKET);
 	if (!ret && d->pk->rx_ring)
-		ret = packet_ring_dump(p->pid, d->ino, d->pk->rx, d->pk->version, &s->rx_ring,
-				       what);
+		ret = packet_ring_dump(p, d->ino, d->pk->rx, d->pk->version, &s->rx_ring, what);
 	close(sk);
 	return ret;
 }

@@ -19,9 +19,9 @@ int packet_validate(const FileEntry *e);
 /* the socket, as it was (O_CLOEXEC): its fd, or -errno said with what */
 int packet_create(const PacketSk *s, const char *what);
 
-/* packet-ring.c: the receive ring of socket ino mapped by pid (rx: its
+/* packet-ring.c: the receive ring of socket ino mapped by p (rx: its
  * packet_diag_ring), with the blocks not read yet */
-int packet_ring_dump(pid_t pid, uint32_t ino, const uint32_t rx[7], uint32_t version,
+int packet_ring_dump(const struct cr_proc *p, uint32_t ino, const uint32_t rx[7], uint32_t version,
 		     PacketRing **out, const char *what);
 void packet_ring_free(PacketRing *r);
 int packet_ring_validate(const PacketRing *r);

@@ -212,10 +212,10 @@ static int packet_cb(struct nl_msg *msg, void *arg)
 		memcpy(pk->rx, nla_data(tb[PACKET_DIAG_RX_RING]), sizeof(pk->rx));
 	pk->tx_ring = tb[PACKET_DIAG_TX_RING] != NULL;
 	pk->fanout = tb[PACKET_DIAG_FANOUT] != NULL;
+	/* the bytes queued to be read */
 	if (tb[PACKET_DIAG_MEMINFO])
-		pk->rmem = ((const uint32_t *)nla_data(
+		d->rqlen = ((const uint32_t *)nla_data(
 			tb[PACKET_DIAG_MEMINFO]))[SK_MEMINFO_RMEM_ALLOC];
-	d->rqlen = pk->rmem;
 	return NL_OK;
 }
 

@@ -16,7 +16,6 @@ struct pk_diag {
 	int nr_mc;
 	bool rx_ring, tx_ring, fanout;
 	uint32_t rx[7]; /* packet_diag_ring: block size, nr, frame size, nr, tmo, priv, features */
-	uint32_t rmem;	/* bytes queued to be read */
 };
 
 /* what sock_diag tells of one socket */
