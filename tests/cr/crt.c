@@ -10,6 +10,15 @@
 
 #include "crt.h"
 
+const struct sock_filter crt_udp9999[CRT_UDP9999_LEN] = {
+	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),	       /* protocol */
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 3), /* UDP */
+	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),	       /* destination port */
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 9999, 0, 1),
+	BPF_STMT(BPF_RET | BPF_K, 0xffff),
+	BPF_STMT(BPF_RET | BPF_K, 0),
+};
+
 volatile sig_atomic_t crt_term;
 static const char *dir;
 

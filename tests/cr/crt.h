@@ -8,11 +8,17 @@
 #ifndef CRT_H
 #define CRT_H
 
+#include <linux/filter.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 extern volatile sig_atomic_t crt_term;
+
+/* a classic BPF filter for a SOCK_DGRAM packet socket (from the IP header
+ * on; no fragments, no IP options): IPv4 UDP to port 9999 only */
+#define CRT_UDP9999_LEN 6
+extern const struct sock_filter crt_udp9999[CRT_UDP9999_LEN];
 
 /* setsid, SIGTERM handler; returns the scratch directory ($CRT_DIR) */
 const char *crt_init(void);

@@ -32,16 +32,6 @@
 #define BS 4096
 #define NB 8
 
-/* UDP to port 9999 (from the IP header on) */
-static struct sock_filter prog[] = {
-	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),	       /* protocol */
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 3), /* UDP */
-	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),	       /* destination port */
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 9999, 0, 1),
-	BPF_STMT(BPF_RET | BPF_K, 0xffff),
-	BPF_STMT(BPF_RET | BPF_K, 0),
-};
-
 static uint8_t *ring;
 static unsigned cur; /* the block read next, as libpcap keeps it */
 static int next_seq = 1, bad;
@@ -92,7 +82,8 @@ static void read_closed(void)
 
 int main(void)
 {
-	struct sock_fprog fp = { .len = sizeof(prog) / sizeof(prog[0]), .filter = prog };
+	struct sock_fprog fp = { .len = CRT_UDP9999_LEN,
+				 .filter = (struct sock_filter *)crt_udp9999 };
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP) };
 	struct tpacket_req3 req = { .tp_block_size = BS,
 				    .tp_block_nr = NB,

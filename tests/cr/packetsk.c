@@ -39,17 +39,6 @@
 #define SO_LOCK_FILTER 44
 #endif
 
-/* IPv4, UDP, destination port 9999 (a DGRAM packet socket starts at the
- * IP header; no fragments, no options) */
-static struct sock_filter prog[] = {
-	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),	       /* protocol */
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 3), /* UDP */
-	BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),	       /* destination port */
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 9999, 0, 1),
-	BPF_STMT(BPF_RET | BPF_K, 0xffff),
-	BPF_STMT(BPF_RET | BPF_K, 0),
-};
-
 static int getint(int sk, int level, int opt)
 {
 	int v = -1;
@@ -109,7 +98,8 @@ static void send_to(int port)
 
 int main(void)
 {
-	struct sock_fprog fp = { .len = sizeof(prog) / sizeof(prog[0]), .filter = prog };
+	struct sock_fprog fp = { .len = CRT_UDP9999_LEN,
+				 .filter = (struct sock_filter *)crt_udp9999 };
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP) };
 	struct packet_mreq mr = { .mr_type = PACKET_MR_PROMISC };
 	struct sock_filter got[16];
@@ -155,7 +145,7 @@ int main(void)
 	crt_check(getint(sk, SOL_PACKET, PACKET_IGNORE_OUTGOING) <= 0,
 		  "PACKET_IGNORE_OUTGOING was turned on");
 	crt_check(!getsockopt(sk, SOL_SOCKET, SO_GET_FILTER, got, &n) && n == fp.len &&
-			  !memcmp(got, prog, sizeof(prog)),
+			  !memcmp(got, crt_udp9999, sizeof(crt_udp9999)),
 		  "the filter is not the one attached (%u instructions)", n);
 	crt_check(!getsockname(sk, (struct sockaddr *)&sll, &l) && sll.sll_ifindex == lo &&
 			  sll.sll_protocol == htons(ETH_P_IP),
