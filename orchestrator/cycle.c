@@ -26,6 +26,13 @@
 #include "cycle.h"
 #include "store.h"
 
+const char *run_dir(void)
+{
+	const char *d = getenv("KUPDATE_RUN_DIR");
+
+	return d && *d ? d : "/run/kupdate";
+}
+
 const char *state_dir(void)
 {
 	const char *d = getenv("KUPDATE_STATE_DIR");

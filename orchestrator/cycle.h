@@ -14,6 +14,8 @@
 #define CYCLE_KIND_UNIT_STATUS 101 /* status-UNIT.img: one unit_status */
 
 const char *state_dir(void);
+/* $KUPDATE_RUN_DIR, default /run/kupdate: what lasts until the next boot */
+const char *run_dir(void);
 /* $state/cycles/ID[/fmt...], malloc'd */
 char *cycle_path(const char *id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mkdir_p(const char *path, mode_t mode);

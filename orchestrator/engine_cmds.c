@@ -13,7 +13,9 @@
 #include "cr-log.h"
 #include "cr-util.h"
 #include "cr.h"
+#include "cycle.h"
 #include "kupdate.h"
+#include "links.h"
 #include "recover.h"
 #include "term.h"
 #include "units.h"
@@ -45,6 +47,16 @@ static bool allow_external(const char *peer, void *arg)
 	return false;
 }
 
+/* --linked-unix: the peers outside the tree are in trees the caller dumps
+ * with it, stopped as it is */
+static bool allow_linked(uint32_t ino, uint32_t peer, void *arg)
+{
+	(void)ino;
+	(void)peer;
+	(void)arg;
+	return true;
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -55,6 +67,7 @@ int cmd_dump(int argc, char **argv)
 		{ "ghost-limit", required_argument, NULL, 'g' },
 		{ "check", no_argument, NULL, 'c' },
 		{ "external-unix", required_argument, NULL, 'x' },
+		{ "linked-unix", no_argument, NULL, 'l' },
 		{ "pre-dump", no_argument, NULL, 'P' },
 		{ "prev", required_argument, NULL, 'p' },
 		{ "no-rto-revert", no_argument, NULL, 'N' },
@@ -111,6 +124,9 @@ int cmd_dump(int argc, char **argv)
 			break;
 		case 'p':
 			o.prev_dir = optarg;
+			break;
+		case 'l':
+			o.linked_unix = allow_linked;
 			break;
 		case 'x':
 			if (el.n == 16) {
@@ -243,10 +259,16 @@ int cmd_restore(int argc, char **argv)
 		{ "namespaces-of", required_argument, NULL, 'n' },
 		{ "listen-fds", no_argument, NULL, 'L' },
 		{ "cgroup", required_argument, NULL, 'g' },
+		{ "linked", required_argument, NULL, 'k' },
+		{ "link-dir", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct cr_restore_opts o = { 0 };
+	const char *peers[16], *rdv = NULL;
+	size_t npeers = 0;
+	struct cr_unix_link *links = NULL;
+	_cleanup_free_ char *rdv_own = NULL;
 	struct cr_cgroup_place cg[16];
 	_cleanup_free_ int *lfds = NULL;
 	pid_t root = 0;
@@ -282,6 +304,16 @@ int cmd_restore(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'k':
+			if (npeers == ARRAY_SIZE(peers)) {
+				pr_err("restore: more than %zu --linked", ARRAY_SIZE(peers));
+				return 2;
+			}
+			peers[npeers++] = optarg;
+			break;
+		case 'K':
+			rdv = optarg;
+			break;
 		case 'g':
 			if (o.nr_cgroups == ARRAY_SIZE(cg)) {
 				pr_err("restore: more than %zu --cgroup", ARRAY_SIZE(cg));
@@ -303,7 +335,14 @@ int cmd_restore(int argc, char **argv)
 		pr_err("restore: needs -D DIR (see kupdate --help)");
 		return 2;
 	}
+	/* the connections to the trees of --linked, met at --link-dir */
+	if (!rdv)
+		rdv = rdv_own = xasprintf("%s/links", run_dir());
+	if (!rdv || links_gather(o.imgdir, peers, npeers, rdv, &links, &o.nr_links))
+		return 1;
+	o.links = links;
 	ret = cr_restore(&o, &root, &st);
+	links_close(&links, &o.nr_links);
 	for (size_t i = 0; i < o.nr_cgroups; i++)
 		close(cg[i].fd);
 	if (ret)

@@ -230,13 +230,6 @@ int recover_interrupted(void)
  * the dump ran in (a record of another namespace is left for a kupdate run
  * there). */
 
-static const char *run_dir(void)
-{
-	const char *d = getenv("KUPDATE_RUN_DIR");
-
-	return d && *d ? d : "/run/kupdate";
-}
-
 static unsigned long long netns_ino(void)
 {
 	struct stat st;

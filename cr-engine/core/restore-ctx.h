@@ -73,6 +73,8 @@ struct rctx {
 	struct ns_idmap ns_uidmap[NS_IDMAP_MAX], ns_gidmap[NS_IDMAP_MAX];
 	size_t ns_nr_uidmap, ns_nr_gidmap;
 	struct sk_listeners listeners; /* cr_restore_opts.listen_fds */
+	struct cr_unix_link *links;    /* cr_restore_opts.links, their fds copied */
+	size_t nr_links;
 };
 
 /* lastpid.c: ns_last_pid set below tid for a clone without set_tid, under

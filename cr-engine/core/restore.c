@@ -1176,6 +1176,61 @@ static void drop_listen_fds(struct rctx *c)
 	memset(&c->listeners, 0, sizeof(c->listeners));
 }
 
+/* The ends of the tree's links to other trees (cr_restore_opts.links),
+ * copied above every fd of the tree as the listeners are; every linked
+ * socket of the images must have its end, or nothing is made. */
+static int take_links(struct rctx *c)
+{
+	const struct cr_restore_opts *o = c->opts;
+	int top = 2;
+
+	for (size_t i = 0; i < c->files.nr_files; i++) {
+		const FileEntry *e = c->files.files[i];
+		bool given = false;
+
+		if (e->kind != FILE_KIND__FILE_UNIX || !e->usk->linked)
+			continue;
+		for (size_t k = 0; k < o->nr_links && !given; k++)
+			given = o->links[k].ino == e->usk->ino && o->links[k].fd >= 0;
+		if (!given) {
+			pr_err("unix socket %u is connected to socket %u of another tree dumped "
+			       "with "
+			       "it, and its end of that connection was not given: restore the two "
+			       "trees together",
+			       e->usk->ino, e->usk->peer);
+			return -ENOENT;
+		}
+	}
+	if (!o->nr_links)
+		return 0;
+	for (size_t i = 0; i < c->nr; i++)
+		for (size_t k = 0; k < c->procs[i].nr_fds; k++)
+			top = MAX(top, c->procs[i].fds[k]->fd);
+	c->links = calloc(o->nr_links, sizeof(*c->links));
+	if (!c->links)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->nr_links; i++) {
+		c->links[i] = o->links[i];
+		c->links[i].fd = fcntl(o->links[i].fd, F_DUPFD_CLOEXEC, top + 1);
+		if (c->links[i].fd < 0)
+			return pr_errno("cannot keep the end of link %u passed as fd %d",
+					o->links[i].ino, o->links[i].fd);
+		c->nr_links = i + 1;
+	}
+	c->files.links = c->links;
+	c->files.nr_links = c->nr_links;
+	return 0;
+}
+
+static void drop_links(struct rctx *c)
+{
+	for (size_t i = 0; i < c->nr_links; i++)
+		close(c->links[i].fd);
+	free(c->links);
+	c->links = NULL;
+	c->nr_links = 0;
+}
+
 /* Before anything is created: the images loaded and checked, the shared
  * memory objects, deleted files and removed directories made, the files
  * planned. */
@@ -1190,6 +1245,8 @@ static int prepare_tree(struct rctx *c)
 	c->files.shm = &c->shm; /* memfd fds are new descriptions of these objects */
 	if (!ret)
 		ret = take_listen_fds(c);
+	if (!ret)
+		ret = take_links(c);
 	if (!ret)
 		ret = find_helpers(c);
 	if (!ret)
@@ -1380,6 +1437,7 @@ out:
 	free(c.helpers);
 	free(c.sessions);
 	drop_listen_fds(&c);
+	drop_links(&c);
 	free_images(&c);
 	close(c.dirfd);
 	return ret;

@@ -55,6 +55,17 @@ static int unix_restore(const struct rfiles *f, const FileEntry *e, struct rproc
 	char peer[120];
 	int nfd;
 
+	if (e->usk->linked) {
+		for (size_t i = 0; i < f->nr_links; i++) {
+			if (f->links[i].ino != e->usk->ino)
+				continue;
+			nfd = fcntl(f->links[i].fd, F_DUPFD_CLOEXEC, 0);
+			return nfd < 0 ? pr_errno("%s: cannot take its end of the link", what)
+				       : nfd;
+		}
+		pr_err("%s: its end of the link to socket %u was not given", what, e->usk->peer);
+		return -ENOENT;
+	}
 	if (!e->usk->external)
 		return unix_create(e->usk, f->listeners, what, NULL);
 	snprintf(peer, sizeof(peer), "%.*s", (int)e->usk->peer_name.len,

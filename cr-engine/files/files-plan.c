@@ -125,7 +125,8 @@ static ssize_t peer_of(const struct rfiles *f, size_t i)
 {
 	const UnixSk *u = f->files[i]->usk;
 
-	if (f->files[i]->kind != FILE_KIND__FILE_UNIX || u->pending || u->external || !u->has_peer)
+	if (f->files[i]->kind != FILE_KIND__FILE_UNIX || u->pending || u->external || u->linked ||
+	    !u->has_peer)
 		return -1;
 	for (size_t j = 0; j < f->nr_files; j++) {
 		const UnixSk *o = f->files[j]->usk;
@@ -244,7 +245,7 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 			f->desc[i].late = true;
 			continue;
 		}
-		if (u->external)
+		if (u->external || u->linked)
 			continue; /* the caller makes a new connection */
 		if (!u->has_peer)
 			continue;

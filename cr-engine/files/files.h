@@ -41,10 +41,12 @@ struct rfiles {
 	const struct rshm *shm; /* the shared memory objects, for memfd fds */
 	struct rghost *ghosts;	/* unlinked files (ghost.c) */
 	size_t nr_ghosts;
-	struct rtty *tty;		/* the pseudo-terminals made (tty.c) */
-	struct sk_listeners *listeners; /* passed by a service manager, or NULL */
-	int tbase;			/* first transport fd */
-	int tend;			/* after the last transport fd */
+	struct rtty *tty;		  /* the pseudo-terminals made (tty.c) */
+	struct sk_listeners *listeners;	  /* passed by a service manager, or NULL */
+	const struct cr_unix_link *links; /* the ends of the tree's links (cr.h) */
+	size_t nr_links;
+	int tbase; /* first transport fd */
+	int tend;  /* after the last transport fd */
 };
 
 int files_load(int dirfd, struct rfiles *f);

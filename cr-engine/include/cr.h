@@ -18,6 +18,14 @@
 typedef bool (*cr_external_unix_fn)(const char *peer_name, void *arg);
 /* At restore, in the restoring process: a new fd for such a socket. */
 typedef int (*cr_open_external_fn)(const char *peer_name, const char *comm, void *arg);
+/* A unix stream or seqpacket socket connected to a socket outside the tree
+ * (ino: its inode, peer: the peer's): the dump asks the caller whether the
+ * peer's tree is dumped with this one, both stopped before either's queues
+ * are read (a client unit of a database unit's).  Then the connection is
+ * kept as a link: each end's queue saved in its own images, the two ends
+ * made again by cr_unix_link_pair and given to each tree's restore
+ * (cr_restore_opts.links). */
+typedef bool (*cr_linked_unix_fn)(uint32_t ino, uint32_t peer, void *arg);
 
 /* Progress of a dump, reported after each process of the tree is written
  * (and not for a check-only dump): a caller on a terminal shows it. */
@@ -52,6 +60,7 @@ struct cr_dump_opts {
 	bool pre_dump;
 	const char *prev_dir;
 	cr_external_unix_fn external_unix;
+	cr_linked_unix_fn linked_unix;
 	/* called once every process is seized, before anything runs in them
 	 * (the orchestrator thaws the frozen cgroup there: code injected into
 	 * a task of a frozen cgroup would not run) */
@@ -144,7 +153,30 @@ struct cr_restore_opts {
 	 * (clone3 CLONE_INTO_CGROUP): a login session's inside sshd's tree */
 	const struct cr_cgroup_place *cgroups;
 	size_t nr_cgroups;
+	/* this tree's ends of its links (cr_linked_unix_fn), made by
+	 * cr_unix_link_pair: copied, the caller closes its own */
+	const struct cr_unix_link *links;
+	size_t nr_links;
 };
+
+/* One end of a link between two trees (cr_linked_unix_fn): the socket's
+ * inode at the dump, its peer's, and at restore its new fd. */
+struct cr_unix_link {
+	uint32_t ino, peer;
+	int fd;
+};
+/* The links an image directory holds (fd -1 each): 0 or -errno. */
+int cr_images_links(const char *imgdir, struct cr_unix_link **out, size_t *nr);
+/* The connection of link ino (in imgdir) to peer (in peer_dir) made
+ * again: *fd its end, *peer_fd the peer's, each with its own queue, name
+ * and options as they were.  0 or -errno, said. */
+int cr_unix_link_pair(const char *imgdir, uint32_t ino, const char *peer_dir, uint32_t peer,
+		      int *fd, int *peer_fd);
+/* The unix sockets that the processes pids hold and that are connected to
+ * a peer (cr_unix_link, fd -1): who is linked to whom before a freeze.
+ * Sockets of another network namespace than the caller's are left out.
+ * Appended to *out (malloc'd), *nr grown: 0 or -errno. */
+int cr_unix_connected(const pid_t *pids, size_t n, struct cr_unix_link **out, size_t *nr);
 
 /* Recreate the tree.  With detach, returns 0 once it runs; otherwise
  * waits for the root and stores its wait status in *root_status. */

@@ -688,6 +688,22 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 				 HOLDER(f), who);
 			continue;
 		}
+		/* the caller dumps the peer's tree with this one (a link) */
+		if (ctx->opts->linked_unix && u->type != SOCK_DGRAM && !f->inflight_only &&
+		    ctx->opts->linked_unix(u->ino, u->peer, ctx->opts->cb_arg)) {
+			for (size_t q = 0; q < u->n_queue; q++)
+				if (u->queue[q]->n_fds) {
+					pr_err("pid %d: fd %d%s: its unix %s socket, connected to "
+					       "%s in another tree, holds a message that carries "
+					       "file descriptors, which cannot cross to that tree",
+					       HOLDER(f), type_name(u->type), who);
+					return -EOPNOTSUPP;
+				}
+			u->has_linked = u->linked = 1;
+			pr_debug("pid %d: fd %d%s: connected to %s in another tree dumped with it",
+				 HOLDER(f), who);
+			continue;
+		}
 		/* a datagram socket connected to a bound one (syslog's /dev/log):
 		 * the peer keeps nothing of it, it connects to the name again.
 		 * Not if that one is connected itself (to this socket, say): it
@@ -1157,7 +1173,7 @@ static int connect_closed(int sk, const char *what)
 
 static bool peer_closed(const UnixSk *u)
 {
-	return u->peer_closed && !u->has_peer && !u->pending && !u->external;
+	return u->peer_closed && !u->has_peer && !u->pending && !u->external && !u->linked;
 }
 
 /* Queued datagrams of a bound receiver come back from a stand-in sender,

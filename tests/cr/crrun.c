@@ -32,6 +32,16 @@
  * OutOfWindowIcmps); 0: none at all.  Then the peer's data must be
  * acknowledged again, and how long after the restore that took is shown.
  *
+ * --linked-root-file NAME: the test writes there the pid of the root of a
+ * second tree, connected to its own by unix sockets.  Each iteration dumps
+ * that tree first into IMG.link, left running (the dump of a tree kills
+ * it, and the test's dump would see its sockets' peers closed), then the
+ * test's, both with --linked-unix; the second tree is killed then;
+ * the two restores (--linked the other's images, rendezvous in
+ * $dir/links) go in turn: the second tree's first at even iterations, the
+ * test's first at odd ones.  The second tree must come back with its pid
+ * and as our child, and end with exit 0 when given SIGTERM at the end.
+ *
  * The runner is a child subreaper (PID 1 here reaps no orphans) and only
  * ever signals processes it started.
  *
@@ -394,6 +404,7 @@ static char *subst(const char *opt)
 
 static pid_t extra_roots[16];
 static int nr_extra_roots;
+static pid_t linked_root; /* --linked-root-file */
 
 /* TracerPid of /proc/PID/task/TID/status, or -1 */
 static int tracer_of(pid_t pid, int tid)
@@ -570,6 +581,8 @@ static int do_dump(pid_t root, const char *img, bool leave_running, const char *
 	}
 	if (o.own_ns && !o.ns_unasked)
 		argv[a++] = "--own-namespaces";
+	if (linked_root)
+		argv[a++] = "--linked-unix";
 	for (int i = 0; i < o.n_dump_extra && a < 74; i++)
 		argv[a++] = subst(o.dump_extra[i]);
 	argv[a] = NULL;
@@ -622,7 +635,17 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 		argv[a++] = holder;
 	}
 
-	for (int i = 0; i < o.n_restore_extra && a < 30; i++)
+	static char peer[600], rdv[300];
+
+	if (linked_root) {
+		snprintf(peer, sizeof(peer), "%s.link", img);
+		snprintf(rdv, sizeof(rdv), "%s/links", workdir);
+		argv[a++] = "--linked";
+		argv[a++] = peer;
+		argv[a++] = "--link-dir";
+		argv[a++] = rdv;
+	}
+	for (int i = 0; i < o.n_restore_extra && a < 26; i++)
 		argv[a++] = subst(o.restore_extra[i]);
 	if (o.activate_port || o.activate_unix) {
 		if (activate())
@@ -641,6 +664,75 @@ static int do_restore(const char *img, const char *pidfile, const char *out, dou
 		return ret;
 	}
 	return run(argv, out, secs);
+}
+
+/* --linked-root-file: the second tree dumped into IMG.link, before the
+ * test's tree */
+static int linked_dump(const char *img, int it)
+{
+	char dir[600], out[600], pid_s[16];
+	char *argv[] = { (char *)o.kupdate, "dump", "-t", pid_s, "-D", dir, "--linked-unix",
+			 "--leave-running", NULL };
+	int rc;
+
+	snprintf(pid_s, sizeof(pid_s), "%d", linked_root);
+	snprintf(dir, sizeof(dir), "%s.link", img);
+	snprintf(out, sizeof(out), "%s/dump-link-%d.out", workdir, it);
+	rc = run(argv, out, NULL);
+	if (rc) {
+		diag("the dump of the linked tree failed (exit %d)", rc);
+		show_file("kupdate dump (linked tree)", out);
+		return -1;
+	}
+	return 0;
+}
+
+/* ... ended once the test's tree is dumped */
+static int linked_end(void)
+{
+	int st;
+
+	kill_tree(linked_root);
+	if (wait_exit(linked_root, 10, &st)) {
+		diag("the linked tree's root %d is still alive after SIGKILL", linked_root);
+		return -1;
+	}
+	return 0;
+}
+
+/* ... and restored from there, --linked the test's images: back with its
+ * pid, our child */
+static int linked_restore(const char *img, int it)
+{
+	char dir[600], out[600], pidf[600], rdv[300];
+	char *argv[] = { (char *)o.kupdate, "restore",	  "-D", dir,
+			 "--detach",	    "--pidfile",  pidf, "--linked",
+			 (char *)img,	    "--link-dir", rdv,	NULL };
+	pid_t pp = 0;
+	char *p;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s.link", img);
+	snprintf(out, sizeof(out), "%s/restore-link-%d.out", workdir, it);
+	snprintf(pidf, sizeof(pidf), "%s/linked.pid", workdir);
+	snprintf(rdv, sizeof(rdv), "%s/links", workdir);
+	rc = run(argv, out, NULL);
+	if (rc) {
+		diag("the restore of the linked tree failed (exit %d)", rc);
+		show_file("kupdate restore (linked tree)", out);
+		return -1;
+	}
+	p = slurp(pidf);
+	rc = p ? atoi(p) : 0;
+	free(p);
+	if (rc != linked_root || read_ppid(linked_root, &pp, &(char){ 0 }) || pp != getpid()) {
+		diag("the linked tree came back as pid %d with parent %d, expected %d, ours (%d)",
+		     rc, pp, linked_root, getpid());
+		return -1;
+	}
+	diag("iteration %d: the linked tree restored %s the test's", it,
+	     it % 2 ? "after" : "before");
+	return 0;
 }
 
 /* --pre-dumps: the chain of pre-dumps of iteration it, the test changing
@@ -864,6 +956,20 @@ static int test_main(char **targv)
 		}
 	}
 
+	if (o.linked_root_file) {
+		char path[512], *text;
+
+		snprintf(path, sizeof(path), "%s/%s", workdir, o.linked_root_file);
+		text = slurp(path);
+		linked_root = text ? atoi(text) : 0;
+		free(text);
+		if (linked_root <= 0) {
+			diag("the test named no linked tree's root in %s", path);
+			kill_tree(root);
+			return 1;
+		}
+	}
+
 	for (int it = 0; it < o.iterations; it++) {
 		double dsecs, rsecs, t_restored;
 		long long icmp0[IC_N] = { 0 };
@@ -881,8 +987,16 @@ static int test_main(char **targv)
 		collect_sysvshm(before, nbefore);
 		snprintf(img, sizeof(img), "%s/img-%d", workdir, it);
 		snprintf(out, sizeof(out), "%s/dump-%d.out", workdir, it);
+		if (linked_root && linked_dump(img, it)) {
+			kill_tree(root);
+			return 1;
+		}
 		rc = do_dump(root, img, false, out, &dsecs);
 		dump_prev = NULL;
+		if (linked_root && linked_end()) {
+			kill_tree(root);
+			return 1;
+		}
 		/* a dump that ended, however, took its record away (recover.c) */
 		if (!o.expect_dump_killed &&
 		    !run_ip("ls %s/dumps/[0-9]* >/dev/null 2>&1", workdir)) {
@@ -999,6 +1113,8 @@ static int test_main(char **targv)
 		probes = o.win_probes ? tcpext_counter("TCPWinProbe") : 0;
 		if (o.rto_revert >= 0)
 			icmp_counters(icmp0);
+		if (linked_root && it % 2 == 0 && linked_restore(img, it))
+			return 1;
 		rc = do_restore(img, pidfile, out, &rsecs);
 		t_restored = now();
 		if (o.win_probes)
@@ -1044,6 +1160,10 @@ static int test_main(char **targv)
 		if (rc) {
 			diag("restore failed (exit %d)", rc);
 			show_file("kupdate restore", out);
+			kill_tree(root);
+			return 1;
+		}
+		if (linked_root && it % 2 == 1 && linked_restore(img, it)) {
 			kill_tree(root);
 			return 1;
 		}
@@ -1144,7 +1264,11 @@ static int test_main(char **targv)
 		}
 		/* a swap needs this dump for the next iteration */
 		if (!o.keep && !(o.corrupt && !strncmp(o.corrupt, "swap:", 5))) {
-			char *rm[] = { "/bin/rm", "-rf", img, NULL };
+			char *rm[] = { "/bin/rm", "-rf", img, NULL }, link[600];
+
+			run(rm, "/dev/null", NULL);
+			snprintf(link, sizeof(link), "%s.link", img);
+			rm[2] = link;
 			run(rm, "/dev/null", NULL);
 			for (int k = 0; k < o.pre_dumps; k++) {
 				char pre[512];
@@ -1185,6 +1309,18 @@ verdict:
 		show_file("test output", log);
 		kill_tree(root);
 		return 1;
+	}
+	/* the linked tree: its own verdict, once the test's is given */
+	if (linked_root) {
+		int lst = 0;
+
+		kill(linked_root, SIGTERM);
+		if (wait_exit(linked_root, o.timeout, &lst) || !WIFEXITED(lst) ||
+		    WEXITSTATUS(lst)) {
+			diag("the linked tree's root %d did not end well (%#x)", linked_root, lst);
+			show_file("test output", log);
+			return 1;
+		}
 	}
 	{
 		char *text = slurp(log), *last = text, *p;
@@ -1231,6 +1367,7 @@ int main(int argc, char **argv)
 		{ "pause-ms", required_argument, NULL, 'W' },
 		{ "check", no_argument, NULL, 'H' },
 		{ "extra-roots-file", required_argument, NULL, 'Z' },
+		{ "linked-root-file", required_argument, NULL, 'y' },
 		{ "restore-opt", required_argument, NULL, 'r' },
 		{ "drop-sysvshm", no_argument, NULL, 'S' },
 		{ "squat-sysvshm", no_argument, NULL, 'Q' },
@@ -1352,6 +1489,9 @@ int main(int argc, char **argv)
 			break;
 		case 'Z':
 			o.extra_roots_file = optarg;
+			break;
+		case 'y':
+			o.linked_root_file = optarg;
 			break;
 		case 'S':
 			o.drop_sysvshm = true;

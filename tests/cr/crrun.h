@@ -36,6 +36,10 @@ struct opts {
 	bool peer_local;	      /* the peer shares our namespace (loopback) */
 	bool check;		      /* dump --check: the tree must stay as it was */
 	const char *extra_roots_file; /* the test names more roots of its tree here */
+	/* the test names here the root of another tree, connected to its own by
+	 * unix sockets: dumped apart with it (--linked-unix), restored apart
+	 * (--linked), in turn first and second */
+	const char *linked_root_file;
 	char *restore_extra[8];
 	int n_restore_extra;
 	char **dump_extra;
