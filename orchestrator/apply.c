@@ -788,8 +788,15 @@ static int preflight_units(struct sd *sd, struct aunit *u, const char **names, i
  * status, or -1 if interrupted */
 static int dry_run_report(struct sd *sd, struct aunit *u, int n, const struct apply_opts *ao)
 {
+	_cleanup_free_ struct unit_socks *socks = calloc(n ? n : 1, sizeof(*socks));
 	int bad = 0;
 
+	if (!socks)
+		return -1;
+	/* their connections to each other are links */
+	link_groups(u, n);
+	for (int i = 0; i < n; i++)
+		socks[i] = u[i].socks;
 	for (int i = 0; i < n; i++) {
 		char why[1024], note[96];
 		struct cr_dump_stats st = { 0 };
@@ -798,7 +805,8 @@ static int dry_run_report(struct sd *sd, struct aunit *u, int n, const struct ap
 			return -1;
 		if (u[i].ended)
 			continue;
-		if (unit_check(sd, u[i].name, &u[i].ui, ao->ghost_limit, why, sizeof(why), &st)) {
+		if (unit_check(sd, u[i].name, &u[i].ui, ao->ghost_limit, socks, n, i, why,
+			       sizeof(why), &st)) {
 			printf("kupdate: %s: cannot be checkpointed: %s\n", u[i].name, why);
 			bad++;
 		} else {
@@ -965,6 +973,7 @@ static void aunits_free(struct aunit *u, int n)
 		free(u[i].ids);
 		free(u[i].rel);
 		free(u[i].pre);
+		unit_socks_free(&u[i].socks);
 	}
 	free(u);
 }

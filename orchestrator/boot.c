@@ -36,6 +36,7 @@
 #include "cycle.h"
 #include "handoff.h"
 #include "kupdate.h"
+#include "links.h"
 #include "sd.h"
 #include "sessions.h"
 #include "store.h"
@@ -804,11 +805,33 @@ size_t passed_listeners(int **fds)
 /* The tree, into the namespaces systemd built for the unit (held by its
  * anchor), with the login sessions it carries (sessions.c): what of those
  * could not be handed back to logind goes to swhy (else ""). */
-static int restore_tree(struct cr_restore_opts *o, const CycleUnit *cu, const char *unit,
-			pid_t *root, char *swhy, size_t len)
+/* Its unix connections to units restored apart (links.c): met in
+ * $KUPDATE_RUN_DIR/links/ID with the other units' restores */
+static int unit_links(const CycleManifest *m, const char *id, const CycleUnit *cu,
+		      const char *imgdir, struct cr_unix_link **links, size_t *nr)
+{
+	_cleanup_free_ char *rdv = xasprintf("%s/links/%s", run_dir(), id);
+	char **peers = calloc(m->n_units ? m->n_units : 1, sizeof(char *));
+	size_t np = 0;
+	int ret = rdv && peers ? 0 : -ENOMEM;
+
+	for (size_t i = 0; !ret && i < m->n_units; i++)
+		if (m->units[i] != cu && !(peers[np++] = cycle_path(id, "%s", m->units[i]->imgdir)))
+			ret = -ENOMEM;
+	if (!ret)
+		ret = links_gather(imgdir, (const char *const *)peers, np, rdv, links, nr);
+	for (size_t i = 0; peers && i < np; i++)
+		free(peers[i]);
+	free(peers);
+	return ret;
+}
+
+static int restore_tree(struct cr_restore_opts *o, const CycleManifest *m, const char *id,
+			const CycleUnit *cu, const char *unit, pid_t *root, char *swhy, size_t len)
 {
 	struct session_holds h = { 0 };
 	_cleanup_free_ pid_t *ids = NULL;
+	struct cr_unix_link *links = NULL;
 	size_t nids = 0;
 	int ret = 0, status = 0;
 
@@ -822,11 +845,16 @@ static int restore_tree(struct cr_restore_opts *o, const CycleUnit *cu, const ch
 	if (!ret)
 		ret = sessions_prepare(cu);
 	if (!ret)
+		ret = unit_links(m, id, cu, o->imgdir, &links, &o->nr_links);
+	o->links = links;
+	if (!ret)
 		ret = sessions_hold(cu, ids, nids, &h);
 	o->cgroups = h.places;
 	o->nr_cgroups = h.nplaces;
 	if (!ret)
 		ret = cr_restore(o, root, &status);
+	links_close(&links, &o->nr_links);
+	o->links = NULL;
 	if (!ret && cu->n_sessions && sessions_adopt(cu, &h, swhy, len))
 		pr_warn("unit %s: %s", unit, swhy);
 	sessions_release(&h);
@@ -920,7 +948,7 @@ int cmd_restore_unit(int argc, char **argv)
 	cr_net_lock_keep_table();
 	cr_log_mark();
 	pr_debug("restore-unit %s: cycle claimed, restoring from %s", unit, dir);
-	ret = restore_tree(&o, cu, unit, &root, swhy, sizeof(swhy));
+	ret = restore_tree(&o, m, id, cu, unit, &root, swhy, sizeof(swhy));
 	if (!ret && swhy[0])
 		st.reason = swhy;
 

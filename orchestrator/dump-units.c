@@ -157,6 +157,93 @@ static uint64_t dir_bytes(const char *dir)
 	return total;
 }
 
+static int group_root(struct aunit *u, int i)
+{
+	while (u[i].group != i)
+		i = u[i].group;
+	return i;
+}
+
+void link_groups(struct aunit *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		u[i].group = i;
+		u[i].all = u;
+		u[i].nall = n;
+		u[i].taken = u[i].rescanned = false;
+		u[i].links = 0;
+		unit_socks_free(&u[i].socks);
+		/* one that cannot be listed (gone) is on its own */
+		if (!u[i].ended)
+			unit_sockets(u[i].name, &u[i].ui, &u[i].socks);
+	}
+	for (int i = 0; i < n; i++)
+		for (size_t k = 0; k < u[i].socks.n; k++) {
+			int j = -1, a, b;
+
+			for (int m = 0; m < n && j < 0; m++)
+				for (size_t q = 0; m != i && q < u[m].socks.n && j < 0; q++)
+					if (u[m].socks.v[q].ino == u[i].socks.v[k].peer)
+						j = m;
+			if (j < 0)
+				continue;
+			a = group_root(u, i);
+			b = group_root(u, j);
+			if (a != b)
+				u[MAX(a, b)].group = MIN(a, b);
+		}
+	for (int i = 0; i < n; i++)
+		u[i].group = group_root(u, i);
+	for (int i = 0; i < n; i++) {
+		char names[512];
+		size_t len = 0;
+		int nm = 0;
+
+		if (u[i].group != i)
+			continue;
+		names[0] = 0;
+		for (int k = 0; k < n; k++)
+			if (u[k].group == i && len < sizeof(names)) {
+				len += snprintf(names + len, sizeof(names) - len, "%s%s",
+						nm++ ? ", " : "", u[k].name);
+			}
+		if (nm > 1) {
+			printf("kupdate: %s: connected by unix sockets: frozen together, their "
+			       "connections kept\n",
+			       names);
+			fflush(stdout);
+		}
+	}
+}
+
+/* A connection to a unit of its group (all frozen now) is a link; their
+ * sockets are listed again, frozen: a connection made since link_groups
+ * is found.  One to any other unit stays refused. */
+static bool dump_linked(uint32_t ino, uint32_t peer, void *arg)
+{
+	struct aunit *u = arg;
+	bool found = false;
+
+	(void)ino;
+	for (int m = 0; m < u->nall; m++) {
+		struct aunit *o = &u->all[m];
+
+		if (o == u || o->group != u->group || o->ended)
+			continue;
+		if (!u->rescanned) {
+			unit_socks_free(&o->socks);
+			if (unit_sockets(o->name, &o->ui, &o->socks))
+				continue;
+		}
+		for (size_t q = 0; q < o->socks.n && !found; q++)
+			found = o->socks.v[q].ino == peer;
+	}
+	u->rescanned = true;
+	if (found)
+		u->links++;
+	return found;
+}
+
 /* --pre-dump: the unit's memory copied while it runs (a moment seized to
  * start tracking its writes); the dump then copies only what was written
  * since.  Its directory sits beside the dump's, which links to it. */
@@ -195,6 +282,26 @@ int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdir)
 	return ret;
 }
 
+/* the unit frozen (u->frozen), or found ended (u->ended): 0 or -errno */
+static int freeze_unit(struct aunit *u)
+{
+	int ret;
+
+	if (u->ended || runtime_unit_ended(u, NULL))
+		return 0;
+	printf("kupdate: %s: freezing\n", u->name);
+	fflush(stdout);
+	u->frozen_at_rt = rt_ns();
+	u->t_freeze = now_ns(CLOCK_MONOTONIC);
+	ret = unit_call_locked(sd_freeze, u);
+	if (ret && runtime_unit_ended(u, NULL)) /* between the look and the freeze */
+		return 0;
+	if (ret)
+		return ret;
+	u->frozen = true;
+	return 0;
+}
+
 static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, bool progress,
 		     bool no_rto_revert)
 {
@@ -208,18 +315,11 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	imgdir = xasprintf("%s/%s", cycdir, u->rel);
 	if (!u->rel || !imgdir)
 		return -ENOMEM;
-	if (u->ended || runtime_unit_ended(u, NULL))
-		return 0;
-	printf("kupdate: %s: freezing\n", u->name);
-	fflush(stdout);
-	u->frozen_at_rt = rt_ns();
-	u->t_freeze = now_ns(CLOCK_MONOTONIC);
-	ret = unit_call_locked(sd_freeze, u);
-	if (ret && runtime_unit_ended(u, NULL)) /* between the look and the freeze */
-		return 0;
-	if (ret)
-		return ret;
-	u->frozen = true;
+	if (!u->frozen) {
+		ret = freeze_unit(u);
+		if (ret || u->ended)
+			return ret;
+	}
 	if (cr_fault("freeze")) {
 		pr_err("unit %s: freeze fault injected by KUPDATE_FAULT", u->name);
 		return -EIO;
@@ -241,6 +341,7 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	o.own_namespaces = true;
 	o.ghost_limit = u->ghost_limit;
 	o.external_unix = journal_replaceable;
+	o.linked_unix = dump_linked;
 	o.seized = thaw_seized;
 	o.cb_arg = u;
 	term_progress_init(&tp, u->name);
@@ -262,12 +363,49 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	       "%.3f s\n",
 	       u->name, u->st.processes, u->st.threads, u->bytes / 1048576.0, u->nr_conns,
 	       (u->t_dumped - u->t_freeze) / 1e9);
+	if (u->links)
+		printf("kupdate: %s: %u unix connections to units dumped with it, kept\n", u->name,
+		       u->links);
 	/* files deleted under it (an upgrade): what their data cost */
 	if (u->st.deleted_files)
 		printf("kupdate: %s: saved %u deleted files (%u mapped), %.1f MiB, in %.3f s\n",
 		       u->name, u->st.deleted_files, u->st.deleted_mapped,
 		       u->st.deleted_bytes / 1048576.0, u->st.deleted_ns / 1e9);
 	fflush(stdout);
+	return ret;
+}
+
+/* unit i dumped; alone in its group, a state that passes in a moment
+ * (-EAGAIN: a vfork in progress, a connection waiting to be accepted) is
+ * tried again: the failed dump removed its images, the unit runs a while,
+ * then is frozen again.  Not a unit of a group: the others stay seized */
+static int dump_one(struct dumpers *d, int i, bool alone)
+{
+	struct aunit *u = &d->u[i];
+	int ret;
+
+	/* for the engine's fault checks (tests) */
+	cr_fault_set_unit(i + 1, u->name);
+	cr_log_mark_thread();
+	ret = dump_unit(u, d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
+	for (int tries = 1; alone && ret == -EAGAIN && tries < UNIT_AGAIN_TRIES && !d->failed;
+	     tries++) {
+		const char *why = cr_log_thread_error();
+
+		if (unit_thaw(u, true))
+			break;
+		unit_forget_sessions(u);
+		printf("kupdate: %s: %s; trying again\n", u->name, why ? why : "busy");
+		fflush(stdout);
+		free(u->members);
+		u->members = NULL;
+		u->nr_members = 0;
+		free(u->rel);
+		u->rel = NULL;
+		usleep(UNIT_AGAIN_WAIT_US);
+		cr_log_mark_thread();
+		ret = dump_unit(u, d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
+	}
 	return ret;
 }
 
@@ -278,42 +416,34 @@ static void *dump_worker(void *arg)
 	enum verdict v;
 
 	for (;;) {
-		int i;
+		int g = -1, i = -1, size = 0, ret = 0;
 
+		/* the next group of units not taken, all of it */
 		pthread_mutex_lock(&d->mu);
-		i = d->failed ? d->n : d->next++;
+		for (int k = 0; !d->failed && k < d->n && g < 0; k++)
+			if (!d->u[k].taken)
+				g = d->u[k].group;
+		for (int k = 0; g >= 0 && k < d->n; k++)
+			if (d->u[k].group == g) {
+				d->u[k].taken = true;
+				d->u[k].worker = w->idx;
+				size++;
+			}
 		pthread_mutex_unlock(&d->mu);
-		if (i >= d->n)
+		if (g < 0)
 			break;
-		d->u[i].worker = w->idx;
-		/* for the engine's fault checks (tests) */
-		cr_fault_set_unit(i + 1, d->u[i].name);
-		cr_log_mark_thread();
-		int ret = dump_unit(&d->u[i], d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
-
-		/* a state that passes in a moment (-EAGAIN: a vfork in progress,
-		 * a connection waiting to be accepted): the failed dump removed
-		 * its images; the unit runs a while, then is frozen again */
-		for (int tries = 1; ret == -EAGAIN && tries < UNIT_AGAIN_TRIES && !d->failed;
-		     tries++) {
-			struct aunit *u = &d->u[i];
-			const char *why = cr_log_thread_error();
-
-			if (unit_thaw(u, true))
-				break;
-			unit_forget_sessions(u);
-			printf("kupdate: %s: %s; trying again\n", u->name, why ? why : "busy");
-			fflush(stdout);
-			free(u->members);
-			u->members = NULL;
-			u->nr_members = 0;
-			free(u->rel);
-			u->rel = NULL;
-			usleep(UNIT_AGAIN_WAIT_US);
-			cr_log_mark_thread();
-			ret = dump_unit(u, d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
-		}
-
+		/* connected units: each frozen before any is seized, so that
+		 * none writes into a queue already read */
+		for (int k = 0; size > 1 && k < d->n && !ret; k++)
+			if (d->u[k].group == g) {
+				i = k;
+				ret = freeze_unit(&d->u[k]);
+			}
+		for (int k = 0; k < d->n && !ret; k++)
+			if (d->u[k].group == g) {
+				i = k;
+				ret = dump_one(d, k, size == 1);
+			}
 		if (ret) {
 			pthread_mutex_lock(&d->mu);
 			if (!d->failed) {
@@ -356,6 +486,7 @@ int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char 
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	memset(d, 0, sizeof(*d));
+	link_groups(u, n);
 	d->u = u;
 	d->n = n;
 	d->cycle_id = cycle_id;

@@ -12,6 +12,7 @@
 #include "cycle.pb-c.h"
 #include "sd.h"
 #include "sessions.h"
+#include "units.h"
 
 struct aunit {
 	const char *name;
@@ -36,6 +37,15 @@ struct aunit {
 	CycleSession **srec;	   /* and logind's record of them, for the manifest */
 	size_t nsrec;
 	bool ended; /* a runtime unit that ended before its freeze: not in the cycle */
+	/* unix connections among the units (link_groups): its sockets with a
+	 * peer, its group (the lowest index of the units connected to it, each
+	 * frozen before any of them is seized), the connections kept as links */
+	struct unit_socks socks;
+	int group;
+	bool taken, rescanned;
+	unsigned links;
+	struct aunit *all; /* the apply's units, all[0..nall) */
+	int nall;
 };
 
 static inline int64_t rt_ns(void)
@@ -82,6 +92,11 @@ void unit_forget_sessions(struct aunit *u);
 /* a runtime unit (its file in /run) that has ended, said; u->ended set.
  * ui: its state just read, or NULL to ask systemd now */
 bool runtime_unit_ended(struct aunit *u, const struct unit_info *ui);
+/* Who is connected to whom by unix sockets among the n units (a client
+ * unit to a database unit's socket): u[i].socks, u[i].group, said
+ * (dumpers_run does it; a unit whose sockets cannot be listed is on its
+ * own). */
+void link_groups(struct aunit *u, int n);
 /* apply --pre-dump: the unit's memory while it runs */
 int predump_unit(struct aunit *u, const char *cycle_id, const char *cycdir);
 int dumpers_run(struct dumpers *d, struct aunit *u, int n, int jobs, const char *cycle_id,

@@ -449,15 +449,20 @@ int links_gather(const char *imgdir, const char *const *peer_dirs, size_t npeers
 	p = calloc(npeers ? npeers : 1, sizeof(*p));
 	if (!p)
 		ret = -ENOMEM;
+	/* one that cannot be read holds none of them (a link to it is refused
+	 * below, naming the socket) */
 	for (size_t i = 0; !ret && i < npeers; i++) {
 		p[i].dir = peer_dirs[i];
-		ret = cr_images_links(peer_dirs[i], &p[i].l, &p[i].n);
+		if (cr_images_links(peer_dirs[i], &p[i].l, &p[i].n))
+			pr_warn("the images in %s cannot be searched for connections",
+				peer_dirs[i]);
 	}
 	for (size_t i = 0; !ret && i < *nr; i++) {
 		struct peer_links *pl = find_peer(p, npeers, &(*out)[i]);
 
 		if (!pl) {
-			pr_err("unix socket %u is connected to socket %u of another tree, which is in "
+			pr_err("unix socket %u is connected to socket %u of another tree, which is "
+			       "in "
 			       "none of the trees restored with it",
 			       (*out)[i].ino, (*out)[i].peer);
 			ret = -ENOENT;

@@ -372,7 +372,46 @@ struct check_freeze {
 	const char *unit;
 	bool frozen;
 	struct usessions ss; /* the login sessions it carries, frozen with it */
+	const struct unit_socks *others;
+	size_t nothers, self;
 };
+
+int unit_sockets(const char *unit, const struct unit_info *ui, struct unit_socks *s)
+{
+	_cleanup_free_ pid_t *pids = NULL;
+	int n = 0, ret = unit_members(unit, ui, &pids, &n);
+
+	if (!ret)
+		ret = cr_unix_connected(pids, n, &s->v, &s->n);
+	if (ret)
+		pr_err("unit %s: cannot list its unix sockets: %s", unit, strerror(-ret));
+	return ret;
+}
+
+void unit_socks_free(struct unit_socks *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+int socks_owner(const struct unit_socks *socks, size_t n, size_t self, uint32_t ino)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; i != self && k < socks[i].n; k++)
+			if (socks[i].v[k].ino == ino)
+				return (int)i;
+	return -1;
+}
+
+/* a check: a connection to a unit preserved with it is a link */
+static bool check_linked(uint32_t ino, uint32_t peer, void *arg)
+{
+	const struct check_freeze *cf = arg;
+
+	(void)ino;
+	return socks_owner(cf->others, cf->nothers, cf->self, peer) >= 0;
+}
 
 static int check_thaw(void *arg)
 {
@@ -423,13 +462,14 @@ static char *check_record(const char *unit)
 }
 
 int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint64_t ghost_limit,
-	       char *why, size_t len, struct cr_dump_stats *pst)
+	       const struct unit_socks *others, size_t nothers, size_t self, char *why, size_t len,
+	       struct cr_dump_stats *pst)
 {
 	_cleanup_free_ pid_t *members = NULL;
 	_cleanup_free_ char *rec = NULL;
 	struct cr_dump_opts o = { 0 };
 	struct cr_dump_stats st = { 0 };
-	struct check_freeze cf = { s, unit, false, { NULL, 0 } };
+	struct check_freeze cf = { s, unit, false, { NULL, 0 }, others, nothers, self };
 	bool freeze = !ui->freezer || !strcmp(ui->freezer, "running");
 	int n, ret, devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
@@ -476,6 +516,7 @@ int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint6
 			o.own_namespaces = true;
 			o.ghost_limit = ghost_limit;
 			o.external_unix = journal_replaceable;
+			o.linked_unix = others ? check_linked : NULL;
 			o.seized = check_thaw;
 			o.cb_arg = &cf;
 			ret = cr_dump(&o, &st);
@@ -651,6 +692,24 @@ static json_object *list_json(const char *unit, const struct unit_info *ui,
 	return e;
 }
 
+/* the sockets of each active unit of units[0..n): who is connected to
+ * whom among them (such connections are links); NULL without memory */
+static struct unit_socks *units_sockets(struct sd *s, char **units, int n)
+{
+	struct unit_socks *socks = calloc(n ? n : 1, sizeof(*socks));
+
+	for (int i = 0; socks && i < n; i++) {
+		struct unit_info ui;
+
+		if (sd_unit_info(s, units[i], &ui))
+			continue;
+		if (!strcmp(ui.active, "active"))
+			unit_sockets(units[i], &ui, &socks[i]);
+		unit_info_free(&ui);
+	}
+	return socks;
+}
+
 int cmd_list(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -663,6 +722,7 @@ int cmd_list(int argc, char **argv)
 	bool json = false, check = true;
 	uint64_t ghost_limit = 0;
 	json_object *jarr = NULL;
+	struct unit_socks *socks = NULL;
 	char **units;
 	int n, c, ret = 0, lockfd = -1;
 	struct sd s;
@@ -731,6 +791,8 @@ int cmd_list(int argc, char **argv)
 		units = parts;
 		n = np;
 	}
+	if (check)
+		socks = units_sockets(&s, units, n);
 	if (json)
 		jarr = json_object_new_array();
 	else
@@ -753,7 +815,8 @@ int cmd_list(int argc, char **argv)
 		else if (strcmp(ui.active, "active"))
 			snprintf(why, sizeof(why), "unit is %s", ui.active);
 		else
-			ok = unit_check(&s, units[i], &ui, ghost_limit, why, sizeof(why), &st) == 0;
+			ok = unit_check(&s, units[i], &ui, ghost_limit, socks, socks ? n : 0, i,
+					why, sizeof(why), &st) == 0;
 		procs = st.processes;
 		/* what the dump would save of files deleted since they started */
 		deleted_note(&st, note, sizeof(note));
@@ -784,6 +847,9 @@ int cmd_list(int argc, char **argv)
 		json_print(jarr, stdout);
 		json_object_put(jarr);
 	}
+	for (int i = 0; socks && i < n; i++)
+		unit_socks_free(&socks[i]);
+	free(socks);
 	sd_close(&s);
 	strv_free(units, n);
 	if (lockfd >= 0)

@@ -44,11 +44,27 @@ int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int 
  * unit ran for UNIT_AGAIN_WAIT_US, UNIT_AGAIN_TRIES times in all. */
 #define UNIT_AGAIN_TRIES   25
 #define UNIT_AGAIN_WAIT_US 40000
+/* The unix sockets connected to a peer that a unit's processes hold
+ * (cr_unix_connected): who is connected to whom among preserved units, a
+ * client unit to a database unit's socket say (their connections are kept
+ * as links, the units frozen together). */
+struct unit_socks {
+	struct cr_unix_link *v;
+	size_t n;
+};
+int unit_sockets(const char *unit, const struct unit_info *ui, struct unit_socks *s);
+void unit_socks_free(struct unit_socks *s);
+/* the index of the unit of socks[0..n) other than self holding socket ino,
+ * or -1 */
+int socks_owner(const struct unit_socks *socks, size_t n, size_t self, uint32_t ino);
 /* a dry dump of the unit, frozen while it is seized; on failure why says
  * what stands in the way; st: its processes, and the deleted files a dump
- * would save.  The caller holds the state lock. */
+ * would save.  others[0..nothers), but self: the sockets of the units
+ * preserved with it (its connections to them are links), or NULL.  The
+ * caller holds the state lock. */
 int unit_check(struct sd *s, const char *unit, const struct unit_info *ui, uint64_t ghost_limit,
-	       char *why, size_t len, struct cr_dump_stats *st);
+	       const struct unit_socks *others, size_t nothers, size_t self, char *why, size_t len,
+	       struct cr_dump_stats *st);
 /* SIZE, SIZEK, SIZEM or SIZEG (powers of 1024), above 0: 0, or -1 (the
  * --ghost-limit of dump, apply and list) */
 int parse_size(const char *s, uint64_t *out);

@@ -142,7 +142,8 @@ static uint32_t socket_ino(int dfd, const char *name)
 
 static int cmp_link(const void *a, const void *b)
 {
-	uint32_t x = ((const struct cr_unix_link *)a)->ino, y = ((const struct cr_unix_link *)b)->ino;
+	uint32_t x = ((const struct cr_unix_link *)a)->ino,
+		 y = ((const struct cr_unix_link *)b)->ino;
 
 	return x < y ? -1 : x > y;
 }

@@ -118,8 +118,8 @@ static const char *server_check(void)
 		ssize_t r = recv(S_SEQ, b, sizeof(b), MSG_DONTWAIT);
 
 		if (r != (ssize_t)rec_t[k] || !same(b, r, 10 + k)) {
-			snprintf(why, sizeof(why), "seqpacket record %zu: %zd bytes, expected %zu", k,
-				 r, rec_t[k]);
+			snprintf(why, sizeof(why), "seqpacket record %zu: %zd bytes, expected %zu",
+				 k, r, rec_t[k]);
 			return why;
 		}
 	}
@@ -162,8 +162,7 @@ static void __attribute__((noreturn)) server(int ls, int seq, pid_t test)
 	/* ready: the test waits for its name */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", crt_path("linked"));
 	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) ||
-	    rename(tmp, crt_path("linked")))
+	if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) || rename(tmp, crt_path("linked")))
 		_exit(5);
 	/* the test is briefly absent between its dump and its restore: a
 	 * server left alone for 60 s ends */

@@ -256,6 +256,30 @@ run "p=\$(systemctl show -P MainPID demo-sandbox.service) && echo '$tmp_mark' >/
 tmp_read() { run "p=\$(systemctl show -P MainPID demo-sandbox.service)
 	r=\$(systemctl show -P MainPID redis-server.service)
 	cat /proc/\$p/root/tmp/marker /proc/\$r/root/tmp/marker /proc/\$p/root/var/tmp/dir/file" | xargs; }
+# a second client of mariadb, over its unix socket, in a unit of its own
+# (systemd-run's): Debian's client as root (unix_socket authentication),
+# fed by a shell; a transaction opened before the cycle, committed on the
+# same connection after it.  Both units preserved: the connection between
+# them is kept as a link, the two frozen together
+run "mariadb -e 'CREATE TABLE kt.u (id INT PRIMARY KEY) ENGINE=InnoDB' && cat >/root/sqlsock.sh <<'EOF'
+{
+	echo \"SELECT CONNECTION_ID(); BEGIN; INSERT INTO kt.u SELECT seq FROM seq_1_to_50; SELECT 'inserted';\"
+	while [ ! -e /root/sqlsock.go ]; do sleep 0.2; done
+	echo \"INSERT INTO kt.u SELECT seq FROM seq_51_to_100; COMMIT; SELECT CONNECTION_ID(), COUNT(*) FROM kt.u;\"
+} | mariadb -n -N >/root/sqlsock.out 2>&1
+EOF
+systemd-run --unit=kupdate-sqlsock sh /root/sqlsock.sh &&
+	for i in \$(seq 100); do grep -q inserted /root/sqlsock.out && break; sleep 0.2; done &&
+	kupdate enable kupdate-sqlsock.service >/dev/null" >"$work/out" 2>&1 ||
+	{ sed 's/^/# /' "$work/out"; bail "start mariadb's client over its unix socket"; }
+sqlsock_id=$(run 'head -1 /root/sqlsock.out')
+sqlsock_pids=$(run 'echo $(systemctl show -P MainPID kupdate-sqlsock.service) $(pidof mariadb)')
+list=$(run 'kupdate list')
+grep -e '^mariadb' -e '^kupdate-sqlsock' <<<"$list" | sed 's/^/# /'
+check "kupdate list: mariadb and the unit of its client over the unix socket can be checkpointed (their connection a link)" \
+	test "$(grep -c -E '^(mariadb|kupdate-sqlsock).service .* yes( \(saves .*\))?$' <<<"$list")" = 2
+check "mariadb over the unix socket: the client's 50 rows are not committed before the cycle (connection $sqlsock_id)" \
+	test "$(run 'mariadb -N -e "SELECT COUNT(*) FROM kt.u"')" = 0 -a -n "$sqlsock_id"
 say "pids before: $(for u in $units; do printf '%s: %s; ' $u "${pids[$u]}"; done)"
 start_clients
 curl -sS --max-time 1200 --limit-rate 150k -o "$work/big.bin" "http://127.0.0.1:$port_http/big.bin" \
@@ -392,9 +416,9 @@ check "A->B: the restores sent the host clients' connections ICMP errors that cu
 	grep -q 'ICMP messages that cut their retransmission timeout short' "$BUILD/cycle-restore-B.log"
 # while the boot lasts each restore has ten times a unit's share of the CPU
 check "A->B: every restore ran with the drop-in's StartupCPUWeight= (cpu.weight 1000)" \
-	test "$(grep -c 'cpu.weight 1000$' "$BUILD/cycle-restore-B.log")" = $nunits
+	test "$(grep -c 'cpu.weight 1000$' "$BUILD/cycle-restore-B.log")" = $((nunits + 1))
 echo "$status" | sed 's/^/# status: /'
-check "A->B: kupdate status: $nunits units restored" test "$(grep -c ' restored ' <<<"$status")" = $nunits
+check "A->B: kupdate status: $((nunits + 1)) units restored (mariadb's unix-socket client's too)" test "$(grep -c ' restored ' <<<"$status")" = $((nunits + 1))
 check "A->B: kupdate status --json names the new kernel" \
 	run "kupdate status --json | grep -q '\"new_kernel\": \"$rel\"'"
 check "A->B: pid reservation released" test -z "$(run 'cat /proc/sys/kernel/pid_reserve')"
@@ -427,6 +451,17 @@ check "A->B: mariadb: the transaction held open over TCP went on (100 rows befor
 	grep -q '^PASS' "$work/sql"
 rows=$(run 'mariadb -N -e "SELECT COUNT(*) FROM kt.t"')
 check "A->B: mariadb: another connection sees the 200 committed rows ($rows)" test "$rows" = 200
+check "A->B: apply froze mariadb and its unix-socket client's unit together, their connection kept" \
+	grep -q -E '(mariadb.service, kupdate-sqlsock|kupdate-sqlsock.service, mariadb).service: connected by unix sockets: frozen together' "$work/apply"
+now_sqlsock=$(run 'echo $(systemctl show -P MainPID kupdate-sqlsock.service) $(pidof mariadb)')
+check "A->B: the unix-socket client's unit came back with its pids ($now_sqlsock)" \
+	test "$now_sqlsock" = "$sqlsock_pids"
+sqlsock=$(run 'touch /root/sqlsock.go; for i in $(seq 300); do systemctl is-active -q kupdate-sqlsock.service || break; sleep 0.2; done; tail -1 /root/sqlsock.out')
+say "mariadb over the unix socket: connection $sqlsock_id before, '$sqlsock' after"
+check "A->B: mariadb over the unix socket: the transaction opened before the cycle committed its 100 rows after it, on the same connection" \
+	test "$sqlsock" = "$(printf '%s\t100' "$sqlsock_id")"
+rows=$(run 'mariadb -N -e "SELECT COUNT(*) FROM kt.u"')
+check "A->B: mariadb: another connection sees the unix-socket client's 100 committed rows ($rows)" test "$rows" = 100
 for _ in $(seq 1200); do kill -0 "$sqllong_pid" 2>/dev/null || break; sleep 0.5; done
 sqllong_pid=
 sed 's/^/# mariadb long query: /' "$work/sqllong"
