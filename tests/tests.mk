@@ -64,7 +64,7 @@ check-cr-asan: asan $(CR_BINS)
 # host's TCP client, and the payload the guest installs kupdate from.
 CYCLE_BINS  := $(TBIN)/cycle/kupdate-demo $(TBIN)/cycle/demo-client \
 	$(TBIN)/cycle/stream-client $(TBIN)/cycle/redis-client $(TBIN)/cycle/http-client \
-	$(TBIN)/cycle/mysql-client
+	$(TBIN)/cycle/mysql-client $(TBIN)/cycle/vnc-client
 CYCLE_PAYLOAD := $(BUILD)/cycle-payload
 $(TBIN)/cycle/kupdate-demo: tests/cycle/demo.c
 	@mkdir -p $(dir $@)
@@ -84,6 +84,10 @@ $(TBIN)/cycle/http-client: tests/cycle/http-client.c
 $(TBIN)/cycle/mysql-client: tests/cycle/mysql-client.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CR_CFLAGS) -o $@ $<
+# VNC authentication is DES: OpenSSL's
+$(TBIN)/cycle/vnc-client: tests/cycle/vnc-client.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CR_CFLAGS) -o $@ $< -lcrypto
 tests: $(CYCLE_BINS)
 
 .PHONY: cycle-payload cycle cycle-test check-cycle

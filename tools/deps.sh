@@ -6,7 +6,7 @@ set -eu
 
 pkgs_build="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libnftables-dev
  libnl-route-3-dev libnl-genl-3-dev libsystemd-dev zlib1g-dev liblzma-dev libzstd-dev libjson-c-dev"
-pkgs_test="libcmocka-dev perl clang-format iproute2 nftables jq bsdutils groff-base man-db"
+pkgs_test="libcmocka-dev libssl-dev perl clang-format iproute2 nftables jq bsdutils groff-base man-db"
 pkgs_kernel="ccache bc bison flex libelf-dev libssl-dev cpio xz-utils kmod patch
  linux-source-6.1 linux-source-6.12"
 pkgs_guest="qemu-system-x86 qemu-utils debootstrap busybox-static e2fsprogs cpio
