@@ -14,6 +14,8 @@
 #       kupdate-makej    make -j2 of a generated C project (40 sources)
 #       kupdate-tarpipe  tar c DIR | gzip -9 -n > FILE
 #       kupdate-tcpdump  tcpdump -i IF -U -w FILE 'tcp port 22' (the sessions)
+#   a VNC desktop: Debian's tigervncserver@:1.service (Xtigervnc and xlogo
+#     in a logind session of user kt), the host's RFB client connected
 #   1 A -> B, run by the operator from a third session, s3: `kupdate apply`
 #     hands the work to kupdate-apply-PID.service and follows its output
 #     (orchestrator/handoff.c); s3 is dumped and restored with the others
@@ -30,6 +32,9 @@
 # tcpdump keeps its pids through both cycles and its capture goes on in
 # the same file: tcpdump -r reads packets from before each apply and after
 # each cycle, their times in order.
+# The VNC desktop keeps its pids and scope through both cycles; the
+# client's connection of before answers after A->B with the screen of
+# before, and a new one after B->A sees it too.
 #
 # usage: tests/cycle/programs.sh
 set -uo pipefail
@@ -43,13 +48,13 @@ vm=$top/qemu-kexec/vm
 name=programs-$$
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
 work=$(mktemp -d /tmp/kupdate-programs.XXXXXX)
-s1_pid= s2_pid= s2_hold= s3_pid=
+s1_pid= s2_pid= s2_hold= s3_pid= vnc_pid=
 # shellcheck source=tests/cycle/lib.sh
 . "$here/lib.sh"
 
 run() { "$vm" run "$name" -t 120 -- "$@"; }
 stop_sessions() {
-	for p in $s1_pid $s2_pid $s2_hold $s3_pid; do kill "$p" 2>/dev/null; done
+	for p in $s1_pid $s2_pid $s2_hold $s3_pid $vnc_pid; do kill "$p" 2>/dev/null; done
 }
 finish() {
 	stop_sessions
@@ -60,13 +65,13 @@ finish() {
 	exit $((failed > 0))
 }
 trap finish INT TERM
-trap 'for p in ${s1_pid:-} ${s2_pid:-} ${s2_hold:-} ${s3_pid:-}; do kill "$p" 2>/dev/null; done
+trap 'for p in ${s1_pid:-} ${s2_pid:-} ${s2_hold:-} ${s3_pid:-} ${vnc_pid:-}; do kill "$p" 2>/dev/null; done
 	[ -n "${name:-}" ] && "$vm" kill "$name" >/dev/null 2>&1' EXIT
 
 # ---- boot A, sshd, the sessions ------------------------------------------------
 t0=$(now)
 "$vm" start "$name" --guest debian --kernel A --payload "$BUILD/cycle-payload" \
-	--timeout "$BOOT_TIMEOUT" --fwd auto:22 2>"$work/start" ||
+	--timeout "$BOOT_TIMEOUT" --fwd auto:22 --fwd auto:5901 2>"$work/start" ||
 	{ sed 's/^/# /' "$work/start"; bail "boot kernel A"; }
 "$vm" wait-running "$name" -t "$BOOT_TIMEOUT" >/dev/null 2>&1
 say "boot A: $(since "$t0") s"
@@ -195,6 +200,51 @@ tcpdump_check() { # LABEL BEFORE AFTER: packets before the apply and after the c
 	declare -g "tcpdump_$4=$n0 before, $n1 after, $(awk '{ print $2 ", downtime " $10 " " $11 }' <<<"$line")"
 }
 
+# ---- the VNC desktop ------------------------------------------------------------
+# Debian's tigervncserver@.service as shipped, display :1 mapped to a user:
+# its tigervncsession opens a PAM session (a logind scope below the unit's
+# process) and runs the user's desktop there.  What the user sets: a VNC
+# password, remote viewers allowed ($localhost = "no"; the unit's own
+# comment says how), a 640x480 screen, an xstartup running xlogo.  The
+# host's RFB client (vnc-client) captures the screen through QEMU's
+# forward, then asks for a pixel every 250 ms on the same connection
+# through A->B; after it, the whole screen again: the same
+run "$(cat <<'EOS'
+set -e
+useradd -m -s /bin/bash kt
+echo ':1=kt' >>/etc/tigervnc/vncserver.users
+mkdir -p /home/kt/.vnc
+echo secret12 | vncpasswd -f >/home/kt/.vnc/passwd
+chmod 600 /home/kt/.vnc/passwd
+cat >/home/kt/.vnc/tigervnc.conf <<'EOF'
+$localhost = "no";
+$geometry = "640x480";
+1;
+EOF
+cat >/home/kt/.vnc/xstartup <<'EOF'
+#!/bin/sh
+exec xlogo -geometry 400x400+100+40
+EOF
+chmod +x /home/kt/.vnc/xstartup
+chown -R kt:kt /home/kt/.vnc
+systemctl start tigervncserver@:1.service
+for i in $(seq 150); do xlogo=$(pidof xlogo) && break; sleep 0.2; done
+test -n "$xlogo"
+sleep 3
+kupdate enable tigervncserver@:1.service >/dev/null
+EOS
+)" >"$work/out" 2>&1 || { sed 's/^/# /' "$work/out"; run 'journalctl -u tigervncserver@:1.service -n 30 --no-pager' | sed 's/^/# vnc: /'; bail "start the VNC desktop (tigervncserver@:1.service)"; }
+vnc_pids=$(run 'echo $(pidof Xtigervnc) $(pidof xlogo)')
+vnc_scope=$(run 'cut -d: -f3 /proc/$(pidof xlogo)/cgroup')
+"$BUILD/tests/cycle/vnc-client" 127.0.0.1 "$(fwd 5901)" secret12 "$work/vnc.stop" >"$work/vnc" 2>&1 &
+vnc_pid=$!
+for _ in $(seq 150); do grep -q '^ready' "$work/vnc" && break; kill -0 "$vnc_pid" 2>/dev/null || break; sleep 0.2; done
+vnc_ready=$(grep '^ready' "$work/vnc")
+check "VNC: Xtigervnc and xlogo (pids $vnc_pids) run in a logind session ($vnc_scope); the host's RFB client sees the screen ($vnc_ready)" \
+	grep -q '^ready 640x480 colors [2-9]' <<<"$vnc_ready"
+[ -n "$vnc_ready" ] || sed 's/^/# vnc-client: /' "$work/vnc"
+vnc_hash=$(awk '{ print $6 }' <<<"$vnc_ready")
+
 # ---- 1: A -> B from a session --------------------------------------------------
 before=$(procs)
 sed 's/^/# before: /' <<<"$before"
@@ -228,12 +278,33 @@ check "A->B: the apply's session came back on the new kernel with its report (ss
 		tr -d '\r' <'$work/s3' | grep -qx 'apply-rc=0' && tr -d '\r' <'$work/s3' | grep -qx 'kernel=$release_b'"
 # the session of the apply ended after its report: two remain
 sess_b=$(sessions)
-check "A->B: logind ended the apply's session when it closed; the two others remain" \
-	test "$(wc -w <<<"$sess_b")" = 2
+check "A->B: logind ended the apply's session when it closed; the others remain ($sess_b)" \
+	test "$(wc -w <<<"$sess_b")" = "$(wc -w <<<"$sess_before")"
 cycle_checks "A->B" "$before" "$sess_before" "$s1_at"
 pause_ab=$(s1_pause "$s1_at")
 t_b=$(run 'date +%s')
 tcpdump_check "A->B" "$t_ab" "$t_b" ab
+
+# the desktop: the same processes in their session's scope, and the client's
+# connection of before answering again with the screen of before
+vnc_check() { # LABEL
+	local now_pids now_scope
+	now_pids=$(run 'echo $(pidof Xtigervnc) $(pidof xlogo)')
+	now_scope=$(run 'cut -d: -f3 /proc/$(pidof xlogo)/cgroup')
+	check "$1: tigervncserver@:1 restored: Xtigervnc and xlogo with their pids ($now_pids), in their session's scope again ($now_scope)" \
+		test "$now_pids" = "$vnc_pids" -a "$now_scope" = "$vnc_scope"
+	[ "$now_pids" = "$vnc_pids" ] || why_unit tigervncserver@:1.service
+}
+vnc_check "A->B"
+sleep 3
+touch "$work/vnc.stop"
+for _ in $(seq 300); do kill -0 "$vnc_pid" 2>/dev/null || break; sleep 0.2; done
+kill "$vnc_pid" 2>/dev/null
+vnc_pid=
+sed 's/^/# vnc-client: /' "$work/vnc"
+vnc_wait=$(sed -n 's/.*longest wait between two \([0-9.]*\) s.*/\1/p' "$work/vnc")
+check "A->B: VNC: the client's connection of before answered after the cycle, the screen the same as before ($vnc_hash; longest wait ${vnc_wait:-?} s)" \
+	grep -q '^PASS' "$work/vnc"
 
 # the build and the archive: restored mid-run, then finished as an
 # uninterrupted run of the same jobs finishes
@@ -268,6 +339,11 @@ check "B->A: the build's and the archive's units, ended, are preserved no more (
 cycle_checks "B->A" "$before" "$sess_before" "$s1_at"
 pause_ba=$(s1_pause "$s1_at")
 tcpdump_check "B->A" "$t_ba" "$(run 'date +%s')" ba
+vnc_check "B->A"
+: >"$work/vnc.stop"
+timeout 120 "$BUILD/tests/cycle/vnc-client" 127.0.0.1 "$(fwd 5901)" secret12 "$work/vnc.stop" >"$work/vnc2" 2>&1
+check "B->A: VNC: a new connection sees the screen xlogo drew before both cycles ($(head -1 "$work/vnc2"))" \
+	test "$(awk 'NR == 1 { print $6 }' "$work/vnc2")" = "$vnc_hash"
 
 echo "# ---- report ----"
 echo "#   sshd (ssh.service, $(wc -w <<<"$sess_before") sessions): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
@@ -275,6 +351,8 @@ echo "#     checked: processes and scopes, loginctl, s1's numbered lines, s2's s
 echo "#     s1's pause: A->B ${pause_ab} s, B->A ${pause_ba} s"
 echo "#   make -j2 (kupdate-makej.service, transient), mid-build at A->B: ${res_makej:-?}; outputs: $(tail -1 <<<"$same_build") of 42 identical to an uninterrupted build's"
 echo "#   tcpdump (kupdate-tcpdump.service, transient, pids $tcpdump_pids): A->B: ${tcpdump_ab:-?}; B->A: ${tcpdump_ba:-?}"
+echo "#   VNC (tigervncserver@:1.service, a logind session of user kt; Xtigervnc, xlogo: pids $vnc_pids)"
+echo "#     checked: pids and scope, the screen ($vnc_hash) on the connection of before; its longest wait at A->B ${vnc_wait:-?} s"
 echo "#   tar | gzip (kupdate-tarpipe.service, transient), mid-run at A->B: ${res_tarpipe:-?}; archive $(run 'cmp -s /root/kt/out.tar.gz /root/kt/ref.tar.gz && echo identical || echo DIFFERENT') to an uninterrupted run's"
 stop_sessions
 finish
