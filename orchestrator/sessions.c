@@ -138,8 +138,10 @@ static int find_in_slice(const char *slice, uint32_t uid, const pid_t *members, 
 		}
 		if (cgroup_procs(sub, &procs, &np))
 			continue; /* gone meanwhile */
+		/* a member itself in it: a daemon that opened the session
+		 * for its own process (tigervncsession) */
 		for (int i = 0; i < np && !carried; i++)
-			carried = below(procs[i], members, nr);
+			carried = below(procs[i], members, nr) || is_member(procs[i], members, nr);
 		if (carried)
 			ret = add_session(ss, slice, de->d_name, uid);
 	}

@@ -250,6 +250,20 @@ int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, 
 	return 0;
 }
 
+/* A forking daemon that opened a PAM session for its desktop
+ * (tigervncsession) moved itself into the session's logind scope: its
+ * unit's own group is empty, its main process is there, with the rest */
+static bool main_in_session(pid_t pid)
+{
+	_cleanup_free_ char *cg = pid > 0 ? cgroup_of_pid(pid) : NULL;
+	unsigned uid;
+	int end = 0;
+
+	return cg &&
+	       sscanf(cg, "/user.slice/user-%u.slice/session-%*[^/.].scope%n", &uid, &end) == 1 &&
+	       end > 0 && !cg[end];
+}
+
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr)
 {
 	_cleanup_free_ char *dir = NULL;
@@ -270,6 +284,12 @@ int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int 
 		pr_err("unit %s: cannot list the processes of %s: %s", unit, dir, strerror(-ret));
 		free(v);
 		return ret;
+	}
+	if (!n && main_in_session(ui->main_pid)) {
+		v = calloc(1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		v[n++] = ui->main_pid;
 	}
 	if (!n) {
 		pr_err("unit %s has no process", unit);

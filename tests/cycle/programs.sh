@@ -346,7 +346,7 @@ check "B->A: VNC: a new connection sees the screen xlogo drew before both cycles
 	test "$(awk 'NR == 1 { print $6 }' "$work/vnc2")" = "$vnc_hash"
 
 echo "# ---- report ----"
-echo "#   sshd (ssh.service, $(wc -w <<<"$sess_before") sessions): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
+echo "#   sshd (ssh.service; $(wc -w <<<"$sess_before") logind sessions in all, the desktop's too): pids $(awk '{printf "%s%s", sep, $1; sep=","}' <<<"$before")"
 echo "#     checked: processes and scopes, loginctl, s1's numbered lines, s2's shell; A->B run from s3"
 echo "#     s1's pause: A->B ${pause_ab} s, B->A ${pause_ba} s"
 echo "#   make -j2 (kupdate-makej.service, transient), mid-build at A->B: ${res_makej:-?}; outputs: $(tail -1 <<<"$same_build") of 42 identical to an uninterrupted build's"

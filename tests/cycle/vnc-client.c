@@ -112,8 +112,11 @@ static uint32_t *fb;
 
 static void request(int incremental, uint16_t x, uint16_t y, uint16_t w, uint16_t h)
 {
-	uint8_t m[10] = { 3, (uint8_t)incremental, x >> 8, x & 255, y >> 8, y & 255,
-			  w >> 8,  w & 255,	     h >> 8, h & 255 };
+	uint8_t m[10] = { 3,	  (uint8_t)incremental,
+			  x >> 8, x & 255,
+			  y >> 8, y & 255,
+			  w >> 8, w & 255,
+			  h >> 8, h & 255 };
 
 	put(m, sizeof(m));
 }
@@ -133,7 +136,8 @@ static void read_update(void)
 				int32_t enc;
 
 				get(hdr, 12, "rectangle");
-				x = be16(hdr), y = be16(hdr + 2), w = be16(hdr + 4), h = be16(hdr + 6);
+				x = be16(hdr), y = be16(hdr + 2), w = be16(hdr + 4),
+				h = be16(hdr + 6);
 				enc = (int32_t)be32(hdr + 8);
 				if (enc != 0 || (uint32_t)x + w > W || (uint32_t)y + h > H)
 					fail("%s", "a rectangle not raw or off the screen");
