@@ -866,6 +866,13 @@ static void test_sessions(void **state)
 	n = 1;
 	assert_int_equal(sessions_find(members, n, &ss), 0);
 	assert_int_equal(ss.n, 0);
+	/* a member in the scope itself (tigervncsession's daemon, which opened
+	 * the session for its own process): carried */
+	members[0] = kid;
+	assert_int_equal(sessions_find(members, n, &ss), 0);
+	assert_int_equal(ss.n, 1);
+	assert_string_equal(ss.s[0].scope, "session-7.scope");
+	sessions_free(&ss);
 
 	cycle_session__free_unpacked(rec[0], NULL);
 	free(rec);
