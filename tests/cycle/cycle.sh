@@ -266,10 +266,11 @@ run "mariadb -e 'CREATE TABLE kt.u (id INT PRIMARY KEY) ENGINE=InnoDB' && cat >/
 	echo \"SELECT CONNECTION_ID(); BEGIN; INSERT INTO kt.u SELECT seq FROM seq_1_to_50; SELECT 'inserted';\"
 	while [ ! -e /root/sqlsock.go ]; do sleep 0.2; done
 	echo \"INSERT INTO kt.u SELECT seq FROM seq_51_to_100; COMMIT; SELECT CONNECTION_ID(), COUNT(*) FROM kt.u;\"
-} | mariadb -n -N >/root/sqlsock.out 2>&1
+} | mariadb -n -N kt >/root/sqlsock.out 2>&1
 EOF
 systemd-run --unit=kupdate-sqlsock sh /root/sqlsock.sh &&
 	for i in \$(seq 100); do grep -q inserted /root/sqlsock.out && break; sleep 0.2; done &&
+	{ grep -qx inserted /root/sqlsock.out || { cat /root/sqlsock.out; false; }; } &&
 	kupdate enable kupdate-sqlsock.service >/dev/null" >"$work/out" 2>&1 ||
 	{ sed 's/^/# /' "$work/out"; bail "start mariadb's client over its unix socket"; }
 sqlsock_id=$(run 'head -1 /root/sqlsock.out')
