@@ -492,6 +492,11 @@ if [ "$curl_rc" != 0 ] || [ "$got_sum" != "$big_sum" ]; then
 	run 'tail -n 20 /var/log/nginx/error.log; nstat -az TcpExtTCPAbortOnData TcpExtTCPAbortOnTimeout TcpExtTCPAbortOnClose TcpAttemptFails TcpEstabResets TcpOutRsts 2>/dev/null' 2>&1 |
 		sed 's/^/# guest: /'
 fi
+# issue 30's programs of this suite, for the report: pids (before->after),
+# downtime (kupdate status) and what was checked
+unit_ab() { awk -v u="$1.service" '$1 == u { print "pids " $3 ", downtime " $10 " " $11 }' <<<"$status"; }
+apache_ab="$(unit_ab apache2); download $([ "$curl2_rc" = 0 ] && [ "$got2_sum" = "$big_sum" ] && echo complete, checksum right || echo FAILED), keep-alive $(grep -E '^(PASS|FAIL)' "$work/http" | cut -c1-4)"
+mariadb_ab="$(unit_ab mariadb); TCP transaction $(grep -E '^(PASS|FAIL)' "$work/sql" | cut -c1-4), query at the freeze $(grep -E '^(PASS|FAIL)' "$work/sqllong" | cut -c1-4) (longest wait ${sqlgap:-?} s), unix-socket client $([ "$sqlsock" = "$(printf '%s\t100' "$sqlsock_id")" ] && echo PASS || echo FAIL) ($(unit_ab kupdate-sqlsock))"
 check "A->B: systemctl stop works on a restored unit" \
 	run 'systemctl stop demo-log.service && test "$(systemctl is-active demo-log.service)" = inactive'
 check "A->B: and it starts again the ordinary way" \
@@ -742,6 +747,8 @@ echo "#   A->B   ${report_ab:-no phases}"
 echo "#          counter client: ${client_ab:-?}"
 echo "#          record stream:  ${stream_ab:-?}"
 echo "#          redis client:   ${redis_ab:-?}"
+echo "#          apache2:        ${apache_ab:-?}"
+echo "#          mariadb:        ${mariadb_ab:-?}"
 echo "#   B->A   ${report_ba:-no phases} (no pid_reserve=, one unit cold-started on purpose)"
 echo "#   A->A'  ${report_aa:-no phases}"
 echo "#          counter client: $(grep '^PASS\|^FAIL' "$work/client")"
