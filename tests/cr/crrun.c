@@ -993,7 +993,8 @@ static int test_main(char **targv)
 		}
 		rc = do_dump(root, img, false, out, &dsecs);
 		dump_prev = NULL;
-		if (linked_root && linked_end()) {
+		/* a refused dump leaves both trees running, as an apply would */
+		if (linked_root && rc == 0 && !o.check && linked_end()) {
 			kill_tree(root);
 			return 1;
 		}

@@ -16,7 +16,12 @@
  * flags; it answers "ok" or what it found wrong, and sends 6 bytes on the
  * stream, which the test must read: the connection flows both ways.  The
  * server's exit status at the end is its verdict (its messages go to
- * $CRT_DIR/linked.log). */
+ * $CRT_DIR/linked.log).
+ *
+ * --refused: the server also sends the test a file descriptor
+ * (SCM_RIGHTS) the test does not read: a message that carries one cannot
+ * cross to another tree, the test's dump refuses it (tests.list:
+ * refuse-unixlink-fds), and both run on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -132,7 +137,25 @@ static const char *server_check(void)
 	return NULL;
 }
 
-static void __attribute__((noreturn)) server(int ls, int seq, pid_t test)
+/* one byte carrying fd on sk (SCM_RIGHTS) */
+static int send_fd(int sk, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { "F", 1 };
+	struct msghdr mh = { NULL, 0, &iov, 1, ctl.b, sizeof(ctl.b), 0 };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sk, &mh, 0) == 1 ? 0 : -1;
+}
+
+static void __attribute__((noreturn)) server(int ls, int seq, pid_t test, bool refused)
 {
 	unsigned char b[TO_TEST];
 	const char *why = "never woken after the restore";
@@ -154,6 +177,8 @@ static void __attribute__((noreturn)) server(int ls, int seq, pid_t test)
 	fill(b, TO_TEST, 2);
 	if (write(S_STREAM, b, TO_TEST) != TO_TEST)
 		_exit(3);
+	if (refused && send_fd(S_SEQ, 0))
+		_exit(3);
 	for (size_t k = 0; k < 2; k++) {
 		fill(b, rec_s[k], 20 + k);
 		if (send(S_SEQ, b, rec_s[k], 0) != (ssize_t)rec_s[k])
@@ -168,7 +193,9 @@ static void __attribute__((noreturn)) server(int ls, int seq, pid_t test)
 	 * server left alone for 60 s ends */
 	for (int ticks = 0; !woken && !ended && ticks < 600; ticks++)
 		usleep(100000);
-	if (woken) {
+	if (refused) {
+		why = NULL; /* nothing moved: nothing to check here */
+	} else if (woken) {
 		why = server_check();
 		if (send(S_SEQ, why ? why : "ok", why ? strlen(why) : 2, 0) < 0 ||
 		    write(S_STREAM, "after\n", 6) != 6)
@@ -183,8 +210,9 @@ static void __attribute__((noreturn)) server(int ls, int seq, pid_t test)
 
 /* ------------------------------------------------------------- test */
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool refused = argc > 1 && !strcmp(argv[1], "--refused");
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	unsigned char b[TO_SERVER];
 	int ls, sk, sv[2];
@@ -202,7 +230,7 @@ int main(void)
 	if (child == 0) {
 		close(sv[0]);
 		if (fork() == 0)
-			server(ls, sv[1], test);
+			server(ls, sv[1], test, refused);
 		_exit(0);
 	}
 	waitpid(child, NULL, 0);
@@ -240,6 +268,15 @@ int main(void)
 
 	crt_ready();
 	crt_wait_term();
+	if (refused) {
+		/* the dump refused, nothing was touched: the record carrying
+		 * the fd (sent before the others) is there */
+		r = recv(T_SEQ, b, sizeof(b), MSG_DONTWAIT);
+		crt_check(r == 1 && b[0] == 'F',
+			  "after the refused dump: the record with the fd is gone (%zd: %s)", r,
+			  strerror(errno));
+		crt_pass();
+	}
 
 	crt_check(fcntl(T_STREAM, F_GETFL) & O_NONBLOCK, "fd %d lost O_NONBLOCK", T_STREAM);
 	crt_check(fcntl(T_SEQ, F_GETFD) == FD_CLOEXEC, "fd %d lost FD_CLOEXEC", T_SEQ);
