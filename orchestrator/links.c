@@ -34,6 +34,7 @@
 #include "cr.h"
 #include "cycle.h"
 #include "links.h"
+#include "units.h"
 
 #define LOCK_WAIT_MS 30000 /* another restore making or taking the same link */
 #define ANSWER_MS    10000 /* a holder's answer: a few local system calls */
@@ -225,51 +226,36 @@ struct holder {
 	int ctl;
 };
 
-static bool is_id(pid_t p, const pid_t *ids, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] == p)
-			return true;
-	return false;
-}
-
 /* the holder, its pid none the restores need (the trees' ids) */
 static int holder_start(struct holder *h, const pid_t *ids, size_t nids)
 {
-	for (int t = 0; t < 64; t++) {
-		int sv[2], st;
-		pid_t p;
+	int sv[2];
+	pid_t p;
 
-		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
-			return pr_errno("cannot make a socket to hand connections over");
-		p = fork();
-		if (p < 0) {
-			close(sv[0]);
-			close(sv[1]);
-			return pr_errno("cannot fork the holder of the connections made");
-		}
-		if (p == 0) {
-			/* nothing of the restore's: a link's lock held open here
-			 * would stay taken */
-			if (dup2(sv[1], 3) != 3)
-				_exit(1);
-			syscall(SYS_close_range, 4, ~0U, 0);
-			prctl(PR_SET_NAME, "kupdate-link");
-			signal(SIGPIPE, SIG_IGN);
-			holder_main(3);
-		}
-		close(sv[1]);
-		if (!is_id(p, ids, nids)) {
-			h->pid = p;
-			h->ctl = sv[0];
-			return 0;
-		}
-		close(sv[0]);
-		kill(p, SIGKILL);
-		waitpid(p, &st, 0);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return pr_errno("cannot make a socket to hand connections over");
+	p = fork_free_pid(ids, nids);
+	if (p == 0) {
+		/* nothing of the restore's: a link's lock held open here would
+		 * stay taken */
+		if (dup2(sv[1], 3) != 3)
+			_exit(1);
+		syscall(SYS_close_range, 4, ~0U, 0);
+		prctl(PR_SET_NAME, "kupdate-link");
+		signal(SIGPIPE, SIG_IGN);
+		holder_main(3);
 	}
-	pr_err("cannot fork a holder of the connections made whose pid is free of the restores'");
-	return -EEXIST;
+	close(sv[1]);
+	if (p < 0) {
+		close(sv[0]);
+		pr_err("cannot fork a holder of the connections made whose pid is free of the "
+		       "restores': %s",
+		       strerror((int)-p));
+		return (int)p;
+	}
+	h->pid = p;
+	h->ctl = sv[0];
+	return 0;
 }
 
 /* ------------------------------------------------------------ gather */

@@ -354,23 +354,14 @@ static bool safe_name(const char *s)
  * is given up for the next. */
 static pid_t holder_start(const pid_t *ids, size_t nids)
 {
-	for (int t = 0; t < 64; t++) {
-		pid_t p = fork();
-		int st;
+	pid_t p = fork_free_pid(ids, nids);
 
-		if (p < 0)
-			return -errno;
-		if (p == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			for (;;)
-				pause();
-		}
-		if (!is_member(p, ids, (int)nids))
-			return p;
-		kill(p, SIGKILL);
-		waitpid(p, &st, 0);
+	if (p == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
 	}
-	return -EEXIST;
+	return p;
 }
 
 static void holder_end(pid_t *p)

@@ -6,10 +6,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cr-log.h"
@@ -305,6 +307,25 @@ int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int 
 	*out = v;
 	*nr = n;
 	return 0;
+}
+
+pid_t fork_free_pid(const pid_t *ids, size_t n)
+{
+	for (int t = 0; t < 64; t++) {
+		pid_t p = fork();
+		bool taken = false;
+		int st;
+
+		if (p <= 0)
+			return p < 0 ? -errno : 0;
+		for (size_t i = 0; i < n && !taken; i++)
+			taken = ids[i] == p;
+		if (!taken)
+			return p;
+		kill(p, SIGKILL);
+		waitpid(p, &st, 0);
+	}
+	return -EEXIST;
 }
 
 const char *cgroup_root(void)

@@ -39,6 +39,11 @@ int units_follow_parts(struct sd *s, const char *const *in, int n, char ***out, 
  * appended to *v: 0 or -errno */
 int cgroup_procs(const char *dir, pid_t **v, int *n);
 int unit_members(const char *unit, const struct unit_info *ui, pid_t **out, int *nr);
+/* fork a child whose pid is none of ids[0..n): a helper that lives while
+ * restores still take their saved pids (a session's scope holder, the
+ * holder of a link's other end).  0 in the child, its pid in the parent,
+ * -EEXIST after 64 tries, or another -errno */
+pid_t fork_free_pid(const pid_t *ids, size_t n);
 /* A dump that fails with -EAGAIN (a vfork in progress, a connection
  * waiting to be accepted: a state that passes) is tried again after the
  * unit ran for UNIT_AGAIN_WAIT_US, UNIT_AGAIN_TRIES times in all. */
