@@ -14,25 +14,35 @@
 #include "tty.h"
 #include "util.h"
 
-int files_load(int dirfd, struct rfiles *f)
+int files_read(int dirfd, FileEntry ***out, size_t *nr)
 {
 	struct img_reader r;
 	ProtobufCMessage *m;
 	int ret;
 
-	memset(f, 0, sizeof(*f));
+	*out = NULL;
+	*nr = 0;
 	ret = img_reader_open(&r, dirfd, "files.img", IMG_FILES);
 	if (ret)
 		return ret;
-	f->files = calloc(r.nr ? r.nr : 1, sizeof(*f->files));
-	if (!f->files) {
+	*out = calloc(r.nr ? r.nr : 1, sizeof(**out));
+	if (!*out) {
 		img_reader_close(&r);
 		return -ENOMEM;
 	}
 	while ((ret = img_read(&r, &file_entry__descriptor, &m)) > 0)
-		f->files[f->nr_files++] = (FileEntry *)m;
+		(*out)[(*nr)++] = (FileEntry *)m;
 	img_reader_close(&r);
-	if (ret < 0)
+	return ret < 0 ? ret : 0;
+}
+
+int files_load(int dirfd, struct rfiles *f)
+{
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	ret = files_read(dirfd, &f->files, &f->nr_files);
+	if (ret)
 		return ret;
 	ret = pipes_load(dirfd, &f->pipes, &f->nr_pipes);
 	if (ret)

@@ -49,6 +49,9 @@ struct rfiles {
 	int tend;  /* after the last transport fd */
 };
 
+/* every entry of files.img in dirfd, nothing more (malloc'd; each freed
+ * with file_entry__free_unpacked): 0 or -errno, said */
+int files_read(int dirfd, FileEntry ***out, size_t *nr);
 int files_load(int dirfd, struct rfiles *f);
 void files_free(struct rfiles *f);
 int files_validate_fds(const struct rfiles *f, FdEntry **fds, size_t nr_fds, const char *img);

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "cr.h"
-#include "image.h"
+#include "files.h"
 #include "images/files.pb-c.h"
 #include "log.h"
 #include "proc.h"
@@ -24,30 +24,18 @@
 #include "unix.h"
 #include "util.h"
 
-/* every FileEntry of files.img in dir (malloc'd, freed by free_entries) */
+/* every FileEntry of files.img in dir (freed by free_entries) */
 static int load_entries(const char *dir, FileEntry ***out, size_t *nr)
 {
-	struct img_reader r;
-	ProtobufCMessage *m;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
 
 	*out = NULL;
 	*nr = 0;
 	if (dfd < 0)
 		return pr_errno("cannot open image directory %s", dir);
-	ret = img_reader_open(&r, dfd, "files.img", IMG_FILES);
+	ret = files_read(dfd, out, nr);
 	close(dfd);
-	if (ret)
-		return ret;
-	*out = calloc(r.nr ? r.nr : 1, sizeof(**out));
-	if (!*out) {
-		img_reader_close(&r);
-		return -ENOMEM;
-	}
-	while ((ret = img_read(&r, &file_entry__descriptor, &m)) > 0)
-		(*out)[(*nr)++] = (FileEntry *)m;
-	img_reader_close(&r);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 static void free_entries(FileEntry **e, size_t nr)
