@@ -166,6 +166,8 @@ static int group_root(struct aunit *u, int i)
 
 void link_groups(struct aunit *u, int n)
 {
+	_cleanup_free_ struct unit_socks *socks = NULL;
+
 	for (int i = 0; i < n; i++) {
 		u[i].group = i;
 		u[i].all = u;
@@ -177,14 +179,15 @@ void link_groups(struct aunit *u, int n)
 		if (!u[i].ended)
 			unit_sockets(u[i].name, &u[i].ui, &u[i].socks);
 	}
-	for (int i = 0; i < n; i++)
+	/* without memory for this list each is on its own: their connections
+	 * are refused at the dump, as outside peers are */
+	socks = calloc(n > 0 ? (size_t)n : 1, sizeof(*socks));
+	for (int i = 0; socks && i < n; i++)
+		socks[i] = u[i].socks;
+	for (int i = 0; socks && i < n; i++)
 		for (size_t k = 0; k < u[i].socks.n; k++) {
-			int j = -1, a, b;
+			int j = socks_owner(socks, n, i, u[i].socks.v[k].peer), a, b;
 
-			for (int m = 0; m < n && j < 0; m++)
-				for (size_t q = 0; m != i && q < u[m].socks.n && j < 0; q++)
-					if (u[m].socks.v[q].ino == u[i].socks.v[k].peer)
-						j = m;
 			if (j < 0)
 				continue;
 			a = group_root(u, i);
