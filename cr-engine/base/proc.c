@@ -118,7 +118,12 @@ static int parse_vmas(pid_t pid, const char *file, struct smaps_vma **out, int *
 	struct smaps_vma *v = NULL, *cur = NULL;
 	int n = 0, alloc = 0, ret = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+	/* 0: the caller, which may not see its own pid in /proc (a process
+	 * restored in a pid namespace of its own) */
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+	else
+		snprintf(path, sizeof(path), "/proc/self/%s", file);
 	f = fopen(path, "re");
 	if (!f)
 		return pr_errno("pid %d: cannot open %s", pid, path);

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "memory.h"
 #include "parts.h"
+#include "pidns.h"
 #include "predump.h"
 #include "regs.h"
 #include "remote.h"
@@ -258,6 +259,7 @@ static void free_proc(struct cr_proc *p)
 	free(p->creds.groups);
 	seccomp_free_dump(&p->seccomp);
 	free(p->threads);
+	free(p->ns_ids);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);
 		free(p->vmas[i].name);
@@ -550,6 +552,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 	/* the tree's namespaces: the paths the dump looks at go through them */
 	if (!ret)
 		ret = ns_dump(ctx);
+	if (!ret)
+		ret = pidns_dump(ctx);
 	if (!ret && o->pre_dump) {
 		ret = pre_dump(ctx, o, created);
 		fill_stats(ctx, st);

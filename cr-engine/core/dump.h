@@ -212,6 +212,10 @@ struct cr_proc {
 
 	struct cr_thread *threads;
 	int nr_threads;
+	/* pidns.c: how many pid namespaces below kupdate's it lives in, and
+	 * each thread's ids in them, innermost first (pid_depth per thread) */
+	int pid_depth;
+	int32_t *ns_ids;
 
 	struct cr_vma *vmas;
 	int nr_vmas;

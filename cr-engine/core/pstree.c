@@ -8,6 +8,7 @@
 #include "images/pstree.pb-c.h"
 #include "tty.h"
 #include "log.h"
+#include "pidns.h"
 #include "proc.h"
 #include "pstree.h"
 #include "util.h"
@@ -133,6 +134,12 @@ int write_pstree(struct cr_dump_ctx *ctx)
 		}
 		for (int k = 0; k < p->nr_threads; k++)
 			tids[k] = p->threads[k].tid;
+		if (p->pid_depth) {
+			e.has_pid_depth = 1;
+			e.pid_depth = p->pid_depth;
+			e.n_ns_tids = (size_t)p->pid_depth * p->nr_threads;
+			e.ns_tids = p->ns_ids;
+		}
 		e.pid = p->pid;
 		e.ppid = p->parent ? p->parent->pid : 0;
 		e.pgid = p->pgid;
@@ -177,6 +184,8 @@ int write_pstree(struct cr_dump_ctx *ctx)
 
 int pstree_validate(PstreeEntry **e, size_t n)
 {
+	_cleanup_free_ int *parent = NULL;
+
 	if (!n) {
 		pr_err("image pstree.img is damaged: no processes");
 		return -EINVAL;
@@ -251,7 +260,16 @@ int pstree_validate(PstreeEntry **e, size_t n)
 			return -EINVAL;
 		}
 	}
-	return 0;
+	parent = xzalloc(n * sizeof(*parent));
+	if (!parent)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		parent[i] = -1;
+		for (size_t k = 0; k < i && e[i]->ppid; k++)
+			if (e[k]->pid == e[i]->ppid)
+				parent[i] = k;
+	}
+	return pidns_validate(e, n, parent);
 }
 
 int cr_group_ids(pid_t pid, pid_t pgid, pid_t sid, pid_t out[2])

@@ -16,6 +16,7 @@
 #include "ghost.h"
 #include "fdinfo.h"
 #include "log.h"
+#include "pidns.h"
 #include "packet.h"
 #include "plan.h"
 #include "seccomp.h"
@@ -438,6 +439,23 @@ static void fill_thread(struct rst_thread *t, const ThreadCore *tc, const TaskCo
 	t->pdeathsig = tc->pdeathsig;
 }
 
+/* rp's thread tid as it sees itself (pidns.c), its set_tid into t */
+static pid_t thread_ids(const struct rproc *rp, pid_t tid, struct rst_thread *t)
+{
+	_Static_assert(PIDNS_DEPTH_MAX + 1 <= RST_PID_LEVELS, "set_tid holds every level");
+	for (size_t k = 0; k < rp->pe->n_tids; k++)
+		if (rp->pe->tids[k] == tid) {
+			if (t)
+				t->nr_set_tid = pidns_set_tid(rp, k, t->set_tid);
+			return pidns_self(rp, k);
+		}
+	if (t) { /* load_images() matched the threads with the tids */
+		t->set_tid[0] = tid;
+		t->nr_set_tid = 1;
+	}
+	return tid;
+}
+
 /* the thread i of the args at a */
 static struct rst_thread *args_thread(void *a, const struct rst_builder *b, size_t i)
 {
@@ -461,9 +479,13 @@ static void write_vmas_threads(const struct rproc *rp, struct rst_builder *b,
 	*off += b->nr_runs * sizeof(struct rst_run);
 	b->args.nr_threads = b->nr_threads;
 	b->args.threads_off = *off;
-	for (size_t i = 0; i < b->nr_threads; i++)
-		fill_thread(args_thread(a, b, i), core->threads[i], core->task, i,
+	for (size_t i = 0; i < b->nr_threads; i++) {
+		struct rst_thread *t = args_thread(a, b, i);
+
+		fill_thread(t, core->threads[i], core->task, i,
 			    (uintptr_t)l->region + l->total - i * RST_STACK_SIZE);
+		t->self_tid = thread_ids(rp, t->tid, t);
+	}
 	*off += b->nr_threads * sizeof(struct rst_thread);
 	/* queued signals, per thread then for the whole process */
 	for (size_t i = 0; i < b->nr_threads; i++) {
@@ -497,7 +519,7 @@ static void plan_timers(const struct rproc *rp, struct rst_builder *b, void *a, 
 		tm->clock = pt->clock;
 		tm->notify = pt->notify;
 		tm->signo = pt->signo;
-		tm->tid = pt->has_tid ? pt->tid : 0;
+		tm->tid = pt->has_tid ? thread_ids(rp, pt->tid, NULL) : 0;
 		tm->sival = pt->sival;
 		tm->value_ns = pt->value_ns;
 		tm->interval_ns = pt->interval_ns;

@@ -38,6 +38,7 @@
 #include "ghost.h"
 #include "log.h"
 #include "namespaces.h"
+#include "pidns.h"
 #include "proc.h"
 #include "remote.h"
 #include "tcp.h"
@@ -53,6 +54,10 @@
 #ifndef CLONE_PARENT
 #define CLONE_PARENT 0x00008000
 #endif
+
+/* the pid namespace depth (pidns.c) of the process running this code: 0
+ * in kupdate, the restored process's own in task_main() and what it forks */
+static int self_depth;
 
 struct clone_args_k {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
@@ -77,6 +82,12 @@ static int find_helpers(struct rctx *c)
 			known = c->helpers[k].pid == g;
 		if (known)
 			continue;
+		if (pidns_depth(rp)) {
+			/* pidns.c refused it at dump */
+			pr_err("pid %d: its process group %d has no leader in its pid namespace",
+			       rp->pid, g);
+			return -EINVAL;
+		}
 		nh = xrealloc_array(c->helpers, c->nr_helpers + 1, sizeof(*nh));
 		if (!nh)
 			return -ENOMEM;
@@ -273,6 +284,18 @@ static void arrive(struct shared *sh)
 	futex(&sh->count, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
+/* kupdate is gone: a process in a pid namespace of the tree's own does
+ * not see it there, and looks through /proc (kupdate's namespace's) */
+static bool tool_gone(struct shared *sh)
+{
+	char path[32];
+
+	if (!self_depth)
+		return kill(sh->tool, 0) && errno == ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d", sh->tool);
+	return access(path, F_OK) && errno == ENOENT;
+}
+
 /* In a restoring process: wait until kupdate opens the stage; leave if
  * kupdate is gone or gave up. */
 static void wait_stage(struct shared *sh, uint32_t stage)
@@ -284,7 +307,7 @@ static void wait_stage(struct shared *sh, uint32_t stage)
 
 		if (v >= stage)
 			return;
-		if (atomic_load(&sh->failed) || (kill(sh->tool, 0) && errno == ESRCH))
+		if (atomic_load(&sh->failed) || tool_gone(sh))
 			_exit(1);
 		futex(&sh->stage, FUTEX_WAIT, v, &ts);
 	}
@@ -297,7 +320,7 @@ static void wait_prepared(struct shared *sh, int prev)
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
 
 	while (!atomic_load(&sh->procs[prev].prepared)) {
-		if (atomic_load(&sh->failed) || (kill(sh->tool, 0) && errno == ESRCH))
+		if (atomic_load(&sh->failed) || tool_gone(sh))
 			_exit(1);
 		futex(&sh->procs[prev].prepared, FUTEX_WAIT, 0, &ts);
 	}
@@ -345,11 +368,12 @@ static int cgroup_of(const struct rctx *c, pid_t pid)
 	return -1;
 }
 
-/* Create rp with its saved pid; the child runs task_main. */
+/* Create rp with its saved pid (in every pid namespace of its line); the
+ * child runs task_main. */
 static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 {
 	struct clone_args_k ca;
-	pid_t tid = rp->pid;
+	pid_t ids[PIDNS_DEPTH_MAX + 1], want = pidns_id_at(rp, 0, self_depth);
 	int cg;
 	long r;
 
@@ -366,15 +390,18 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		ca.flags |= CLONE_FILES;
 	/* with CLONE_PARENT the child takes our exit signal; clone3 wants 0 */
 	ca.exit_signal = clone_parent ? 0 : SIGCHLD;
-	ca.set_tid = (uintptr_t)&tid;
-	ca.set_tid_size = 1;
+	/* a container's init: pid 1 of a new pid namespace */
+	if (pidns_makes(rp))
+		ca.flags |= CLONE_NEWPID;
+	ca.set_tid = (uintptr_t)ids;
+	ca.set_tid_size = pidns_set_tid(rp, 0, ids);
 	cg = cgroup_of(c, rp->pid);
 	if (cg >= 0) {
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)cg;
 	}
 	r = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (r < 0 && cg < 0 && (errno == ENOSYS || errno == E2BIG))
+	if (r < 0 && cg < 0 && ca.set_tid_size == 1 && (errno == ENOSYS || errno == E2BIG))
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
 		task_main(c, rp);
@@ -393,7 +420,7 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 			       strerror(err));
 		return -err;
 	}
-	if (r != rp->pid) {
+	if (r != want) {
 		pr_err("pid %d: was created as pid %ld", rp->pid, r);
 		kill(r, SIGKILL);
 		return -EEXIST;
@@ -497,6 +524,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 
 	/* ours, even if the parent is killed before it says so */
 	atomic_store(&sh->procs[idx].created, 1);
+	self_depth = pidns_depth(rp);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */
 	sigfillset(&all);
@@ -532,8 +560,9 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	arrive(sh);
 
 	wait_stage(sh, ST_PGID);
-	if (rp->pe->pgid != getpgid(0) && rp->pe->pgid != rp->pid) {
-		if (setpgid(0, rp->pe->pgid)) {
+	/* as its own pid namespace sees the group: 0 for one led from outside */
+	if (pidns_view(c, rp, rp->pe->pgid) != getpgid(0) && rp->pe->pgid != rp->pid) {
+		if (setpgid(0, pidns_view(c, rp, rp->pe->pgid))) {
 			if (!rp->parent)
 				pr_warn("pid %d: its process group %d is outside the tree; it "
 					"stays in "

@@ -528,7 +528,10 @@ void release_tree(struct cr_dump_ctx *ctx, bool kill_it)
 	}
 	if (!kill_it)
 		return;
-	for (int i = 0; i < ctx->nr_procs; i++) {
+	/* children first: a pid namespace's init ends only once the kernel
+	 * reaped everything in its namespace, which waits for what ptrace
+	 * reports of them to us */
+	for (int i = ctx->nr_procs - 1; i >= 0; i--) {
 		struct cr_proc *p = ctx->procs[i];
 
 		if (p->state == TASK_STATE__TASK_ZOMBIE)

@@ -99,7 +99,7 @@ struct special {
 static int own_specials(struct special *sp, int *nr)
 {
 	struct smaps_vma *v;
-	int n, ret = parse_smaps(getpid(), &v, &n);
+	int n, ret = parse_smaps(0, &v, &n);
 
 	if (ret)
 		return ret;

@@ -332,7 +332,7 @@ static void thread_setup(struct rst_args *a, long idx)
 		if (r)
 			fail(a, RST_STEP_SCHED, r, 1, idx);
 	}
-	queue_signals(a, idx, t->pending_off, t->nr_pending, t->tid);
+	queue_signals(a, idx, t->pending_off, t->nr_pending, t->self_tid);
 	/* installing a filter needs no_new_privs or CAP_SYS_ADMIN: when the
 	 * restored credentials have neither (they were dropped after the
 	 * filters went in), before them */
@@ -351,7 +351,7 @@ static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
 
-	if (rsys0(NR_gettid) != t->tid) {
+	if (rsys0(NR_gettid) != t->self_tid) {
 		/* made through ns_last_pid, and something forked in between:
 		 * this thread goes, the main thread tries again (clone_threads) */
 		if (a->userns_fd >= 0)
@@ -808,7 +808,7 @@ static void clone_threads(struct rst_args *a)
 
 	for (uint32_t i = 1; i < a->nr_threads; i++) {
 		struct r_clone_args ca;
-		uint64_t tid = th[i].tid;
+		uint64_t tid = th[i].self_tid;
 		long r;
 
 		memset(&ca, 0, sizeof(ca));
@@ -816,15 +816,15 @@ static void clone_threads(struct rst_args *a)
 			   R_CLONE_THREAD | R_CLONE_SYSVSEM;
 		ca.stack = th[i].stack_top - RST_STACK_SIZE;
 		ca.stack_size = RST_STACK_SIZE;
-		ca.set_tid = (uint64_t)&tid;
-		ca.set_tid_size = 1;
+		ca.set_tid = (uint64_t)th[i].set_tid;
+		ca.set_tid_size = th[i].nr_set_tid;
 		if (in_userns) {
 			ca.set_tid = ca.set_tid_size = 0;
 			r = clone_by_last_pid(a, &ca, i, tid);
 		} else {
 			r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
 		}
-		if (r != th[i].tid)
+		if (r != th[i].self_tid)
 			fail(a, RST_STEP_CLONE, r < 0 ? r : -R_EAGAIN, th[i].tid, i);
 	}
 }
@@ -928,7 +928,7 @@ __attribute__((used, noreturn)) void rst_main(struct rst_args *a)
 	/* 8b. POSIX timers, with their ids (stand-ins fill the gaps), now
 	 * that the threads they may notify exist */
 	for (uint32_t i = 0; i < a->nr_timers; i++)
-		create_timer(a, (struct rst_timer *)AT(a, a->timers_off) + i, i, th[0].tid);
+		create_timer(a, (struct rst_timer *)AT(a, a->timers_off) + i, i, th[0].self_tid);
 	queue_signals(a, 0, a->shared_pending_off, a->nr_shared_pending, 0);
 
 	/* 9. the main thread's own per-thread state, then wait for kupdate */

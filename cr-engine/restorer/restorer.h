@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define RST_MAGIC   0x4b55504452535452ULL
-#define RST_VERSION 5
+#define RST_VERSION 6
 
 #define RST_STACK_SIZE (64 * 1024)
 /* a huge page: premapped mappings keep their offset in one (restorer.c) */
@@ -105,9 +105,16 @@ struct rst_creds {
 	uint32_t present, dumpable;
 };
 
+/* ids of a thread in each pid namespace of its line: a container's */
+#define RST_PID_LEVELS 8
+
 struct rst_thread {
-	int32_t tid;
+	int32_t tid;	  /* as kupdate sees it */
+	int32_t self_tid; /* as it sees itself (its pid namespace's) */
+	/* clone3's set_tid: its ids, its own pid namespace first, kupdate's last */
+	uint32_t nr_set_tid;
 	int32_t has_rseq;
+	int32_t set_tid[RST_PID_LEVELS];
 	uint64_t stack_top;
 	uint64_t clear_child_tid;
 	uint64_t robust_list, robust_len;

@@ -121,7 +121,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (p->pid == root)
 		return 0; /* ns_dump() looked at it */
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
-		if (!same_ns(p->pid, root, kinds[i].name)) {
+		if (kinds[i].bit != CLONE_NEWPID && !same_ns(p->pid, root, kinds[i].name)) {
 			pr_err("pid %d (%s) made a %s of its own inside the tree (unshare), which "
 			       "kupdate cannot restore; the tree's root %d lives in another",
 			       p->pid, p->stat.comm, kinds[i].what, root);
@@ -357,7 +357,8 @@ int ns_dump(struct cr_dump_ctx *ctx)
 	ns->ipc_saved = ns->net_fd = ns->net_saved = -1;
 	ctx->ns = ns;
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-		if (same_ns(root, 0, kinds[i].name))
+		/* made again by the restore (pidns.c), not entered */
+		if (kinds[i].bit == CLONE_NEWPID || same_ns(root, 0, kinds[i].name))
 			continue;
 		if (!kinds[i].flag) {
 			pr_err("pid %d lives in its own %s, which this kupdate cannot restore; run "
