@@ -260,6 +260,8 @@ static void free_proc(struct cr_proc *p)
 	seccomp_free_dump(&p->seccomp);
 	free(p->threads);
 	free(p->ns_ids);
+	free(p->made_hostname);
+	free(p->made_domainname);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);
 		free(p->vmas[i].name);

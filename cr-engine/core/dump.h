@@ -216,6 +216,10 @@ struct cr_proc {
 	 * each thread's ids in them, innermost first (pid_depth per thread) */
 	int pid_depth;
 	int32_t *ns_ids;
+	/* namespaces.c: those it made for itself and its descendants
+	 * (CLONE_NEWUTS, CLONE_NEWIPC: a container's), its names in its own */
+	unsigned made_ns;
+	char *made_hostname, *made_domainname;
 
 	struct cr_vma *vmas;
 	int nr_vmas;

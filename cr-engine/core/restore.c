@@ -525,6 +525,9 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	/* ours, even if the parent is killed before it says so */
 	atomic_store(&sh->procs[idx].created, 1);
 	self_depth = pidns_depth(rp);
+	/* a container's init makes its namespaces again, for its descendants */
+	if (ns_restore_made(rp))
+		task_fail(sh);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */
 	sigfillset(&all);

@@ -8,8 +8,12 @@
  * the confinement is exactly the unit's), kupdate enters them before it
  * forks the tree, and every process is created inside.
  *
- * Dump: every process of the tree must share the root's namespaces (one
- * that made its own, unshare(1) inside a unit, is refused naming it); those
+ * Dump: every process of the tree must share its parent's namespaces (one
+ * that made its own, unshare(1) inside a unit, is refused naming it), but
+ * for a UTS namespace and an IPC namespace without System V objects that
+ * a process made for itself and its descendants (a container's init):
+ * recorded in its core image (task_core.made_ns, its names), made again by
+ * the process right after its birth (ns_restore_made); those
  * of the root that are not kupdate's must be allowed (cr_dump_opts.
  * own_namespaces) and be a mount, UTS or IPC namespace.  Recorded in
  * namespaces.img: which are the tree's own, its host and domain names, and
@@ -114,19 +118,129 @@ void cr_namespace_names(unsigned flags, char *buf, size_t len)
 			o += snprintf(buf + o, len - o, "%s%s", o ? " " : "", kinds[i].name);
 }
 
+static int read_names(pid_t pid, char **host, char **domain);
+
+/* the System V objects of pid's IPC namespace, read in a thread that
+ * joined it (/proc/sysvipc answers for the reader's) */
+struct ipc_count {
+	int fd;
+	int n, err;
+};
+
+static void *ipc_count_thread(void *arg)
+{
+	static const char *const files[] = { "/proc/sysvipc/shm", "/proc/sysvipc/sem",
+					     "/proc/sysvipc/msg" };
+	struct ipc_count *r = arg;
+
+	if (setns(r->fd, CLONE_NEWIPC)) {
+		r->err = -errno;
+		return NULL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char *buf;
+		size_t len;
+
+		if (read_file_at(AT_FDCWD, files[i], &buf, &len))
+			continue;
+		for (char *s = strchr(buf, '\n'); s && s[1]; s = strchr(s + 1, '\n'))
+			r->n++; /* a line under the header */
+		free(buf);
+	}
+	return NULL;
+}
+
+/* p made ns kind k (a container's init): kept for a UTS namespace (its
+ * names) and an IPC namespace without System V objects */
+static int made_ns(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct ns_kind *k)
+{
+	if (ctx->ns && (ctx->ns->own & CLONE_NEWUSER)) {
+		pr_err("pid %d (%s) made a %s of its own inside a tree with a user namespace "
+		       "of its own: kupdate cannot restore both yet",
+		       p->pid, p->stat.comm, k->what);
+		return -EOPNOTSUPP;
+	}
+	if (k->bit == CLONE_NEWIPC) {
+		struct ipc_count r = { 0 };
+		int ret = proc_run_in_ns(p->pid, "ipc", ipc_count_thread, &r);
+
+		if (!ret)
+			ret = r.err;
+		if (ret) {
+			pr_err("pid %d: cannot look at its IPC namespace: %s", p->pid,
+			       strerror(-ret));
+			return ret;
+		}
+		if (r.n) {
+			pr_err("pid %d (%s) made an IPC namespace of its own inside the tree, "
+			       "which holds %d System V objects; kupdate restores only an "
+			       "empty one there",
+			       p->pid, p->stat.comm, r.n);
+			return -EOPNOTSUPP;
+		}
+	}
+	if (k->bit == CLONE_NEWUTS) {
+		int ret = read_names(p->pid, &p->made_hostname, &p->made_domainname);
+
+		if (ret)
+			return ret;
+	}
+	p->made_ns |= k->bit;
+	return 0;
+}
+
+bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
+{
+	if (!p->made_ns)
+		return false;
+	if (p->made_ns & CLONE_NEWUTS)
+		names[m->n_kinds++] = "uts";
+	if (p->made_ns & CLONE_NEWIPC)
+		names[m->n_kinds++] = "ipc";
+	m->kinds = names;
+	m->hostname = p->made_hostname;
+	m->domainname = p->made_domainname;
+	return true;
+}
+
+/* Every process shares its parent's namespaces, or made a UTS or IPC
+ * namespace of its own (a container's init) that its descendants share;
+ * pid namespaces are pidns.c's */
 int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	pid_t root = ctx->procs[0]->pid;
+	pid_t root = ctx->procs[0]->pid, up = p->parent ? p->parent->pid : root;
 
 	if (p->pid == root)
 		return 0; /* ns_dump() looked at it */
-	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
-		if (kinds[i].bit != CLONE_NEWPID && !same_ns(p->pid, root, kinds[i].name)) {
-			pr_err("pid %d (%s) made a %s of its own inside the tree (unshare), which "
-			       "kupdate cannot restore; the tree's root %d lives in another",
-			       p->pid, p->stat.comm, kinds[i].what, root);
-			return -EOPNOTSUPP;
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		int ret;
+
+		if (kinds[i].bit == CLONE_NEWPID || same_ns(p->pid, up, kinds[i].name))
+			continue;
+		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC) && p->parent &&
+		    !same_ns(p->pid, root, kinds[i].name)) {
+			/* made again by p alone: no other process of the tree
+			 * entered it (setns) */
+			for (int k = 0; k < ctx->nr_procs && ctx->procs[k] != p; k++)
+				if ((ctx->procs[k]->made_ns & kinds[i].bit) &&
+				    same_ns(p->pid, ctx->procs[k]->pid, kinds[i].name)) {
+					pr_err("pid %d (%s) entered the %s that pid %d made "
+					       "(setns), "
+					       "which kupdate cannot restore",
+					       p->pid, p->stat.comm, kinds[i].what,
+					       ctx->procs[k]->pid);
+					return -EOPNOTSUPP;
+				}
+			ret = made_ns(ctx, p, &kinds[i]);
+			if (ret)
+				return ret;
+			continue;
 		}
+		pr_err("pid %d (%s) made a %s of its own inside the tree (unshare), which "
+		       "kupdate cannot restore; the tree's root %d lives in another",
+		       p->pid, p->stat.comm, kinds[i].what, root);
+		return -EOPNOTSUPP;
+	}
 	return 0;
 }
 
@@ -239,7 +353,7 @@ static void *uts_thread(void *arg)
 	return NULL;
 }
 
-static int read_uts(pid_t pid, struct cr_ns *ns)
+static int read_names(pid_t pid, char **host, char **domain)
 {
 	struct uts_read r = { .err = 0 };
 	int ret = proc_run_in_ns(pid, "uts", uts_thread, &r);
@@ -250,9 +364,14 @@ static int read_uts(pid_t pid, struct cr_ns *ns)
 		pr_err("pid %d: cannot read its host name: %s", pid, strerror(-ret));
 		return ret;
 	}
-	ns->hostname = xstrdup(r.u.nodename);
-	ns->domainname = xstrdup(r.u.domainname);
-	return ns->hostname && ns->domainname ? 0 : -ENOMEM;
+	*host = xstrdup(r.u.nodename);
+	*domain = xstrdup(r.u.domainname);
+	return *host && *domain ? 0 : -ENOMEM;
+}
+
+static int read_uts(pid_t pid, struct cr_ns *ns)
+{
+	return read_names(pid, &ns->hostname, &ns->domainname);
 }
 
 static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
@@ -828,6 +947,34 @@ static int set_names(const NsEntry *e)
 	if (e->domainname && strcmp(u.domainname, e->domainname) &&
 	    setdomainname(e->domainname, strlen(e->domainname)))
 		return pr_errno("cannot set the tree's domain name %s", e->domainname);
+	return 0;
+}
+
+int ns_restore_made(const struct rproc *rp)
+{
+	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
+	int flags = 0;
+
+	if (!m)
+		return 0;
+	for (size_t i = 0; i < m->n_kinds; i++) {
+		if (strcmp(m->kinds[i], "uts") && strcmp(m->kinds[i], "ipc")) {
+			pr_err("image core-%d.img is damaged: it made a namespace \"%s\"", rp->pid,
+			       m->kinds[i]);
+			return -EINVAL;
+		}
+		flags |= !strcmp(m->kinds[i], "uts") ? CLONE_NEWUTS : CLONE_NEWIPC;
+	}
+	if (unshare(flags))
+		return pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
+				m->kinds[0], m->n_kinds > 1 ? ", ipc" : "");
+	if (flags & CLONE_NEWUTS) {
+		NsEntry e = NS_ENTRY__INIT;
+
+		e.hostname = m->hostname;
+		e.domainname = m->domainname;
+		return set_names(&e);
+	}
 	return 0;
 }
 

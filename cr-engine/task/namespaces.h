@@ -14,6 +14,7 @@
 struct cr_dump_ctx;
 struct cr_proc;
 struct rctx;
+struct rproc;
 struct tmpdir;
 typedef struct NsMount NsMount;
 typedef struct NsEntry NsEntry;
@@ -62,6 +63,11 @@ int ns_stat(pid_t pid, const char *name, struct stat *st);
  * process shares them (ns_check_proc) */
 int ns_dump(struct cr_dump_ctx *ctx);
 int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* the namespaces p made for itself and its descendants (ns_check_proc),
+ * into m, its kinds' names in kinds; false: none */
+#define NS_MADE_KINDS 2
+typedef struct NsMade NsMade;
+bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names);
 int ns_write(struct cr_dump_ctx *ctx);
 /* the dumping thread back in kupdate's IPC namespace, the tree looked at */
 void ns_dump_done(struct cr_dump_ctx *ctx);
@@ -75,6 +81,9 @@ bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path);
 void ns_restore_init(struct rctx *c);
 int ns_restore_enter(struct rctx *c);
 void ns_restore_leave(struct rctx *c);
+/* restore: in the process rp, right after its birth, the namespaces it
+ * had made for itself and its descendants (task_core.made_ns) */
+int ns_restore_made(const struct rproc *rp);
 /* restore: id (uid, or gid) of the initial user namespace as the tree's
  * own user namespace names it (the same without one) */
 uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);

@@ -331,9 +331,8 @@ int pidns_validate(PstreeEntry **e, size_t n, const int *parent)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t d = e[i]->has_pid_depth ? e[i]->pid_depth : 0;
-		uint32_t up = parent[i] >= 0 && e[parent[i]]->has_pid_depth
-				      ? e[parent[i]]->pid_depth
-				      : 0;
+		uint32_t up =
+			parent[i] >= 0 && e[parent[i]]->has_pid_depth ? e[parent[i]]->pid_depth : 0;
 
 		if (d > PIDNS_DEPTH_MAX || e[i]->n_ns_tids != d * e[i]->n_tids ||
 		    (d != up && d != up + 1)) {

@@ -12,6 +12,7 @@
 #include "dump.h"
 #include "image.h"
 #include "images/core.pb-c.h"
+#include "namespaces.h"
 #include "log.h"
 #include "remote.h"
 #include "restore.h"
@@ -276,6 +277,10 @@ int write_core(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		tc.cwd_gid = p->cwd_gid;
 	}
 	tc.root = p->root;
+	NsMade made = NS_MADE__INIT;
+	char *kinds[NS_MADE_KINDS];
+	if (ns_made_save(p, &made, kinds))
+		tc.made_ns = &made;
 	tc.has_personality = 1;
 	tc.personality = p->personality;
 	tc.has_umask = 1;

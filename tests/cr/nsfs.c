@@ -6,8 +6,9 @@
  *    (mode 0640, a known mtime), a subdirectory with a file, a symlink, a
  *    hard link of "closed", a FIFO held open for reading;
  *  - a child shares the namespaces and holds the private tmpfs as its cwd;
- *  - with the argument "unshare", the child makes a UTS namespace of its
- *    own (the dump must refuse, naming it);
+ *  - with the argument "unshare", the child makes a mount namespace of
+ *    its own (the dump must refuse, naming it; a UTS or IPC namespace it
+ *    would keep, as a container's init's: pidns.c);
  *  - with "shm", a System V segment of 64 KiB in its IPC namespace,
  *    attached by the parent and the child, filled with a pattern;
  *  - with "overmount", a file held open under a directory that a tmpfs
@@ -144,7 +145,7 @@ int main(int argc, char **argv)
 	}
 	child = fork();
 	if (child == 0) {
-		if (unshare_child && unshare(CLONE_NEWUTS))
+		if (unshare_child && unshare(CLONE_NEWNS))
 			_exit(3);
 		if (chdir(priv))
 			_exit(2);

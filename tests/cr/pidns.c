@@ -3,18 +3,21 @@
  * whose descendants live in it: init (1) forks A (2), which has a thread
  * (3) and forks B (4), the leader of its own process group, which forks C
  * (5); init forks D (6), which joins B's group, and Z (7), which exits with
- * status 7 and stays a zombie.  Init leads its own session.
+ * status 7 and stays a zombie.  Init leads its own session, and made UTS
+ * and IPC namespaces of its own (its host name "kupdate-ctr").
  *
  * After the restore each of them finds its ids as it saw them (pid, parent,
  * group, session, thread id), and its ids in both namespaces (NSpid) as
- * before; they all share one pid namespace again, a child of the root's;
+ * before; they all share one pid namespace again, a child of the root's,
+ * and one UTS and one IPC namespace, not the root's, with init's names;
  * init is pid 1 and reaps: Z's status 7, an orphan (C, once B exits:
  * reparented to init), and a child forked after the restore.
  *
  * "pidns setns": the root also forks E, which enters the namespace (setns,
  * as nsenter or podman exec), forks F there and goes back; "pidns
  * unshare": the root makes the namespace itself (unshare), its later
- * children would be born in it.  The dump refuses both. */
+ * children would be born in it; "pidns sysv": D makes a System V segment
+ * in the container's IPC namespace.  The dump refuses them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
@@ -27,8 +30,10 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,15 +46,19 @@ static const char *const names[NSLOTS] = { "init", "A", "A's thread", "B", "C", 
 struct slot {
 	volatile int ready, checked, done, ok;
 	pid_t nspid;
-	unsigned long nsino;
+	unsigned long nsino, utsino, ipcino;
 	char msg[300];
 };
 
+#define HOST   "kupdate-ctr"
+#define DOMAIN "ctr.example"
+
 static struct shared {
 	volatile int go;
+	int sysv; /* D makes a System V segment in the container's IPC namespace */
 	pid_t init_host;
 	struct slot s[NSLOTS];
-} *sh;
+} * sh;
 
 /* "NSpid:" of /proc/self/status, or of the calling thread's */
 static void nspid(bool thread, char *out, size_t len)
@@ -94,11 +103,17 @@ static void verdict(int i, const struct ids *before, bool thread, const char *ex
 {
 	struct slot *s = &sh->s[i];
 	struct ids now;
+	struct utsname u;
 
 	take(&now, thread);
 	s->nsino = ns_ino("/proc/self/ns/pid");
-	if (now.pid != before->pid || now.ppid != before->ppid || now.pgid != before->pgid ||
-	    now.sid != before->sid || now.tid != before->tid)
+	s->utsino = ns_ino("/proc/thread-self/ns/uts");
+	s->ipcino = ns_ino("/proc/thread-self/ns/ipc");
+	if (uname(&u) || strcmp(u.nodename, HOST) || strcmp(u.domainname, DOMAIN))
+		snprintf(s->msg, sizeof(s->msg), "names %.40s %.40s, not %s %s", u.nodename,
+			 u.domainname, HOST, DOMAIN);
+	else if (now.pid != before->pid || now.ppid != before->ppid || now.pgid != before->pgid ||
+		 now.sid != before->sid || now.tid != before->tid)
 		snprintf(s->msg, sizeof(s->msg),
 			 "ids pid/ppid/pgid/sid/tid %d/%d/%d/%d/%d, were %d/%d/%d/%d/%d", now.pid,
 			 now.ppid, now.pgid, now.sid, now.tid, before->pid, before->ppid,
@@ -208,6 +223,8 @@ static void __attribute__((noreturn)) member_d(void)
 
 	if (setpgid(0, sh->s[S_B].nspid))
 		_exit(3);
+	if (sh->sysv && shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) < 0)
+		_exit(4);
 	ready(S_D, &x, false);
 	wait_go();
 	verdict(S_D, &x, false, NULL);
@@ -223,6 +240,9 @@ static void __attribute__((noreturn)) init_main(void)
 	int st, reaped = 0, zst = -1;
 
 	setsid();
+	if (unshare(CLONE_NEWUTS | CLONE_NEWIPC) || sethostname(HOST, strlen(HOST)) ||
+	    setdomainname(DOMAIN, strlen(DOMAIN)))
+		_exit(8);
 	if (fork() == 0)
 		member_a();
 	wait_ready(S_A);
@@ -298,11 +318,15 @@ int main(int argc, char **argv)
 	pid_t h;
 	int fd, pfd;
 	struct stat up;
+	struct utsname host, now;
 
 	crt_init();
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		crt_fail("mmap: %s", strerror(errno));
+	sh->sysv = !strcmp(mode, "sysv");
+	if (uname(&host))
+		crt_fail("uname: %s", strerror(errno));
 	/* the monitor adopts the init, as conmon does (a subreaper); the
 	 * process that made the namespace is gone */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -357,6 +381,8 @@ int main(int argc, char **argv)
 		  "init's pid namespace is not a child of the monitor's");
 	ino = ns_ino(buf);
 	crt_check(ino && ino != mine, "init is in the monitor's pid namespace");
+	crt_check(!uname(&now) && !strcmp(now.nodename, host.nodename),
+		  "the monitor's host name is %s, was %s", now.nodename, host.nodename);
 
 	sh->go = 1;
 	for (int n = 0; !sh->s[S_INIT].done; n++) {
@@ -368,6 +394,11 @@ int main(int argc, char **argv)
 		crt_check(sh->s[i].done && sh->s[i].ok, "%s: %s", names[i],
 			  sh->s[i].done ? sh->s[i].msg : "no verdict");
 		crt_check(sh->s[i].nsino == ino, "%s is not in init's pid namespace", names[i]);
+		crt_check(sh->s[i].utsino == sh->s[S_INIT].utsino &&
+				  sh->s[i].utsino != ns_ino("/proc/self/ns/uts") &&
+				  sh->s[i].ipcino == sh->s[S_INIT].ipcino &&
+				  sh->s[i].ipcino != ns_ino("/proc/self/ns/ipc"),
+			  "%s is not in init's UTS and IPC namespaces", names[i]);
 		crt_msg("%s: %s", names[i], sh->s[i].msg);
 	}
 	crt_wait_ok(sh->init_host, "init");
