@@ -373,6 +373,9 @@ static int mount_line(char *line, struct mount_entry *m)
 	m->fstype = f[dash + 1];
 	m->source = f[dash + 2];
 	m->super = f[dash + 3];
+	m->propagates = false;
+	for (int i = 6; i < dash; i++)
+		m->propagates |= !strncmp(f[i], "shared:", 7) || !strncmp(f[i], "master:", 7);
 	unescape_octal(m->root);
 	unescape_octal(m->mp);
 	unescape_octal(m->source);

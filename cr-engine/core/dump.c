@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -20,6 +21,7 @@
 #include "images/inventory.pb-c.h"
 #include "log.h"
 #include "memory.h"
+#include "mntns.h"
 #include "parts.h"
 #include "pidns.h"
 #include "predump.h"
@@ -209,12 +211,10 @@ static void step_done(const struct cr_dump_ctx *ctx, const struct cr_proc *p, co
 			 (now_ns(CLOCK_MONOTONIC) - ctx->t_start) / 1e6);
 }
 
-static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
+static int dump_process_in(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	int ret;
 
-	if (p->state == TASK_STATE__TASK_ZOMBIE)
-		return 0;
 	ret = remote_find_syscall(p->pid, &p->syscall_ip, p->vdso_range);
 	if (ret)
 		return ret;
@@ -243,6 +243,38 @@ static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return ret;
 }
 
+/* The paths p sees, looked at through its own root when it lives in a
+ * mount namespace a process of the tree made (a container's: mntns.c);
+ * its maker is the nearest ancestor that made one */
+static void enter_root(struct cr_dump_ctx *ctx, struct cr_proc *p, char *saved, size_t len)
+{
+	struct cr_proc *a = p;
+
+	snprintf(saved, len, "%s", ctx->root_prefix);
+	while (a && !(a->made_ns & CLONE_NEWNS) && a != ctx->procs[0])
+		a = a->parent;
+	ctx->mnt_owner = a && a != ctx->procs[0] ? a->pid : 0;
+	if (ctx->mnt_owner)
+		snprintf(ctx->root_prefix, sizeof(ctx->root_prefix), "/proc/%d/root", p->pid);
+}
+
+static int dump_process(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	char saved[sizeof(ctx->root_prefix)];
+	int ret;
+
+	if (p->state == TASK_STATE__TASK_ZOMBIE)
+		return 0;
+	/* made_ns is known once check_refusals looked (task part); a
+	 * container's init looks at its own paths from its first part on */
+	if (ns_proc_made_mnt(ctx, p))
+		p->made_ns |= CLONE_NEWNS;
+	enter_root(ctx, p, saved, sizeof(saved));
+	ret = dump_process_in(ctx, p);
+	snprintf(ctx->root_prefix, sizeof(ctx->root_prefix), "%s", saved);
+	ctx->mnt_owner = 0;
+	return ret;
+}
 static void free_proc(struct cr_proc *p)
 {
 	for (int i = 0; i < p->nr_threads; i++) {
@@ -262,6 +294,7 @@ static void free_proc(struct cr_proc *p)
 	free(p->ns_ids);
 	free(p->made_hostname);
 	free(p->made_domainname);
+	mntns_free_dump(p);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);
 		free(p->vmas[i].name);

@@ -147,6 +147,7 @@ struct cr_file {
 	uint32_t id;
 	int kind; /* FILE_KIND__* */
 	char *path;
+	pid_t mnt_owner; /* the mount namespace path is seen in: cr_dump_ctx's */
 	uint32_t flags;
 	uint64_t pos;
 	uint64_t dev, ino, size;
@@ -220,6 +221,8 @@ struct cr_proc {
 	 * (CLONE_NEWUTS, CLONE_NEWIPC: a container's), its names in its own */
 	unsigned made_ns;
 	char *made_hostname, *made_domainname;
+	struct MadeMount **made_mounts; /* CLONE_NEWNS: mntns.c */
+	size_t nr_made_mounts;
 
 	struct cr_vma *vmas;
 	int nr_vmas;
@@ -370,6 +373,9 @@ struct cr_dump_ctx {
 	/* "/proc/ROOT/root" when the tree has its own mount namespace: the
 	 * paths the dump looks at are its paths (dump_path) */
 	char root_prefix[64];
+	/* the maker of the mount namespace of the process being dumped, when
+	 * it is not the tree's (mntns.c): root_prefix is its /proc/PID/root */
+	pid_t mnt_owner;
 };
 
 /* path, as the tree sees it, for kupdate to look at (in buf if it has to

@@ -225,6 +225,14 @@ static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *
 			return fd;
 		c->shm.fds[i] = fd;
 	}
+	/* kupdate's pidfd, which it watches until it jumps (restore.c) */
+	if (c->tool_pidfd >= 0) {
+		int fd = place_fd(b, c->tool_pidfd);
+
+		if (fd < 0)
+			return fd;
+		c->tool_pidfd = fd;
+	}
 	/* the user namespace it enters last (restorer.c: enter_userns) */
 	b->args.userns_fd = -1;
 	if (c->ns_userns_fd >= 0) {

@@ -48,6 +48,9 @@ struct session_helper {
 
 struct rctx {
 	const struct cr_restore_opts *opts;
+	/* kupdate's own pidfd, for the tree's processes: below every fd they
+	 * restore, moved above them by rst_prepare() */
+	int tool_pidfd;
 	int64_t t0; /* CLOCK_MONOTONIC at the start, for the steps' times */
 	int dirfd;
 	InventoryEntry *inv;

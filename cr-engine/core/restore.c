@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -37,6 +38,7 @@
 #include "fault.h"
 #include "ghost.h"
 #include "log.h"
+#include "mntns.h"
 #include "namespaces.h"
 #include "pidns.h"
 #include "proc.h"
@@ -58,6 +60,9 @@
 /* the pid namespace depth (pidns.c) of the process running this code: 0
  * in kupdate, the restored process's own in task_main() and what it forks */
 static int self_depth;
+/* in a restoring process: kupdate's pidfd (rctx.tool_pidfd, which
+ * rst_prepare() moves), or -1 */
+static int tool_fd = -1;
 
 struct clone_args_k {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
@@ -290,6 +295,13 @@ static bool tool_gone(struct shared *sh)
 {
 	char path[32];
 
+	/* readable once kupdate ended, whatever namespaces the process is in
+	 * (a container's /proc does not show kupdate) */
+	if (tool_fd >= 0) {
+		struct pollfd p = { tool_fd, POLLIN, 0 };
+
+		return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLNVAL));
+	}
 	if (!self_depth)
 		return kill(sh->tool, 0) && errno == ESRCH;
 	snprintf(path, sizeof(path), "/proc/%d", sh->tool);
@@ -525,8 +537,9 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	/* ours, even if the parent is killed before it says so */
 	atomic_store(&sh->procs[idx].created, 1);
 	self_depth = pidns_depth(rp);
+	tool_fd = c->tool_pidfd;
 	/* a container's init makes its namespaces again, for its descendants */
-	if (ns_restore_made(rp))
+	if (ns_restore_made(rp) || mntns_restore(c, rp))
 		task_fail(sh);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */
@@ -592,6 +605,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 		wait_prepared(sh, rp->fdt_prev - c->procs);
 	if (rst_prepare(c, rp, idx, &entry, &args, &stack))
 		task_fail(sh);
+	tool_fd = c->tool_pidfd; /* moved above the restored fds */
 	atomic_store(&sh->procs[idx].prepared, 1);
 	futex(&sh->procs[idx].prepared, FUTEX_WAKE, INT32_MAX, NULL);
 	arrive(sh);
@@ -1285,6 +1299,9 @@ static int prepare_tree(struct rctx *c)
 		ret = find_launchers(c);
 	if (!ret)
 		ret = check_ids_free(c);
+	/* before the files are planned: below every fd they place */
+	if (!ret)
+		c->tool_pidfd = syscall(SYS_pidfd_open, getpid(), 0);
 	/* from here kupdate works inside the tree's namespaces, if it had its
 	 * own (namespaces.c): what it makes, the tree it forks */
 	if (!ret)
@@ -1415,6 +1432,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	int ret, subreaper = 1, timens_fd = -1;
 
 	memset(&c, 0, sizeof(c));
+	c.tool_pidfd = -1;
 	ns_restore_init(&c);
 	c.opts = o;
 	c.t0 = now_ns(CLOCK_MONOTONIC);
@@ -1459,6 +1477,9 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	ns_restore_leave(&c);
+	mntns_cleanup(&c);
+	if (c.tool_pidfd >= 0)
+		close(c.tool_pidfd);
 	timens_leave(timens_fd);
 	if (!subreaper)
 		prctl(PR_SET_CHILD_SUBREAPER, 0);

@@ -192,6 +192,7 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 	f->rdev = st->st_rdev;
 	f->owner_pid = p->pid;
 	f->owner_fd = fd;
+	f->mnt_owner = ctx->mnt_owner;
 	*out = f;
 	if (!strncmp(link, "socket:", 7))
 		return socket_dump(ctx, p, fd, f, id);
@@ -376,6 +377,18 @@ static bool reachable(const struct cr_dump_ctx *ctx, const char *path, const str
 	return now.st_dev == st->st_dev && now.st_ino == st->st_ino;
 }
 
+/* p lives in a mount namespace a process of the tree made (a container)
+ * and holds a file description a process outside it holds too (a log file
+ * it inherited from its monitor, outside its root): restored by that one,
+ * with the path it sees, and inherited */
+static bool known_outside(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct stat *st)
+{
+	uint32_t id = 0;
+	int lo = 0;
+
+	return ctx->mnt_owner && !find_file(ctx, p->pid, fd, st, &id, &lo) && id;
+}
+
 static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 {
 	char lpath[96], link[PATH_MAX + 1];
@@ -437,7 +450,8 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		if (link[0] == '/' &&
 		    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)"))))
 			kind = 0; /* a ghost */
-		else if (link[0] == '/' && !reachable(ctx, link, &st)) {
+		else if (link[0] == '/' && !reachable(ctx, link, &st) &&
+			 !known_outside(ctx, p, fd, &st)) {
 			pr_err("pid %d: fd %d: %s is not the file its path leads to now (a mount "
 			       "over it, or over a directory above it); its restore would open "
 			       "another",

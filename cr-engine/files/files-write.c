@@ -33,7 +33,7 @@ int write_files(struct cr_dump_ctx *ctx)
 		e.flags = f->flags;
 		e.has_pos = e.has_ino = e.has_size = 1;
 		/* in a directory saved whole (tmpdir.c): made again, a new inode */
-		if (f->path && ns_saved_path(ctx, f->path))
+		if (f->path && ns_saved_path(ctx, f->mnt_owner, f->path))
 			e.has_ino = 0;
 		e.pos = f->pos;
 		e.ino = f->ino;

@@ -47,6 +47,10 @@ struct tnode {
 
 struct tmpdir {
 	char *path;
+	/* a container's (mntns.c): looked at through its maker's /proc/PID/root
+	 * rather than the tree's, device nodes kept */
+	pid_t owner;
+	char root[32];
 	struct stat st;
 	struct tnode *nodes;
 	size_t nr;
@@ -133,7 +137,7 @@ static int walk(struct tmpdir *d, int dfd, const char *rel, dev_t dev)
 			continue; /* another mount, recorded on its own */
 		if (S_ISSOCK(st.st_mode))
 			continue;
-		if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+		if ((S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) && !d->owner) {
 			pr_err("%s/%s is a device node in the tree's own %s; kupdate does not make "
 			       "device nodes",
 			       d->path, sub, d->path);
@@ -153,7 +157,24 @@ static int walk(struct tmpdir *d, int dfd, const char *rel, dev_t dev)
 	return ret;
 }
 
+/* as the tree, or d's owner, sees path */
+static const char *tmpdir_path(const struct cr_dump_ctx *ctx, const struct tmpdir *d,
+			       const char *path, char *buf, size_t len)
+{
+	if (!d->owner)
+		return dump_path(ctx, path, buf, len);
+	snprintf(buf, len, "%s%s", d->root, path);
+	return buf;
+}
+
 int tmpdir_dump(struct cr_dump_ctx *ctx, const char *point)
+{
+	int ret = tmpdir_dump_in(ctx, 0, point);
+
+	return ret < 0 ? ret : 0;
+}
+
+int tmpdir_dump_in(struct cr_dump_ctx *ctx, pid_t owner, const char *point)
 {
 	struct cr_ns *ns = ctx->ns;
 	char buf[PATH_MAX];
@@ -168,8 +189,10 @@ int tmpdir_dump(struct cr_dump_ctx *ctx, const char *point)
 	d->path = xstrdup(point);
 	if (!d->path)
 		return -ENOMEM;
+	d->owner = owner;
+	snprintf(d->root, sizeof(d->root), "/proc/%d/root", owner);
 	ns->nr_tmpdirs++;
-	fd = open(dump_path(ctx, point, buf, sizeof(buf)), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open(tmpdir_path(ctx, d, point, buf, sizeof(buf)), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &d->st)) {
 		ret = pr_errno("%s in the tree's mount namespace: cannot open it", point);
 		if (fd >= 0)
@@ -178,16 +201,18 @@ int tmpdir_dump(struct cr_dump_ctx *ctx, const char *point)
 	}
 	ret = walk(d, fd, "", d->st.st_dev);
 	if (!ret)
-		pr_debug("%s of the tree's mount namespace: %zu files, %" PRIu64 " bytes to save",
-			 point, d->nr, d->data);
-	return ret;
+		pr_debug("%s of the %s mount namespace: %zu files, %" PRIu64 " bytes to save",
+			 point, owner ? "container's" : "tree's", d->nr, d->data);
+	return ret ? ret : (int)ns->nr_tmpdirs - 1;
 }
 
-bool tmpdir_holds(const struct cr_dump_ctx *ctx, const char *path)
+bool tmpdir_holds(const struct cr_dump_ctx *ctx, pid_t owner, const char *path)
 {
 	for (size_t i = 0; i < ctx->ns->nr_tmpdirs; i++) {
 		size_t l = strlen(ctx->ns->tmpdirs[i].path);
 
+		if (ctx->ns->tmpdirs[i].owner != owner)
+			continue;
 		if (!strncmp(path, ctx->ns->tmpdirs[i].path, l) && path[l] == '/')
 			return true;
 	}
@@ -214,7 +239,7 @@ static int write_data(struct cr_dump_ctx *ctx, struct img_writer *w, const struc
 	int fd, ret;
 
 	snprintf(path, sizeof(path), "%s/%s", d->path, n->rel);
-	fd = open(dump_path(ctx, path, full, sizeof(full)),
+	fd = open(tmpdir_path(ctx, d, path, full, sizeof(full)),
 		  O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 	if (fd < 0)
 		fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -261,6 +286,10 @@ static int write_one(struct cr_dump_ctx *ctx, const struct tmpdir *d, size_t idx
 		n.mtime_ns = ts_ns(&t->st.st_mtim);
 		n.size = S_ISREG(t->st.st_mode) ? t->st.st_size : 0;
 		n.target = t->target;
+		if (S_ISCHR(t->st.st_mode) || S_ISBLK(t->st.st_mode)) {
+			n.has_rdev = 1;
+			n.rdev = t->st.st_rdev;
+		}
 		if (t->link_of) {
 			n.has_link_of = 1;
 			n.link_of = t->link_of - 1;
@@ -290,11 +319,13 @@ int tmpdir_write(struct cr_dump_ctx *ctx, char ***paths, size_t *nr)
 	*paths = xrealloc_array(NULL, ns->nr_tmpdirs, sizeof(**paths));
 	if (!buf || !*paths)
 		return -ENOMEM;
+	/* the tree's own come first (namespaces.c lists them before any
+	 * process is looked at): their indices are namespaces.img's */
 	for (size_t i = 0; i < ns->nr_tmpdirs && !ret; i++) {
 		ret = write_one(ctx, &ns->tmpdirs[i], i, buf);
-		(*paths)[i] = ns->tmpdirs[i].path;
+		if (!ns->tmpdirs[i].owner && *nr == i)
+			(*paths)[(*nr)++] = ns->tmpdirs[i].path;
 	}
-	*nr = ns->nr_tmpdirs;
 	return ret;
 }
 
@@ -391,6 +422,8 @@ static int make_node(int dfd, const char *dir, TmpdirNode **nodes, size_t idx, i
 	}
 	if (S_ISDIR(n->mode))
 		ret = mkdirat(dfd, n->rel, 0700);
+	else if ((S_ISCHR(n->mode) || S_ISBLK(n->mode)) && n->has_rdev)
+		ret = mknodat(dfd, n->rel, (n->mode & S_IFMT) | 0600, n->rdev);
 	else if (S_ISLNK(n->mode))
 		ret = n->target ? symlinkat(n->target, dfd, n->rel) : (errno = EINVAL, -1);
 	else if (S_ISFIFO(n->mode))
@@ -414,7 +447,7 @@ static int make_node(int dfd, const char *dir, TmpdirNode **nodes, size_t idx, i
 	return 0;
 }
 
-static int restore_one(int imgfd, const char *path, size_t idx)
+static int restore_one(int imgfd, const char *path, size_t idx, const char *at)
 {
 	struct img_reader r;
 	ProtobufCMessage *m;
@@ -438,7 +471,7 @@ static int restore_one(int imgfd, const char *path, size_t idx)
 	e = (TmpdirEntry *)m;
 	ret = 0;
 	nodes = calloc(r.nr ? r.nr : 1, sizeof(*nodes));
-	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open(at, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!nodes || dfd < 0)
 		ret = nodes ? pr_errno("%s: cannot open it in the tree's namespace", path)
 			    : -ENOMEM;
@@ -492,6 +525,11 @@ int tmpdir_restore(int imgfd, char *const *paths, size_t n)
 	int ret = 0;
 
 	for (size_t i = 0; i < n && !ret; i++)
-		ret = restore_one(imgfd, paths[i], i);
+		ret = restore_one(imgfd, paths[i], i, paths[i]);
 	return ret;
+}
+
+int tmpdir_restore_at(int imgfd, size_t idx, const char *path, const char *at)
+{
+	return restore_one(imgfd, path, idx, at);
 }

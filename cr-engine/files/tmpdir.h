@@ -10,7 +10,10 @@ struct cr_dump_ctx;
 
 /* dump: list the directory at point (as the tree sees it) */
 int tmpdir_dump(struct cr_dump_ctx *ctx, const char *point);
-bool tmpdir_holds(const struct cr_dump_ctx *ctx, const char *path);
+/* the same for the mount namespace a process of the tree made (owner, a
+ * container's init: mntns.c), device nodes kept; its index, or -errno */
+int tmpdir_dump_in(struct cr_dump_ctx *ctx, pid_t owner, const char *point);
+bool tmpdir_holds(const struct cr_dump_ctx *ctx, pid_t owner, const char *path);
 /* write tmpdir-N.img for each; *paths: their paths, in order (the array is
  * the caller's to free, not the strings) */
 int tmpdir_write(struct cr_dump_ctx *ctx, char ***paths, size_t *nr);
@@ -20,5 +23,7 @@ void tmpdir_free_dump(struct cr_dump_ctx *ctx);
  * namespace, made again from the images of imgfd */
 int tmpdir_check(pid_t pid, char *const *paths, size_t n);
 int tmpdir_restore(int imgfd, char *const *paths, size_t n);
+/* tmpdir-idx.img, which holds path, made again in directory at */
+int tmpdir_restore_at(int imgfd, size_t idx, const char *path, const char *at);
 
 #endif

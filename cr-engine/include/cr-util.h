@@ -6,6 +6,7 @@
 #define CR_UTIL_PUBLIC_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,6 +98,7 @@ struct mount_entry {
 	char *source;
 	char *super; /* the superblock's options */
 	unsigned maj, min;
+	bool propagates; /* shared, or a slave (optional fields shared:N, master:N) */
 };
 
 struct mount_table {

@@ -204,7 +204,7 @@ int write_mm(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			e.path = v->s.path;
 			e.ino = v->ino;
 			/* in a directory saved whole (tmpdir.c): made again */
-			if (ns_saved_path(ctx, v->s.path))
+			if (ns_saved_path(ctx, ctx->mnt_owner, v->s.path))
 				e.has_ino = e.has_mtime_ns = 0;
 			e.file_size = v->file_size;
 			e.mtime_ns = v->mtime_ns;

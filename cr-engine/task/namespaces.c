@@ -46,6 +46,7 @@
 #include "log.h"
 #include "proc.h"
 #include "namespaces.h"
+#include "mntns.h"
 #include "netlock.h"
 #include "restore-ctx.h"
 #include "tmpdir.h"
@@ -197,10 +198,20 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 		names[m->n_kinds++] = "uts";
 	if (p->made_ns & CLONE_NEWIPC)
 		names[m->n_kinds++] = "ipc";
+	if (p->made_ns & CLONE_NEWNS)
+		names[m->n_kinds++] = "mnt";
 	m->kinds = names;
 	m->hostname = p->made_hostname;
 	m->domainname = p->made_domainname;
+	m->n_mounts = p->nr_made_mounts;
+	m->mounts = p->made_mounts;
 	return true;
+}
+
+bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p)
+{
+	return p->parent && !same_ns(p->pid, p->parent->pid, "mnt") &&
+	       !same_ns(p->pid, ctx->procs[0]->pid, "mnt");
 }
 
 /* Every process shares its parent's namespaces, or made a UTS or IPC
@@ -217,20 +228,26 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 		if (kinds[i].bit == CLONE_NEWPID || same_ns(p->pid, up, kinds[i].name))
 			continue;
+		/* made again by p alone: no other process of the tree
+		 * entered it (setns) */
+		for (int k = 0; k < ctx->nr_procs && ctx->procs[k] != p; k++)
+			if ((ctx->procs[k]->made_ns & kinds[i].bit) &&
+			    same_ns(p->pid, ctx->procs[k]->pid, kinds[i].name)) {
+				pr_err("pid %d (%s) entered the %s that pid %d made (setns), which "
+				       "kupdate cannot restore",
+				       p->pid, p->stat.comm, kinds[i].what, ctx->procs[k]->pid);
+				return -EOPNOTSUPP;
+			}
+		/* marked by dump.c before the process was looked at */
+		if (kinds[i].bit == CLONE_NEWNS && (p->made_ns & CLONE_NEWNS)) {
+			ret = ctx->ns && (ctx->ns->own & CLONE_NEWUSER) ? made_ns(ctx, p, &kinds[i])
+									: mntns_dump(ctx, p);
+			if (ret)
+				return ret;
+			continue;
+		}
 		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC) && p->parent &&
 		    !same_ns(p->pid, root, kinds[i].name)) {
-			/* made again by p alone: no other process of the tree
-			 * entered it (setns) */
-			for (int k = 0; k < ctx->nr_procs && ctx->procs[k] != p; k++)
-				if ((ctx->procs[k]->made_ns & kinds[i].bit) &&
-				    same_ns(p->pid, ctx->procs[k]->pid, kinds[i].name)) {
-					pr_err("pid %d (%s) entered the %s that pid %d made "
-					       "(setns), "
-					       "which kupdate cannot restore",
-					       p->pid, p->stat.comm, kinds[i].what,
-					       ctx->procs[k]->pid);
-					return -EOPNOTSUPP;
-				}
 			ret = made_ns(ctx, p, &kinds[i]);
 			if (ret)
 				return ret;
@@ -528,9 +545,9 @@ int ns_dump(struct cr_dump_ctx *ctx)
 	return 0;
 }
 
-bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path)
+bool ns_saved_path(const struct cr_dump_ctx *ctx, pid_t owner, const char *path)
 {
-	return ctx->ns && tmpdir_holds(ctx, path);
+	return ctx->ns && tmpdir_holds(ctx, owner, path);
 }
 
 int ns_write(struct cr_dump_ctx *ctx)
@@ -541,8 +558,18 @@ int ns_write(struct cr_dump_ctx *ctx)
 	struct img_writer w;
 	int ret;
 
-	if (!ns || !ns->own)
+	if (!ns)
 		return 0;
+	if (!ns->own) {
+		/* a container's tmpfs contents (mntns.c), with no namespace of
+		 * the tree's own */
+		char **paths = NULL;
+		size_t n;
+
+		ret = tmpdir_write(ctx, &paths, &n);
+		free(paths);
+		return ret;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
 		if (ns->own & kinds[i].flag)
 			own[e.n_own++] = (char *)kinds[i].name;
@@ -958,6 +985,8 @@ int ns_restore_made(const struct rproc *rp)
 	if (!m)
 		return 0;
 	for (size_t i = 0; i < m->n_kinds; i++) {
+		if (!strcmp(m->kinds[i], "mnt"))
+			continue; /* mntns.c */
 		if (strcmp(m->kinds[i], "uts") && strcmp(m->kinds[i], "ipc")) {
 			pr_err("image core-%d.img is damaged: it made a namespace \"%s\"", rp->pid,
 			       m->kinds[i]);
@@ -965,7 +994,7 @@ int ns_restore_made(const struct rproc *rp)
 		}
 		flags |= !strcmp(m->kinds[i], "uts") ? CLONE_NEWUTS : CLONE_NEWIPC;
 	}
-	if (unshare(flags))
+	if (flags && unshare(flags))
 		return pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
 				m->kinds[0], m->n_kinds > 1 ? ", ipc" : "");
 	if (flags & CLONE_NEWUTS) {

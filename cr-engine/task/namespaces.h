@@ -63,9 +63,12 @@ int ns_stat(pid_t pid, const char *name, struct stat *st);
  * process shares them (ns_check_proc) */
 int ns_dump(struct cr_dump_ctx *ctx);
 int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* p made a mount namespace of its own inside the tree (a container's
+ * root): not its parent's nor the root's; ns_check_proc then checks it */
+bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p);
 /* the namespaces p made for itself and its descendants (ns_check_proc),
  * into m, its kinds' names in kinds; false: none */
-#define NS_MADE_KINDS 2
+#define NS_MADE_KINDS 3
 typedef struct NsMade NsMade;
 bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names);
 int ns_write(struct cr_dump_ctx *ctx);
@@ -73,8 +76,9 @@ int ns_write(struct cr_dump_ctx *ctx);
 void ns_dump_done(struct cr_dump_ctx *ctx);
 void ns_free_dump(struct cr_dump_ctx *ctx);
 /* path lies in a directory saved whole (tmpdir.c): the restore makes it
- * again, with a new inode */
-bool ns_saved_path(const struct cr_dump_ctx *ctx, const char *path);
+ * again, with a new inode; owner: the maker of the mount namespace the
+ * path is seen in (a container's init, mntns.c), 0 for the tree's */
+bool ns_saved_path(const struct cr_dump_ctx *ctx, pid_t owner, const char *path);
 
 /* restore: into the namespaces of cr_restore_opts.ns_pid, checked against
  * the images, before the tree is forked; and back once it runs */

@@ -1,0 +1,360 @@
+/* A mount namespace that a process of the tree made for itself and its
+ * descendants: a container's root (a directory, an overlay), its /proc,
+ * /sys, /dev, /run and /tmp, the host paths bound into it.
+ *
+ * Dump (the process's /proc/PID/mountinfo, next to kupdate's): each mount
+ * is made again one of three ways, or the dump is refused naming it:
+ *  - a new mount of a kind that needs no source on a disk (proc, sysfs,
+ *    devpts, mqueue, cgroup2, overlay: its directories are host paths in
+ *    its options), with its superblock options; a tmpfs that no mount of
+ *    kupdate's shows is one, its contents saved whole (tmpdir.c, device
+ *    nodes kept: a container's /dev holds them);
+ *  - a bind of a path of kupdate's namespace: a host mount of the same
+ *    device whose root holds the mount's root;
+ *  - a bind of a path of the namespace's own, from a mount listed before
+ *    it (nspawn binds /proc/sys read-only over itself).
+ * The per-mount flags (read-only, nosuid, nodev, noexec, atime) are kept.
+ * Mount propagation (shared, slave) is refused for now.  The processes of
+ * the namespace are looked at through their own /proc/PID/root (dump.c).
+ *
+ * Restore: the maker, right after its birth and before it forks, unshares
+ * the mount namespace, makes it private, builds the tree under a staging
+ * directory of /run (/run/kupdate-ctr-PID, which kupdate removes once the
+ * tree is restored), parents first, and enters it with pivot_root, the old
+ * root detached.  Its descendants inherit it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cr-util.h"
+#include "dump.h"
+#include "images/core.pb-c.h"
+#include "log.h"
+#include "mntns.h"
+#include "restore-ctx.h"
+#include "tmpdir.h"
+#include "util.h"
+
+static const char *const fresh_kinds[] = { "proc",   "sysfs",	"devpts", "mqueue",
+					   "cgroup2", "overlay" };
+
+static const struct {
+	const char *name;
+	unsigned long flag;
+} mnt_flags[] = {
+	{ "ro", MS_RDONLY },	     { "nosuid", MS_NOSUID },	{ "nodev", MS_NODEV },
+	{ "noexec", MS_NOEXEC },     { "noatime", MS_NOATIME }, { "nodiratime", MS_NODIRATIME },
+	{ "relatime", MS_RELATIME }, { "strictatime", MS_STRICTATIME },
+};
+
+static unsigned long parse_flags(const char *opts)
+{
+	unsigned long f = 0;
+	char *s = xstrdup(opts), *save = NULL;
+
+	for (char *t = s ? strtok_r(s, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+		for (size_t i = 0; i < ARRAY_SIZE(mnt_flags); i++)
+			if (!strcmp(t, mnt_flags[i].name))
+				f |= mnt_flags[i].flag;
+	free(s);
+	return f;
+}
+
+/* a superblock's options without rw/ro (the mount's flags say) */
+static char *fs_options(const char *super)
+{
+	size_t len = strlen(super);
+	char *out = malloc(len + 1), *s = xstrdup(super), *save = NULL;
+	size_t o = 0;
+
+	if (!out || !s) {
+		free(out);
+		free(s);
+		return NULL;
+	}
+	for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (strcmp(t, "rw") && strcmp(t, "ro"))
+			o += snprintf(out + o, len + 1 - o, "%s%s", o ? "," : "", t);
+	out[o] = 0;
+	free(s);
+	return out;
+}
+
+/* root (a path of a file system) under the root of mount m: the rest, or NULL */
+static const char *under(const char *root, const char *mroot)
+{
+	size_t l = strlen(mroot);
+
+	if (!strcmp(mroot, "/"))
+		return root;
+	if (strncmp(root, mroot, l) || (root[l] && root[l] != '/'))
+		return NULL;
+	return root + l;
+}
+
+static void free_mounts(MadeMount **m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		made_mount__free_unpacked(m[i], NULL);
+	free(m);
+}
+
+/* one mount of p's namespace, i its index in t, into x */
+static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mount_table *t,
+		     size_t i, const struct mount_table *host, MadeMount *x)
+{
+	const struct mount_entry *e = &t->e[i];
+	char path[PATH_MAX];
+	struct stat st;
+	bool fresh = false;
+
+	x->point = xstrdup(e->mp);
+	x->fstype = xstrdup(e->fstype);
+	x->has_flags = 1;
+	x->flags = parse_flags(e->vfs);
+	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, e->mp);
+	if (!lstat(path, &st) && !S_ISDIR(st.st_mode))
+		x->has_file = x->file = 1;
+	for (size_t k = 0; k < ARRAY_SIZE(fresh_kinds); k++)
+		fresh |= !strcmp(e->fstype, fresh_kinds[k]) && !strcmp(e->root, "/");
+	/* a bind of a mount listed before it, inside */
+	for (size_t k = i; !fresh && k-- > 0;) {
+		const char *rest = under(e->root, t->e[k].root);
+
+		if (t->e[k].maj != e->maj || t->e[k].min != e->min || !rest)
+			continue;
+		x->bind_inside = xasprintf("%s%s%s", strcmp(t->e[k].mp, "/") ? t->e[k].mp : "",
+					   *rest == '/' || !*rest ? "" : "/", rest);
+		if (!*x->bind_inside) {
+			free(x->bind_inside);
+			x->bind_inside = xstrdup("/");
+		}
+		return x->bind_inside ? 0 : -ENOMEM;
+	}
+	/* a bind of a path of kupdate's namespace */
+	for (size_t k = 0; !fresh && k < host->n; k++) {
+		const char *rest = under(e->root, host->e[k].root);
+
+		if (host->e[k].maj != e->maj || host->e[k].min != e->min || !rest)
+			continue;
+		x->bind = xasprintf("%s%s", strcmp(host->e[k].mp, "/") || !*rest ? host->e[k].mp : "",
+				    rest);
+		if (!x->bind)
+			return -ENOMEM;
+		if (stat(x->bind, &st)) {
+			pr_err("pid %d (%s): its mount namespace's mount on %s binds %s, which is "
+			       "not there in kupdate's namespace now",
+			       p->pid, p->stat.comm, e->mp, x->bind);
+			return -EOPNOTSUPP;
+		}
+		return 0;
+	}
+	if (!strcmp(e->fstype, "tmpfs") && !strcmp(e->root, "/"))
+		fresh = true;
+	if (!fresh) {
+		pr_err("pid %d (%s): its mount namespace's mount of %s (%s) on %s is neither a new "
+		       "mount kupdate can make again nor a bind of a path it sees; kupdate cannot "
+		       "restore it",
+		       p->pid, p->stat.comm, e->fstype, e->source, e->mp);
+		return -EOPNOTSUPP;
+	}
+	x->source = xstrdup(e->source);
+	x->fs_options = fs_options(e->super);
+	if (!x->source || !x->fs_options)
+		return -ENOMEM;
+	if (!strcmp(e->fstype, "tmpfs")) {
+		int idx = tmpdir_dump_in(ctx, p->pid, e->mp);
+
+		if (idx < 0)
+			return idx;
+		x->has_tmpdir = 1;
+		x->tmpdir = idx;
+	}
+	return 0;
+}
+
+int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%d/mountinfo", p->pid);
+	struct mount_table t, host;
+	MadeMount **m = NULL;
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = mount_table_read(path, &t);
+	if (ret)
+		return pr_err("pid %d: cannot read its mounts: %s", p->pid, strerror(-ret)), ret;
+	ret = mount_table_read(NULL, &host);
+	if (ret) {
+		mount_table_free(&t);
+		return ret;
+	}
+	if (!t.n || strcmp(t.e[0].mp, "/")) {
+		pr_err("pid %d (%s): its mount namespace has no root mount it sees (a chroot "
+		       "inside it?); kupdate cannot restore it",
+		       p->pid, p->stat.comm);
+		ret = -EOPNOTSUPP;
+	}
+	m = t.n ? xzalloc(t.n * sizeof(*m)) : NULL;
+	if (!ret && !m)
+		ret = -ENOMEM;
+	for (size_t i = 0; !ret && i < t.n; i++) {
+		if (t.e[i].propagates) {
+			pr_err("pid %d (%s): its mount namespace's mount on %s propagates mounts "
+			       "(shared or a slave), which kupdate does not make again yet",
+			       p->pid, p->stat.comm, t.e[i].mp);
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		m[i] = xzalloc(sizeof(**m));
+		if (!m[i]) {
+			ret = -ENOMEM;
+			break;
+		}
+		made_mount__init(m[i]);
+		ret = one_mount(ctx, p, &t, i, &host, m[i]);
+	}
+	if (!ret) {
+		p->made_mounts = m;
+		p->nr_made_mounts = t.n;
+		pr_info("pid %d (%s) made a mount namespace of its own: %zu mounts", p->pid,
+			p->stat.comm, t.n);
+	} else if (m) {
+		size_t n = 0;
+
+		while (n < t.n && m[n])
+			n++;
+		free_mounts(m, n);
+	}
+	mount_table_free(&t);
+	mount_table_free(&host);
+	return ret;
+}
+
+void mntns_free_dump(struct cr_proc *p)
+{
+	free_mounts(p->made_mounts, p->nr_made_mounts);
+	p->made_mounts = NULL;
+	p->nr_made_mounts = 0;
+}
+
+/* ---------------------------------------------------------- restore */
+
+static int make_point(const char *path, bool file)
+{
+	struct stat st;
+
+	if (!lstat(path, &st))
+		return 0;
+	if (file) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		return 0;
+	}
+	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+static int mount_one(struct rctx *c, const struct rproc *rp, const char *stage,
+		     const MadeMount *m)
+{
+	unsigned long flags = m->has_flags ? m->flags : 0;
+	char target[PATH_MAX], src[PATH_MAX];
+	int ret;
+
+	snprintf(target, sizeof(target), "%s%s", stage, strcmp(m->point, "/") ? m->point : "");
+	ret = make_point(target, m->has_file && m->file);
+	if (ret)
+		return pr_err("pid %d: cannot make the mount point %s: %s", rp->pid, m->point,
+			      strerror(-ret)),
+		       ret;
+	if (m->bind || m->bind_inside) {
+		if (m->bind)
+			snprintf(src, sizeof(src), "%s", m->bind);
+		else
+			snprintf(src, sizeof(src), "%s%s", stage,
+				 strcmp(m->bind_inside, "/") ? m->bind_inside : "");
+		if (mount(src, target, NULL, MS_BIND, NULL))
+			return pr_errno("pid %d: cannot bind %s on %s again", rp->pid,
+					m->bind ? m->bind : m->bind_inside, m->point);
+		if (flags && mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL))
+			return pr_errno("pid %d: cannot set the flags of %s again", rp->pid,
+					m->point);
+		return 0;
+	}
+	if (mount(m->source ? m->source : "none", target, m->fstype, flags,
+		  m->fs_options && *m->fs_options ? m->fs_options : NULL))
+		return pr_errno("pid %d: cannot mount %s on %s again (options %s)", rp->pid,
+				m->fstype, m->point, m->fs_options ? m->fs_options : "");
+	if (m->has_tmpdir) {
+		/* its contents, writable until they are in */
+		bool ro = flags & MS_RDONLY;
+
+		if (ro && mount(NULL, target, NULL, MS_REMOUNT | (flags & ~MS_RDONLY),
+				m->fs_options && *m->fs_options ? m->fs_options : NULL))
+			return pr_errno("pid %d: cannot fill %s", rp->pid, m->point);
+		ret = tmpdir_restore_at(c->dirfd, m->tmpdir, m->point, target);
+		if (!ret && ro &&
+		    mount(NULL, target, NULL, MS_REMOUNT | flags,
+			  m->fs_options && *m->fs_options ? m->fs_options : NULL))
+			ret = pr_errno("pid %d: cannot make %s read-only again", rp->pid,
+				       m->point);
+		return ret;
+	}
+	return 0;
+}
+
+void mntns_stage(pid_t pid, char *buf, size_t len)
+{
+	snprintf(buf, len, "/run/kupdate-ctr-%d", pid);
+}
+
+int mntns_restore(struct rctx *c, const struct rproc *rp)
+{
+	const NsMade *made = rp->zombie ? NULL : rp->core.task->made_ns;
+	char stage[64];
+	int ret = 0;
+
+	if (!made || !made->n_mounts)
+		return 0;
+	mntns_stage(rp->pid, stage, sizeof(stage));
+	if (mkdir(stage, 0700) && errno != EEXIST)
+		return pr_errno("pid %d: cannot make %s to build its mounts in", rp->pid, stage);
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return pr_errno("pid %d: cannot make its mount namespace again", rp->pid);
+	for (size_t i = 0; !ret && i < made->n_mounts; i++)
+		ret = mount_one(c, rp, stage, made->mounts[i]);
+	if (ret)
+		return ret;
+	/* into it: the old root goes on top of the new one, and is detached */
+	if (chdir(stage) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
+	    chdir("/"))
+		return pr_errno("pid %d: cannot enter its root again (pivot_root)", rp->pid);
+	pr_debug("pid %d: its mount namespace made again, %zu mounts", rp->pid, made->n_mounts);
+	return 0;
+}
+
+void mntns_cleanup(const struct rctx *c)
+{
+	for (size_t i = 0; c->procs && i < c->nr; i++) {
+		const struct rproc *rp = &c->procs[i];
+		char stage[64];
+
+		if (rp->zombie || !rp->core.task || !rp->core.task->made_ns ||
+		    !rp->core.task->made_ns->n_mounts)
+			continue;
+		mntns_stage(rp->pid, stage, sizeof(stage));
+		if (rmdir(stage) && errno != ENOENT)
+			pr_warn("cannot remove %s: %s", stage, strerror(errno));
+	}
+}

@@ -1,0 +1,26 @@
+/* A mount namespace a process of the tree made (mntns.c): a container's
+ * root and the mounts under it. */
+#ifndef CR_MNTNS_H
+#define CR_MNTNS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct cr_dump_ctx;
+struct cr_proc;
+struct rctx;
+struct rproc;
+
+/* dump: p made its mount namespace; its mounts into p->made_mounts, or
+ * refused naming the mount kupdate cannot make again */
+int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p);
+void mntns_free_dump(struct cr_proc *p);
+
+/* restore, in the process rp right after its birth: its mount namespace
+ * made again and entered (task_core.made_ns.mounts), if it had made one */
+int mntns_restore(struct rctx *c, const struct rproc *rp);
+/* kupdate, once the tree is restored or given up: the staging directories */
+void mntns_cleanup(const struct rctx *c);
+void mntns_stage(pid_t pid, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,301 @@
+/* A container's root: the init of a pid namespace of its own (the child of
+ * a monitor, as in pidns.c) made a mount namespace and pivoted into a
+ * tmpfs root holding files, with host /usr bound read-only, the test's own
+ * directory and a host data directory bound read-write, a tmpfs /tmp with
+ * a file, a symlink and a hard link, a tmpfs /dev with a null node, its
+ * namespace's /proc and /proc/sys bound read-only over itself.  Init holds
+ * /tmp/t open at offset 3 and /data as its cwd; its child C holds
+ * /data/f.
+ *
+ * After the restore both find the same mounts (point, type, per-mount
+ * options, root), the same contents, offsets and cwd, /dev/null a working
+ * device, /usr and /proc/sys read-only, /proc their namespace's, and a
+ * write to /data reaches the host directory; the monitor's own mount
+ * namespace has none of it, and the staging directory of the restore is
+ * gone.
+ *
+ * "ctrroot shared": /tmp is made a shared mount: refused (propagation). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crt.h"
+
+enum { S_INIT, S_C, NSLOTS };
+
+static struct shared {
+	volatile int go;
+	int shared_tmp;
+	pid_t init_host;
+	char dir[PATH_MAX];
+	struct {
+		volatile int ready, done, ok;
+		char msg[300];
+	} s[NSLOTS];
+} *sh;
+
+/* the mounts as "point type options root" lines, ids and devices left out */
+static char *mounts(void)
+{
+	char *buf = crt_read_file("/proc/self/mountinfo", NULL), *out, *save = NULL;
+	size_t o = 0, cap;
+
+	if (!buf)
+		return NULL;
+	cap = strlen(buf) + 1;
+	out = calloc(1, cap);
+	for (char *l = strtok_r(buf, "\n", &save); l && out; l = strtok_r(NULL, "\n", &save)) {
+		char root[PATH_MAX], mp[PATH_MAX], opts[256], rest[1024], *dash;
+
+		if (sscanf(l, "%*d %*d %*s %4095s %4095s %255s %1023[^\n]", root, mp, opts, rest) !=
+		    4)
+			continue;
+		dash = strstr(rest, "- ");
+		o += snprintf(out + o, cap - o, "%s %.*s %s %s\n", mp,
+			      dash ? (int)strcspn(dash + 2, " ") : 1, dash ? dash + 2 : "?", opts,
+			      root);
+	}
+	free(buf);
+	return out;
+}
+
+static int put(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static bool has(const char *path, const char *text)
+{
+	char *b = crt_read_file(path, NULL);
+	bool ok = b && !strcmp(b, text);
+
+	free(b);
+	return ok;
+}
+
+/* the container's view, checked by init and by C */
+static void check(int slot, const char *before, int fd, off_t off, const char *cwd_want)
+{
+	char *now = mounts(), cwd[PATH_MAX] = "", *m = sh->s[slot].msg;
+	struct stat st;
+	size_t len = sizeof(sh->s[slot].msg);
+	int w = -1;
+
+	if (!now || strcmp(now, before))
+		snprintf(m, len, "mounts differ: now\n%.120s\nwere\n%.120s", now ? now : "?",
+			 before);
+	else if (!has("/etc/hostname", "ctr\n") || !has("/tmp/t", "tmpdata") ||
+		 !has("/tmp/hard", "tmpdata") || !has("/tmp/sym", "tmpdata") ||
+		 !has("/data/f", "hostdata"))
+		snprintf(m, len, "contents differ");
+	else if (lseek(fd, 0, SEEK_CUR) != off)
+		snprintf(m, len, "offset %ld, not %ld", (long)lseek(fd, 0, SEEK_CUR), (long)off);
+	else if (!getcwd(cwd, sizeof(cwd)) || strcmp(cwd, cwd_want))
+		snprintf(m, len, "cwd %s, not %s", cwd, cwd_want);
+	else if (stat("/dev/null", &st) || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3) ||
+		 (w = open("/dev/null", O_WRONLY)) < 0 || write(w, "x", 1) != 1)
+		snprintf(m, len, "/dev/null is not a working null device");
+	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 ||
+		 errno != EROFS)
+		snprintf(m, len, "/usr is not read-only");
+	else if (open("/proc/sys/kernel/hostname", O_WRONLY) >= 0 || errno != EROFS)
+		snprintf(m, len, "/proc/sys is not read-only");
+	else if (!has("/proc/1/comm", "ctrroot\n"))
+		snprintf(m, len, "/proc is not its pid namespace's");
+	else
+		sh->s[slot].ok = 1;
+	free(now);
+	sh->s[slot].done = 1;
+}
+
+static void wait_go(void)
+{
+	while (!sh->go)
+		usleep(10000);
+}
+
+static void __attribute__((noreturn)) child_c(const char *before)
+{
+	int fd = open("/data/f", O_RDONLY);
+	char b[4];
+
+	if (fd < 0 || read(fd, b, 4) != 4 || chdir("/tmp"))
+		_exit(2);
+	sh->s[S_C].ready = 1;
+	wait_go();
+	check(S_C, before, fd, 4, "/tmp");
+	_exit(0);
+}
+
+#define MNT(src, dst, type, flags, data)                  \
+	do {                                              \
+		if (mount(src, dst, type, flags, data))   \
+			_exit(10 + __LINE__ % 80);        \
+	} while (0)
+
+static void __attribute__((noreturn)) init_main(void)
+{
+	char exe[PATH_MAX], exedir[PATH_MAX], path[PATH_MAX + 64], root[PATH_MAX + 16];
+	char *before;
+	int fd, st;
+	pid_t c;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0 || unshare(CLONE_NEWNS | CLONE_NEWUTS))
+		_exit(3);
+	exe[n] = 0;
+	snprintf(exedir, sizeof(exedir), "%s", exe);
+	dirname(exedir);
+	MNT(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	snprintf(root, sizeof(root), "%s/newroot", sh->dir);
+	MNT("ctr", root, "tmpfs", 0, "mode=755,size=16m");
+	snprintf(path, sizeof(path),
+		 "mkdir -p %.300s/usr %.300s/proc %.300s/tmp %.300s/dev %.300s/data %.300s/etc %.300s%.300s",
+		 root, root, root, root, root, root, root, exedir);
+	if (system(path))
+		_exit(4);
+	snprintf(path, sizeof(path), "%s/etc/hostname", root);
+	put(path, "ctr\n");
+	snprintf(path, sizeof(path), "%s/usr", root);
+	MNT("/usr", path, NULL, MS_BIND, NULL);
+	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	snprintf(path, sizeof(path), "%.300s%.300s", root, exedir);
+	MNT(exedir, path, NULL, MS_BIND, NULL);
+	{
+		char host[PATH_MAX + 16];
+
+		snprintf(host, sizeof(host), "%s/hostdata", sh->dir);
+		snprintf(path, sizeof(path), "%s/data", root);
+		MNT(host, path, NULL, MS_BIND, NULL);
+	}
+	snprintf(path, sizeof(path), "%s/tmp", root);
+	MNT("tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=8m");
+	if (sh->shared_tmp)
+		MNT(NULL, path, NULL, MS_SHARED, NULL);
+	snprintf(path, sizeof(path), "%s/tmp/t", root);
+	put(path, "tmpdata");
+	snprintf(exedir, sizeof(exedir), "%.300s/tmp/hard", root);
+	if (link(path, exedir))
+		_exit(5);
+	snprintf(exedir, sizeof(exedir), "%.300s/tmp/sym", root);
+	if (symlink("t", exedir))
+		_exit(6);
+	snprintf(path, sizeof(path), "%s/dev", root);
+	MNT("dev", path, "tmpfs", MS_NOSUID, "mode=755");
+	snprintf(path, sizeof(path), "%s/dev/null", root);
+	if (mknod(path, S_IFCHR | 0666, makedev(1, 3)))
+		_exit(7);
+	snprintf(path, sizeof(path), "%s/proc", root);
+	MNT("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	snprintf(path, sizeof(path), "%s/proc/sys", root);
+	MNT(path, path, NULL, MS_BIND, NULL);
+	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
+	    chdir("/data"))
+		_exit(8);
+	fd = open("/tmp/t", O_RDWR);
+	if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
+		_exit(9);
+	before = mounts();
+	c = fork();
+	if (c == 0)
+		child_c(before);
+	while (!sh->s[S_C].ready)
+		usleep(10000);
+	sh->s[S_INIT].ready = 1;
+	wait_go();
+	check(S_INIT, before, fd, 3, "/data");
+	if (sh->s[S_INIT].ok && put("/data/g", "after"))
+		snprintf(sh->s[S_INIT].msg, sizeof(sh->s[S_INIT].msg), "cannot write /data/g");
+	waitpid(c, &st, 0);
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = crt_init();
+	char path[PATH_MAX + 32], run[64];
+	struct stat a, b;
+	pid_t h;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		crt_fail("mmap: %s", strerror(errno));
+	sh->shared_tmp = argc > 1 && !strcmp(argv[1], "shared");
+	if (!realpath(dir, sh->dir))
+		crt_fail("realpath %s: %s", dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/hostdata", sh->dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/hostdata/f", sh->dir);
+	if (put(path, "hostdata"))
+		crt_fail("cannot write %s", path);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if ((h = fork()) == 0) {
+		pid_t i;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(4);
+		i = fork();
+		if (i == 0) {
+			prctl(PR_SET_NAME, "ctrroot");
+			init_main();
+		}
+		sh->init_host = i;
+		_exit(i > 0 ? 0 : 5);
+	}
+	crt_wait_ok(h, "the namespace's maker");
+	crt_own_child(sh->init_host);
+	for (int n = 0; !sh->s[S_INIT].ready; n++) {
+		int st;
+
+		if (waitpid(sh->init_host, &st, WNOHANG) == sh->init_host)
+			crt_fail("init ended while setting up: status %#x", st);
+		if (n > 1000)
+			crt_fail("the container did not start");
+		usleep(10000);
+	}
+	crt_ready();
+	crt_wait_term();
+
+	/* the monitor's namespace shows none of the container's mounts, and
+	 * the restore's staging directory is gone */
+	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
+	crt_check(!stat(path, &a) && !stat(sh->dir, &b) && a.st_dev == b.st_dev,
+		  "%s is a mount point in the monitor's namespace", path);
+	snprintf(run, sizeof(run), "/run/kupdate-ctr-%d", sh->init_host);
+	crt_check(access(run, F_OK) && errno == ENOENT, "%s is still there", run);
+
+	sh->go = 1;
+	for (int n = 0; !(sh->s[S_INIT].done && sh->s[S_C].done); n++) {
+		if (n > 1000)
+			crt_fail("no verdict in 10 s");
+		usleep(10000);
+	}
+	crt_wait_ok(sh->init_host, "init");
+	for (int i = 0; i < NSLOTS; i++)
+		crt_check(sh->s[i].ok, "%s: %s", i ? "C" : "init", sh->s[i].msg);
+	snprintf(path, sizeof(path), "%s/hostdata/g", sh->dir);
+	crt_check(has(path, "after"), "init's write to /data did not reach %s", path);
+	crt_pass();
+}
