@@ -119,12 +119,20 @@ static int parse_vmas(pid_t pid, const char *file, struct smaps_vma **out, int *
 	int n = 0, alloc = 0, ret = 0;
 
 	/* 0: the caller, which may not see its own pid in /proc (a process
-	 * restored in a pid namespace of its own) */
-	if (pid)
+	 * restored in a pid namespace of its own), nor /proc at all (in a
+	 * container's root): through kupdate's pinned /proc */
+	if (pid) {
 		snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
-	else
-		snprintf(path, sizeof(path), "/proc/self/%s", file);
-	f = fopen(path, "re");
+		f = fopen(path, "re");
+	} else {
+		int fd;
+
+		snprintf(path, sizeof(path), "self/%s", file);
+		fd = proc_open(path, O_RDONLY | O_CLOEXEC);
+		f = fd < 0 ? NULL : fdopen(fd, "re");
+		if (fd >= 0 && !f)
+			close(fd);
+	}
 	if (!f)
 		return pr_errno("pid %d: cannot open %s", pid, path);
 	while (getline(&line, &cap, f) > 0) {
@@ -426,6 +434,16 @@ int proc_pin(bool pin)
 		pinned_proc = -1;
 	}
 	return 0;
+}
+
+int proc_pinned(void)
+{
+	return pinned_proc;
+}
+
+void proc_repin(int fd)
+{
+	pinned_proc = fd;
 }
 
 int proc_open(const char *rel, int flags)

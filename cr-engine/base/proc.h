@@ -32,6 +32,10 @@ int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st);
  * for the namespaces of the caller (its IPC namespace's shm_next_id). */
 int proc_pin(bool pin);
 int proc_open(const char *rel, int flags);
+/* the pinned descriptor (-1: none), and the same moved to fd (a restoring
+ * process keeps it above the fds it restores) */
+int proc_pinned(void);
+void proc_repin(int fd);
 /* run fn in a thread that is to join namespace name ("uts", "net") of pid;
  * arg's first member is an int that receives the namespace's fd, for the
  * thread's setns() */

@@ -16,6 +16,7 @@
 #include "ghost.h"
 #include "fdinfo.h"
 #include "log.h"
+#include "proc.h"
 #include "pidns.h"
 #include "packet.h"
 #include "plan.h"
@@ -225,6 +226,14 @@ static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *
 			return fd;
 		c->shm.fds[i] = fd;
 	}
+	/* kupdate's /proc (proc_open: a container's root may have none) */
+	if (proc_pinned() >= 0) {
+		int fd = place_fd(b, proc_pinned());
+
+		if (fd < 0)
+			return fd;
+		proc_repin(fd);
+	}
 	/* kupdate's pidfd, which it watches until it jumps (restore.c) */
 	if (c->tool_pidfd >= 0) {
 		int fd = place_fd(b, c->tool_pidfd);
@@ -269,7 +278,7 @@ static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *
 static int set_oom_score_adj(const struct rproc *rp, int adj)
 {
 	char v[16];
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int fd = proc_open("self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	int n = snprintf(v, sizeof(v), "%d", adj);
 
 	if (fd < 0 || write(fd, v, n) != n) {
@@ -350,8 +359,13 @@ static int plan_exe(struct rctx *c, const struct rproc *rp, struct rst_builder *
 		 * kupdate, has it already, and the kernel refuses to replace an
 		 * executable that is still mapped (EBUSY), as the restored
 		 * memory maps it */
-		if (!stat("/proc/self/exe", &self) && self.st_dev == st.st_dev &&
-		    self.st_ino == st.st_ino) {
+		int sfd = proc_open("self/exe", O_PATH | O_CLOEXEC);
+		bool same = sfd >= 0 && !fstat(sfd, &self) && self.st_dev == st.st_dev &&
+			    self.st_ino == st.st_ino;
+
+		if (sfd >= 0)
+			close(sfd);
+		if (same) {
 			close(fd);
 			return 0;
 		}
@@ -629,7 +643,13 @@ static void log_fds(const struct rproc *rp, int close_from)
 
 	if (cr_log_level() < CR_LOG_DEBUG)
 		return;
-	d = opendir("/proc/self/fd");
+	{
+		int dfd = proc_open("self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		d = dfd < 0 ? NULL : fdopendir(dfd);
+		if (dfd >= 0 && !d)
+			close(dfd);
+	}
 	while (d && (de = readdir(d)))
 		if (de->d_name[0] != '.' && strlen(line) < 480)
 			snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s",

@@ -1439,6 +1439,9 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	c.dirfd = open(o->imgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c.dirfd < 0)
 		return pr_errno("cannot open image directory %s", o->imgdir);
+	/* the restoring processes reach /proc through it: a container's
+	 * root may have none (mntns.c) */
+	proc_pin(true);
 	ret = prepare_tree(&c);
 	if (ret)
 		goto out;

@@ -16,6 +16,7 @@
 #include "ghost.h"
 #include "locks.h"
 #include "log.h"
+#include "proc.h"
 #include "pipes.h"
 #include "restore-ctx.h"
 #include "tty.h"
@@ -75,9 +76,9 @@ static int create_pipe_descs(struct rfiles *f, size_t pi, pid_t pid)
 		/* each description its own open of the pipe: both ends are open
 		 * meanwhile, so none of these opens waits */
 		if (!fifo)
-			snprintf(path, sizeof(path), "/proc/self/fd/%d",
-				 acc == O_WRONLY ? p[1] : p[0]);
-		fd = open(fifo ? fifo : path, acc | O_NONBLOCK | O_CLOEXEC);
+			snprintf(path, sizeof(path), "self/fd/%d", acc == O_WRONLY ? p[1] : p[0]);
+		fd = fifo ? open(fifo, acc | O_NONBLOCK | O_CLOEXEC)
+			  : proc_open(path, acc | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0) {
 			ret = pr_errno("pid %d: cannot open an end of pipe %lu", pid,
 				       (unsigned long)pe->id);

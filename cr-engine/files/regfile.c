@@ -14,6 +14,7 @@
 #include "ghost.h"
 #include "locks.h"
 #include "log.h"
+#include "proc.h"
 #include "regfile.h"
 #include "restore-ctx.h"
 #include "shmem.h"
@@ -130,8 +131,8 @@ static int open_object(const FileEntry *e, int obj, pid_t pid, int fd)
 	char path[64];
 	int nfd, ret;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", obj);
-	nfd = open(path, flags);
+	snprintf(path, sizeof(path), "self/fd/%d", obj);
+	nfd = proc_open(path, flags);
 	if (nfd < 0)
 		return pr_errno("pid %d: fd %d: cannot open %s again", pid, fd, e->path);
 	if (!(e->flags & O_PATH) && e->has_pos && lseek(nfd, e->pos, SEEK_SET) != (off_t)e->pos) {

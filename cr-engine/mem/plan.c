@@ -11,6 +11,7 @@
 #include "image.h"
 #include "layers.h"
 #include "log.h"
+#include "proc.h"
 #include "pages.h"
 #include "plan.h"
 #include "restore.h"
@@ -37,8 +38,8 @@ static int open_ghost_mapped(pid_t pid, const VmaEntry *e, const struct rfiles *
 		       pid, (unsigned long)e->start, e->path);
 		return -EINVAL;
 	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", g->map_fd);
-	fd = open(self, flags | O_CLOEXEC);
+	snprintf(self, sizeof(self), "self/fd/%d", g->map_fd);
+	fd = proc_open(self, flags | O_CLOEXEC);
 	if (fd < 0) {
 		int ret = -errno;
 

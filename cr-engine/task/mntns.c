@@ -42,15 +42,17 @@
 #include "tmpdir.h"
 #include "util.h"
 
-static const char *const fresh_kinds[] = { "proc",   "sysfs",	"devpts", "mqueue",
-					   "cgroup2", "overlay" };
+static const char *const fresh_kinds[] = {
+	"proc", "sysfs", "devpts", "mqueue", "cgroup2", "overlay"
+};
 
 static const struct {
 	const char *name;
 	unsigned long flag;
 } mnt_flags[] = {
-	{ "ro", MS_RDONLY },	     { "nosuid", MS_NOSUID },	{ "nodev", MS_NODEV },
-	{ "noexec", MS_NOEXEC },     { "noatime", MS_NOATIME }, { "nodiratime", MS_NODIRATIME },
+	{ "ro", MS_RDONLY },	     { "nosuid", MS_NOSUID },
+	{ "nodev", MS_NODEV },	     { "noexec", MS_NOEXEC },
+	{ "noatime", MS_NOATIME },   { "nodiratime", MS_NODIRATIME },
 	{ "relatime", MS_RELATIME }, { "strictatime", MS_STRICTATIME },
 };
 
@@ -122,6 +124,16 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, e->mp);
 	if (!lstat(path, &st) && !S_ISDIR(st.st_mode))
 		x->has_file = x->file = 1;
+	{
+		size_t l = strlen(e->root);
+
+		if (l >= 9 && !strcmp(e->root + l - 9, "//deleted")) {
+			pr_err("pid %d (%s): its mount namespace's mount on %s binds %.*s, which "
+			       "was removed since; kupdate cannot bind it again",
+			       p->pid, p->stat.comm, e->mp, (int)(l - 9), e->root);
+			return -EOPNOTSUPP;
+		}
+	}
 	for (size_t k = 0; k < ARRAY_SIZE(fresh_kinds); k++)
 		fresh |= !strcmp(e->fstype, fresh_kinds[k]) && !strcmp(e->root, "/");
 	/* a bind of a mount listed before it, inside */
@@ -144,8 +156,8 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 
 		if (host->e[k].maj != e->maj || host->e[k].min != e->min || !rest)
 			continue;
-		x->bind = xasprintf("%s%s", strcmp(host->e[k].mp, "/") || !*rest ? host->e[k].mp : "",
-				    rest);
+		x->bind = xasprintf(
+			"%s%s", strcmp(host->e[k].mp, "/") || !*rest ? host->e[k].mp : "", rest);
 		if (!x->bind)
 			return -ENOMEM;
 		if (stat(x->bind, &st)) {
@@ -265,8 +277,7 @@ static int make_point(const char *path, bool file)
 	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
 }
 
-static int mount_one(struct rctx *c, const struct rproc *rp, const char *stage,
-		     const MadeMount *m)
+static int mount_one(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
 {
 	unsigned long flags = m->has_flags ? m->flags : 0;
 	char target[PATH_MAX], src[PATH_MAX];
@@ -307,8 +318,7 @@ static int mount_one(struct rctx *c, const struct rproc *rp, const char *stage,
 		if (!ret && ro &&
 		    mount(NULL, target, NULL, MS_REMOUNT | flags,
 			  m->fs_options && *m->fs_options ? m->fs_options : NULL))
-			ret = pr_errno("pid %d: cannot make %s read-only again", rp->pid,
-				       m->point);
+			ret = pr_errno("pid %d: cannot make %s read-only again", rp->pid, m->point);
 		return ret;
 	}
 	return 0;

@@ -14,7 +14,9 @@
  * namespace has none of it, and the staging directory of the restore is
  * gone.
  *
- * "ctrroot shared": /tmp is made a shared mount: refused (propagation). */
+ * "ctrroot noproc": the container has no /proc (the restore reaches its
+ * own through kupdate's); "ctrroot shared": /tmp is made a shared mount:
+ * refused (propagation). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -39,19 +41,19 @@ enum { S_INIT, S_C, NSLOTS };
 
 static struct shared {
 	volatile int go;
-	int shared_tmp;
+	int shared_tmp, noproc;
 	pid_t init_host;
 	char dir[PATH_MAX];
 	struct {
 		volatile int ready, done, ok;
 		char msg[300];
 	} s[NSLOTS];
-} *sh;
+} * sh;
 
 /* the mounts as "point type options root" lines, ids and devices left out */
-static char *mounts(void)
+static char *mounts(const char *path)
 {
-	char *buf = crt_read_file("/proc/self/mountinfo", NULL), *out, *save = NULL;
+	char *buf = crt_read_file(path, NULL), *out, *save = NULL;
 	size_t o = 0, cap;
 
 	if (!buf)
@@ -95,12 +97,13 @@ static bool has(const char *path, const char *text)
 /* the container's view, checked by init and by C */
 static void check(int slot, const char *before, int fd, off_t off, const char *cwd_want)
 {
-	char *now = mounts(), cwd[PATH_MAX] = "", *m = sh->s[slot].msg;
+	char *now = sh->noproc ? NULL : mounts("/proc/self/mountinfo"), cwd[PATH_MAX] = "";
+	char *m = sh->s[slot].msg;
 	struct stat st;
 	size_t len = sizeof(sh->s[slot].msg);
 	int w = -1;
 
-	if (!now || strcmp(now, before))
+	if (!sh->noproc && (!now || strcmp(now, before)))
 		snprintf(m, len, "mounts differ: now\n%.120s\nwere\n%.120s", now ? now : "?",
 			 before);
 	else if (!has("/etc/hostname", "ctr\n") || !has("/tmp/t", "tmpdata") ||
@@ -114,12 +117,12 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 	else if (stat("/dev/null", &st) || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3) ||
 		 (w = open("/dev/null", O_WRONLY)) < 0 || write(w, "x", 1) != 1)
 		snprintf(m, len, "/dev/null is not a working null device");
-	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 ||
-		 errno != EROFS)
+	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 || errno != EROFS)
 		snprintf(m, len, "/usr is not read-only");
-	else if (open("/proc/sys/kernel/hostname", O_WRONLY) >= 0 || errno != EROFS)
+	else if (!sh->noproc &&
+		 (open("/proc/sys/kernel/hostname", O_WRONLY) >= 0 || errno != EROFS))
 		snprintf(m, len, "/proc/sys is not read-only");
-	else if (!has("/proc/1/comm", "ctrroot\n"))
+	else if (sh->noproc ? !access("/proc/1", F_OK) : !has("/proc/1/comm", "ctrroot\n"))
 		snprintf(m, len, "/proc is not its pid namespace's");
 	else
 		sh->s[slot].ok = 1;
@@ -146,10 +149,10 @@ static void __attribute__((noreturn)) child_c(const char *before)
 	_exit(0);
 }
 
-#define MNT(src, dst, type, flags, data)                  \
-	do {                                              \
-		if (mount(src, dst, type, flags, data))   \
-			_exit(10 + __LINE__ % 80);        \
+#define MNT(src, dst, type, flags, data)                \
+	do {                                            \
+		if (mount(src, dst, type, flags, data)) \
+			_exit(10 + __LINE__ % 80);      \
 	} while (0)
 
 static void __attribute__((noreturn)) init_main(void)
@@ -169,7 +172,8 @@ static void __attribute__((noreturn)) init_main(void)
 	snprintf(root, sizeof(root), "%s/newroot", sh->dir);
 	MNT("ctr", root, "tmpfs", 0, "mode=755,size=16m");
 	snprintf(path, sizeof(path),
-		 "mkdir -p %.300s/usr %.300s/proc %.300s/tmp %.300s/dev %.300s/data %.300s/etc %.300s%.300s",
+		 "mkdir -p %.300s/usr %.300s/proc %.300s/tmp %.300s/dev %.300s/data %.300s/etc "
+		 "%.300s%.300s",
 		 root, root, root, root, root, root, root, exedir);
 	if (system(path))
 		_exit(4);
@@ -204,18 +208,20 @@ static void __attribute__((noreturn)) init_main(void)
 	snprintf(path, sizeof(path), "%s/dev/null", root);
 	if (mknod(path, S_IFCHR | 0666, makedev(1, 3)))
 		_exit(7);
-	snprintf(path, sizeof(path), "%s/proc", root);
-	MNT("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	snprintf(path, sizeof(path), "%s/proc/sys", root);
-	MNT(path, path, NULL, MS_BIND, NULL);
-	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	if (!sh->noproc) {
+		snprintf(path, sizeof(path), "%s/proc", root);
+		MNT("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		snprintf(path, sizeof(path), "%s/proc/sys", root);
+		MNT(path, path, NULL, MS_BIND, NULL);
+		MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	}
 	if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
 	    chdir("/data"))
 		_exit(8);
 	fd = open("/tmp/t", O_RDWR);
 	if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 		_exit(9);
-	before = mounts();
+	before = sh->noproc ? strdup("") : mounts("/proc/self/mountinfo");
 	c = fork();
 	if (c == 0)
 		child_c(before);
@@ -233,7 +239,7 @@ static void __attribute__((noreturn)) init_main(void)
 int main(int argc, char **argv)
 {
 	const char *dir = crt_init();
-	char path[PATH_MAX + 32], run[64];
+	char path[PATH_MAX + 32], run[64], *mi;
 	struct stat a, b;
 	pid_t h;
 
@@ -241,6 +247,7 @@ int main(int argc, char **argv)
 	if (sh == MAP_FAILED)
 		crt_fail("mmap: %s", strerror(errno));
 	sh->shared_tmp = argc > 1 && !strcmp(argv[1], "shared");
+	sh->noproc = argc > 1 && !strcmp(argv[1], "noproc");
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
@@ -275,8 +282,19 @@ int main(int argc, char **argv)
 			crt_fail("the container did not start");
 		usleep(10000);
 	}
+	/* the monitor's view of them too (the container may have no /proc) */
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", sh->init_host);
+	mi = mounts(path);
 	crt_ready();
 	crt_wait_term();
+	{
+		char *now = mounts(path);
+
+		crt_check(mi && now && !strcmp(mi, now),
+			  "init's mounts differ: now\n%.200s\nwere\n%.200s", now ? now : "?",
+			  mi ? mi : "?");
+		free(now);
+	}
 
 	/* the monitor's namespace shows none of the container's mounts, and
 	 * the restore's staging directory is gone */
