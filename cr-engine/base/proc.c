@@ -381,9 +381,15 @@ static int mount_line(char *line, struct mount_entry *m)
 	m->fstype = f[dash + 1];
 	m->source = f[dash + 2];
 	m->super = f[dash + 3];
-	m->propagates = false;
-	for (int i = 6; i < dash; i++)
-		m->propagates |= !strncmp(f[i], "shared:", 7) || !strncmp(f[i], "master:", 7);
+	m->id = atoi(f[0]);
+	m->parent = atoi(f[1]);
+	m->shared = m->master = 0;
+	for (int i = 6; i < dash; i++) {
+		if (!strncmp(f[i], "shared:", 7))
+			m->shared = strtoul(f[i] + 7, NULL, 10);
+		else if (!strncmp(f[i], "master:", 7))
+			m->master = strtoul(f[i] + 7, NULL, 10);
+	}
 	unescape_octal(m->root);
 	unescape_octal(m->mp);
 	unescape_octal(m->source);

@@ -98,7 +98,10 @@ struct mount_entry {
 	char *source;
 	char *super; /* the superblock's options */
 	unsigned maj, min;
-	bool propagates; /* shared, or a slave (optional fields shared:N, master:N) */
+	int id, parent; /* mount ids */
+	/* propagation: its peer group (shared:N) and the group it is a slave
+	 * of (master:N), 0 for none */
+	unsigned shared, master;
 };
 
 struct mount_table {

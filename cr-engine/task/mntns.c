@@ -110,7 +110,7 @@ static void free_mounts(MadeMount **m, size_t n)
 
 /* one mount of p's namespace, i its index in t, into x */
 static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mount_table *t,
-		     size_t i, const struct mount_table *host, MadeMount *x)
+		     size_t i, const struct mount_table *host, const char *host_root, MadeMount *x)
 {
 	const struct mount_entry *e = &t->e[i];
 	char path[PATH_MAX];
@@ -150,7 +150,7 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		}
 		return x->bind_inside ? 0 : -ENOMEM;
 	}
-	/* a bind of a path of kupdate's namespace */
+	/* a bind of a path of its parent's namespace */
 	for (size_t k = 0; !fresh && k < host->n; k++) {
 		const char *rest = under(e->root, host->e[k].root);
 
@@ -160,9 +160,10 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 			"%s%s", strcmp(host->e[k].mp, "/") || !*rest ? host->e[k].mp : "", rest);
 		if (!x->bind)
 			return -ENOMEM;
-		if (stat(x->bind, &st)) {
+		snprintf(path, sizeof(path), "%s%s", host_root, x->bind);
+		if (stat(path, &st)) {
 			pr_err("pid %d (%s): its mount namespace's mount on %s binds %s, which is "
-			       "not there in kupdate's namespace now",
+			       "not there in its parent's namespace now",
 			       p->pid, p->stat.comm, e->mp, x->bind);
 			return -EOPNOTSUPP;
 		}
@@ -172,8 +173,8 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		fresh = true;
 	if (!fresh) {
 		pr_err("pid %d (%s): its mount namespace's mount of %s (%s) on %s is neither a new "
-		       "mount kupdate can make again nor a bind of a path it sees; kupdate cannot "
-		       "restore it",
+		       "mount kupdate can make again nor a bind of a path its parent sees; "
+		       "kupdate cannot restore it",
 		       p->pid, p->stat.comm, e->fstype, e->source, e->mp);
 		return -EOPNOTSUPP;
 	}
@@ -192,11 +193,84 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 	return 0;
 }
 
+/* Mount i is made on its path in mountinfo's order: the mount it lies on
+ * must be the topmost one there by then (not one that another hides) */
+static int check_hidden(const struct cr_proc *p, const struct mount_table *t, size_t i)
+{
+	const struct mount_entry *e = &t->e[i];
+	size_t best = 0, blen = 0;
+	bool found = false;
+
+	if (!i)
+		return 0;
+	for (size_t k = 0; k < i; k++) {
+		const char *mp = t->e[k].mp;
+		size_t l = strcmp(mp, "/") ? strlen(mp) : 0;
+
+		if (strncmp(e->mp, mp, l) || (e->mp[l] && e->mp[l] != '/') || (found && l < blen))
+			continue;
+		best = k;
+		blen = l;
+		found = true;
+	}
+	if (found && t->e[best].id == e->parent && strcmp(t->e[best].mp, e->mp))
+		return 0;
+	pr_err("pid %d (%s): its mount namespace's mount on %s lies on a mount that another "
+	       "one hides (or hides one itself); kupdate does not make hidden mounts again",
+	       p->pid, p->stat.comm, e->mp);
+	return -EOPNOTSUPP;
+}
+
+/* its peer group and master, among the namespace's own mounts or its
+ * parent's (a slave of one of those); a peer of a parent's mount would
+ * send mounts out of the container: refused */
+static int propagation(const struct cr_proc *p, const struct mount_table *t, size_t i,
+		       const struct mount_table *host, MadeMount *x)
+{
+	const struct mount_entry *e = &t->e[i];
+
+	for (size_t k = 0; e->shared && k < host->n; k++)
+		if (host->e[k].shared == e->shared) {
+			pr_err("pid %d (%s): its mount namespace's mount on %s is a peer of its "
+			       "parent's mount on %s (mounts propagate out of it); kupdate does "
+			       "not make that again",
+			       p->pid, p->stat.comm, e->mp, host->e[k].mp);
+			return -EOPNOTSUPP;
+		}
+	if (e->shared) {
+		x->has_shared = x->shared = 1;
+		for (size_t k = 0; k < i && !x->has_peer_of; k++)
+			if (t->e[k].shared == e->shared) {
+				x->has_peer_of = 1;
+				x->peer_of = k;
+			}
+	}
+	if (!e->master || x->has_peer_of)
+		return 0; /* a peer has its group's master */
+	for (size_t k = 0; k < t->n; k++)
+		if (k != i && t->e[k].shared == e->master) {
+			x->has_slave_of = 1;
+			x->slave_of = k;
+			return 0;
+		}
+	for (size_t k = 0; k < host->n; k++)
+		if (host->e[k].shared == e->master) {
+			x->slave_of_parent = xstrdup(host->e[k].mp);
+			return x->slave_of_parent ? 0 : -ENOMEM;
+		}
+	pr_err("pid %d (%s): its mount namespace's mount on %s is a slave of a peer group "
+	       "(%u) that neither it nor its parent's namespace has; kupdate cannot make that "
+	       "again",
+	       p->pid, p->stat.comm, e->mp, e->master);
+	return -EOPNOTSUPP;
+}
+
 int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	_cleanup_free_ char *path = xasprintf("/proc/%d/mountinfo", p->pid);
 	struct mount_table t, host;
 	MadeMount **m = NULL;
+	char host_root[32];
 	int ret;
 
 	if (!path)
@@ -204,7 +278,13 @@ int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	ret = mount_table_read(path, &t);
 	if (ret)
 		return pr_err("pid %d: cannot read its mounts: %s", p->pid, strerror(-ret)), ret;
-	ret = mount_table_read(NULL, &host);
+	/* binds and propagation come from the namespace it was made from */
+	snprintf(host_root, sizeof(host_root), "/proc/%d/root", p->parent->pid);
+	{
+		_cleanup_free_ char *up = xasprintf("/proc/%d/mountinfo", p->parent->pid);
+
+		ret = up ? mount_table_read(up, &host) : -ENOMEM;
+	}
 	if (ret) {
 		mount_table_free(&t);
 		return ret;
@@ -219,20 +299,17 @@ int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (!ret && !m)
 		ret = -ENOMEM;
 	for (size_t i = 0; !ret && i < t.n; i++) {
-		if (t.e[i].propagates) {
-			pr_err("pid %d (%s): its mount namespace's mount on %s propagates mounts "
-			       "(shared or a slave), which kupdate does not make again yet",
-			       p->pid, p->stat.comm, t.e[i].mp);
-			ret = -EOPNOTSUPP;
-			break;
-		}
 		m[i] = xzalloc(sizeof(**m));
 		if (!m[i]) {
 			ret = -ENOMEM;
 			break;
 		}
 		made_mount__init(m[i]);
-		ret = one_mount(ctx, p, &t, i, &host, m[i]);
+		ret = check_hidden(p, &t, i);
+		if (!ret)
+			ret = one_mount(ctx, p, &t, i, &host, host_root, m[i]);
+		if (!ret)
+			ret = propagation(p, &t, i, &host, m[i]);
 	}
 	if (!ret) {
 		p->made_mounts = m;
@@ -277,7 +354,129 @@ static int make_point(const char *path, bool file)
 	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
 }
 
+static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
+		      const MadeMount *m);
+
+/* made private first: a bind of its parent's mount is a slave of that
+ * one's group (the namespace was made a slave of its parent's); its
+ * propagation comes once every mount exists (set_groups) */
 static int mount_one(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
+{
+	char target[PATH_MAX];
+	int ret = mount_made(c, rp, stage, m);
+
+	snprintf(target, sizeof(target), "%s%s", stage, strcmp(m->point, "/") ? m->point : "");
+	if (!ret && mount(NULL, target, NULL, MS_PRIVATE, NULL))
+		ret = pr_errno("pid %d: cannot make %s private", rp->pid, m->point);
+	return ret;
+}
+
+#ifndef MOVE_MOUNT_SET_GROUP
+#define MOVE_MOUNT_SET_GROUP 0x00000100
+#endif
+
+/* to joins the peer group of from, and takes its master (5.15) */
+static int set_group(const char *from, const char *to)
+{
+	return syscall(SYS_move_mount, AT_FDCWD, from, AT_FDCWD, to, MOVE_MOUNT_SET_GROUP) ? -errno
+											   : 0;
+}
+
+static void point_of(const char *stage, const MadeMount *m, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s", stage, strcmp(m->point, "/") ? m->point : "");
+	if (!buf[0]) /* the root, after the pivot */
+		snprintf(buf, len, "/");
+}
+
+enum { G_SLAVE = 1, G_SHARED = 2 };
+
+/* mount i's propagation, once what it depends on is set: its group's first
+ * member, its master's; what: G_SLAVE, G_SHARED or both */
+static int set_one_group(const struct rproc *rp, const NsMade *made, const char *stage, size_t i,
+			 int what)
+{
+	const MadeMount *m = made->mounts[i];
+	char to[PATH_MAX], from[PATH_MAX];
+	int ret = 0;
+
+	point_of(stage, m, to, sizeof(to));
+	if (m->has_peer_of) {
+		point_of(stage, made->mounts[m->peer_of], from, sizeof(from));
+		ret = set_group(from, to);
+	} else {
+		if ((what & G_SLAVE) && (m->has_slave_of || m->slave_of_parent)) {
+			if (m->has_slave_of)
+				point_of(stage, made->mounts[m->slave_of], from, sizeof(from));
+			else
+				snprintf(from, sizeof(from), "%s", m->slave_of_parent);
+			ret = set_group(from, to);
+			if (!ret && mount(NULL, to, NULL, MS_SLAVE, NULL))
+				ret = -errno;
+		}
+		if (!ret && (what & G_SHARED) && m->shared &&
+		    mount(NULL, to, NULL, MS_SHARED, NULL))
+			ret = -errno;
+	}
+	if (ret)
+		pr_err("pid %d: cannot make the propagation of %s again: %s", rp->pid, m->point,
+		       strerror(-ret));
+	return ret;
+}
+
+static int dep_of(const MadeMount *m)
+{
+	return m->has_peer_of ? m->peer_of : m->has_slave_of ? m->slave_of : -1;
+}
+
+/* Before the pivot (late false), with the mounts under stage: every
+ * propagation but a shared root's (pivot_root refuses a shared root) and
+ * what takes its group; after it (late true, stage ""), those.  In rounds:
+ * a mount waits for the mount whose group it takes. */
+static int set_groups(const struct rproc *rp, const NsMade *made, const char *stage, bool late,
+		      bool *done, bool *is_late)
+{
+	size_t n = made->n_mounts, left = 0;
+
+	if (!late) {
+		is_late[0] = made->mounts[0]->shared;
+		for (size_t round = 0; round < n; round++)
+			for (size_t i = 1; i < n; i++) {
+				int dep = dep_of(made->mounts[i]);
+
+				if (dep >= 0 && (size_t)dep < n && is_late[dep])
+					is_late[i] = true;
+			}
+	}
+	for (size_t i = 0; i < n; i++)
+		left += !done[i] && is_late[i] == late;
+	for (size_t round = 0; left && round <= n; round++)
+		for (size_t i = 0; i < n; i++) {
+			int dep = dep_of(made->mounts[i]), ret;
+
+			if (done[i] || is_late[i] != late ||
+			    (dep >= 0 && ((size_t)dep >= n || !done[dep])))
+				continue;
+			/* a shared root's master was set before the pivot */
+			ret = set_one_group(rp, made, stage, i,
+					    !i && late ? G_SHARED : G_SLAVE | G_SHARED);
+			if (ret)
+				return ret;
+			done[i] = true;
+			left--;
+		}
+	/* a shared root: its master now, its group after the pivot */
+	if (!left && !late && is_late[0])
+		return set_one_group(rp, made, stage, 0, G_SLAVE);
+	if (left) {
+		pr_err("pid %d: the mount propagation of its namespace loops (damaged image)",
+		       rp->pid);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
 {
 	unsigned long flags = m->has_flags ? m->flags : 0;
 	char target[PATH_MAX], src[PATH_MAX];
@@ -332,6 +531,7 @@ void mntns_stage(pid_t pid, char *buf, size_t len)
 int mntns_restore(struct rctx *c, const struct rproc *rp)
 {
 	const NsMade *made = rp->zombie ? NULL : rp->core.task->made_ns;
+	_cleanup_free_ bool *done = NULL, *is_late = NULL;
 	char stage[64];
 	int ret = 0;
 
@@ -340,16 +540,27 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	mntns_stage(rp->pid, stage, sizeof(stage));
 	if (mkdir(stage, 0700) && errno != EEXIST)
 		return pr_errno("pid %d: cannot make %s to build its mounts in", rp->pid, stage);
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+	/* a slave of its parent's: nothing made here goes out, and a mount
+	 * that was a slave of a parent's group can be again (set_groups) */
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
 		return pr_errno("pid %d: cannot make its mount namespace again", rp->pid);
+	done = xzalloc(made->n_mounts);
+	is_late = xzalloc(made->n_mounts);
+	if (!done || !is_late)
+		return -ENOMEM;
 	for (size_t i = 0; !ret && i < made->n_mounts; i++)
 		ret = mount_one(c, rp, stage, made->mounts[i]);
+	if (!ret)
+		ret = set_groups(rp, made, stage, false, done, is_late);
 	if (ret)
 		return ret;
 	/* into it: the old root goes on top of the new one, and is detached */
 	if (chdir(stage) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
 	    chdir("/"))
 		return pr_errno("pid %d: cannot enter its root again (pivot_root)", rp->pid);
+	ret = set_groups(rp, made, "", true, done, is_late);
+	if (ret)
+		return ret;
 	pr_debug("pid %d: its mount namespace made again, %zu mounts", rp->pid, made->n_mounts);
 	return 0;
 }

@@ -15,8 +15,11 @@
  * gone.
  *
  * "ctrroot noproc": the container has no /proc (the restore reaches its
- * own through kupdate's); "ctrroot shared": /tmp is made a shared mount:
- * refused (propagation). */
+ * own through kupdate's); "ctrroot shared": propagation inside, as
+ * nspawn's: the root shared with a peer bound at /rootpeer, /tmp shared
+ * with a peer at /tmp2 and a slave at /tmps (compared through mountinfo's
+ * groups, numbered by first appearance); "ctrroot hidden": a tmpfs mounted
+ * over another on /hid: refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -41,7 +44,7 @@ enum { S_INIT, S_C, NSLOTS };
 
 static struct shared {
 	volatile int go;
-	int shared_tmp, noproc;
+	int shared_tmp, noproc, hidden;
 	pid_t init_host;
 	char dir[PATH_MAX];
 	struct {
@@ -50,7 +53,37 @@ static struct shared {
 	} s[NSLOTS];
 } * sh;
 
-/* the mounts as "point type options root" lines, ids and devices left out */
+/* shared:N and master:N of mountinfo's optional fields, N numbered by
+ * first appearance (the ids differ after a restore, not the relations) */
+static void groups(char *rest, char *out, size_t len)
+{
+	static unsigned seen[64];
+	static size_t nseen;
+	size_t o = 0;
+
+	if (!rest) {
+		nseen = 0;
+		return;
+	}
+	out[0] = 0;
+	for (char *save = NULL, *t = strtok_r(rest, " ", &save); t && strcmp(t, "-");
+	     t = strtok_r(NULL, " ", &save)) {
+		char *colon = strchr(t, ':');
+		unsigned id = colon ? strtoul(colon + 1, NULL, 10) : 0;
+		size_t k = 0;
+
+		if (!colon || strncmp(t, "propagate_from", 14) == 0)
+			continue;
+		while (k < nseen && seen[k] != id)
+			k++;
+		if (k == nseen && nseen < 64)
+			seen[nseen++] = id;
+		o += snprintf(out + o, len - o, " %.*s:%zu", (int)(colon - t), t, k);
+	}
+}
+
+/* the mounts as "point type options root groups" lines, ids and devices
+ * left out */
 static char *mounts(const char *path)
 {
 	char *buf = crt_read_file(path, NULL), *out, *save = NULL;
@@ -58,18 +91,21 @@ static char *mounts(const char *path)
 
 	if (!buf)
 		return NULL;
-	cap = strlen(buf) + 1;
+	cap = 2 * strlen(buf) + 1;
 	out = calloc(1, cap);
+	groups(NULL, NULL, 0);
 	for (char *l = strtok_r(buf, "\n", &save); l && out; l = strtok_r(NULL, "\n", &save)) {
-		char root[PATH_MAX], mp[PATH_MAX], opts[256], rest[1024], *dash;
+		char root[PATH_MAX], mp[PATH_MAX], opts[256], rest[1024], g[256], *dash;
 
 		if (sscanf(l, "%*d %*d %*s %4095s %4095s %255s %1023[^\n]", root, mp, opts, rest) !=
 		    4)
 			continue;
 		dash = strstr(rest, "- ");
-		o += snprintf(out + o, cap - o, "%s %.*s %s %s\n", mp,
+		o += snprintf(out + o, cap - o, "%s %.*s %s %s", mp,
 			      dash ? (int)strcspn(dash + 2, " ") : 1, dash ? dash + 2 : "?", opts,
 			      root);
+		groups(rest, g, sizeof(g));
+		o += snprintf(out + o, cap - o, "%s\n", g);
 	}
 	free(buf);
 	return out;
@@ -193,8 +229,6 @@ static void __attribute__((noreturn)) init_main(void)
 	}
 	snprintf(path, sizeof(path), "%s/tmp", root);
 	MNT("tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=8m");
-	if (sh->shared_tmp)
-		MNT(NULL, path, NULL, MS_SHARED, NULL);
 	snprintf(path, sizeof(path), "%s/tmp/t", root);
 	put(path, "tmpdata");
 	snprintf(exedir, sizeof(exedir), "%.300s/tmp/hard", root);
@@ -218,6 +252,23 @@ static void __attribute__((noreturn)) init_main(void)
 	if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
 	    chdir("/data"))
 		_exit(8);
+	if (sh->shared_tmp) {
+		/* /tmp's group: a peer, a slave; then the root's, with a peer */
+		MNT(NULL, "/tmp", NULL, MS_SHARED, NULL);
+		if (mkdir("/tmp2", 0755) || mkdir("/tmps", 0755) || mkdir("/rootpeer", 0755))
+			_exit(11);
+		MNT("/tmp", "/tmp2", NULL, MS_BIND, NULL);
+		MNT("/tmp", "/tmps", NULL, MS_BIND, NULL);
+		MNT(NULL, "/tmps", NULL, MS_SLAVE, NULL);
+		MNT(NULL, "/", NULL, MS_SHARED, NULL);
+		MNT("/", "/rootpeer", NULL, MS_BIND, NULL);
+	}
+	if (sh->hidden) {
+		if (mkdir("/hid", 0755))
+			_exit(12);
+		MNT("h1", "/hid", "tmpfs", 0, NULL);
+		MNT("h2", "/hid", "tmpfs", 0, NULL);
+	}
 	fd = open("/tmp/t", O_RDWR);
 	if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 		_exit(9);
@@ -248,6 +299,7 @@ int main(int argc, char **argv)
 		crt_fail("mmap: %s", strerror(errno));
 	sh->shared_tmp = argc > 1 && !strcmp(argv[1], "shared");
 	sh->noproc = argc > 1 && !strcmp(argv[1], "noproc");
+	sh->hidden = argc > 1 && !strcmp(argv[1], "hidden");
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
