@@ -53,6 +53,16 @@ static bool deleted_path(const struct cr_dump_ctx *ctx, const char *path, const 
 	       named.st_dev != st->st_dev || named.st_ino != st->st_ino;
 }
 
+/* path leads to the file st from the tree's (or the container's) root */
+static bool leads_to(const struct cr_dump_ctx *ctx, const char *path, const struct stat *st)
+{
+	char buf[PATH_MAX + 64];
+	struct stat named;
+
+	return !stat(dump_path(ctx, path, buf, sizeof(buf)), &named) &&
+	       named.st_dev == st->st_dev && named.st_ino == st->st_ino;
+}
+
 /* A mapping of a socket: a packet socket's ring (packet.c), which the
  * process holds an fd of; its content is the socket's to save */
 static int ring_vma(struct cr_proc *p, struct cr_vma *v)
@@ -176,6 +186,15 @@ static int classify_vma(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_vm
 			ret = ghost_save(ctx, mf, what, path, &st, true, &v->ghost_id);
 			if (ret)
 				return ret;
+		} else if (ctx->mnt_owner && !ns_saved_path(ctx, ctx->mnt_owner, path) &&
+			   !leads_to(ctx, path, &st)) {
+			/* in a container: the file must be in its root (a
+			 * program that pivoted away from its own binary) */
+			pr_err("pid %d: mapping %lx-%lx maps %s, which that path does not lead "
+			       "to from its root (the file is outside it); kupdate cannot map it "
+			       "again",
+			       p->pid, v->s.start, v->s.end, path);
+			return -EOPNOTSUPP;
 		}
 		v->ino = st.st_ino;
 		v->file_size = st.st_size;

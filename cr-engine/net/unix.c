@@ -23,6 +23,7 @@
  * what does not fit fails the restore, naming the socket.  A queue that
  * carries fds waits until the files it carries exist (files.c:
  * fill_carriers), then each message is sent with them again. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -469,6 +470,80 @@ static int removed_path(struct cr_proc *p, int fd, const char *path, const char 
 	return 0;
 }
 
+/* "/proc/self/fd/N/FILE": N and FILE (one component); false otherwise */
+static bool through_fd(const char *name, int *n, const char **file)
+{
+	const char *s = name + 14;
+	char *end;
+	long v;
+
+	if (strncmp(name, "/proc/self/fd/", 14))
+		return false;
+	v = strtol(s, &end, 10);
+	if (end == s || *end != '/' || v < 0 || v > INT_MAX || !end[1] || strchr(end + 1, '/'))
+		return false;
+	*n = v;
+	*file = end + 1;
+	return true;
+}
+
+/* A socket bound through a descriptor of a directory (name: /proc/self/
+ * fd/N/FILE): the directory, found among those of p's open files and its
+ * cwd by the socket file's inode; into u->bound_dir */
+static int find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file,
+			  uint64_t ino, UnixSk *u)
+{
+	char lpath[320], link[PATH_MAX], cand[PATH_MAX + 32];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(lpath, sizeof(lpath), "/proc/%d/fd", p->pid);
+	d = opendir(lpath);
+	for (bool cwd = true; d;) {
+		struct stat st;
+		ssize_t n;
+
+		if (cwd) {
+			snprintf(lpath, sizeof(lpath), "/proc/%d/cwd", p->pid);
+			cwd = false;
+		} else if ((de = readdir(d))) {
+			snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%s", p->pid, de->d_name);
+		} else {
+			break;
+		}
+		n = readlink(lpath, link, sizeof(link) - 1);
+		if (n <= 0 || link[0] != '/')
+			continue;
+		link[n] = 0;
+		/* the directory itself, or the one a file of it is in */
+		for (int up = 0; up < 2; up++) {
+			char *slash;
+
+			snprintf(cand, sizeof(cand), "/proc/%d/root%s/%s", p->pid, link, file);
+			if (!lstat(cand, &st) && S_ISSOCK(st.st_mode) && st.st_ino == ino) {
+				closedir(d);
+				u->bound_dir = xstrdup(link);
+				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
+				u->file_mode = st.st_mode & 07777;
+				u->file_uid = st.st_uid;
+				u->file_gid = st.st_gid;
+				return u->bound_dir ? 0 : -ENOMEM;
+			}
+			slash = strrchr(link, '/');
+			if (!slash || slash == link)
+				break;
+			*slash = 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	pr_err("pid %d: fd %d: the unix socket was bound as %s, through a directory's "
+	       "descriptor, and no open file of the process is in a directory that holds its "
+	       "socket file now; kupdate cannot bind it there again",
+	       p->pid, fd, name);
+	return -EOPNOTSUPP;
+}
+
 int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
 	      struct cr_file *f)
 {
@@ -497,10 +572,19 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 		if (d->name[0]) {
 			struct stat st;
 			char path[sizeof(d->name) + 1], rpath[sizeof(path) + 32];
+			const char *file;
+			int n;
 
 			u->has_vfs_ino = 1;
 			u->vfs_ino = d->vfs_ino;
 			snprintf(path, sizeof(path), "%.*s", d->name_len, d->name);
+			if (through_fd(path, &n, &file)) {
+				int err = find_bound_dir(p, fd, path, file, d->vfs_ino, u);
+
+				if (err)
+					return err;
+				goto named;
+			}
 			/* seen from the process's root */
 			if (path[0] == '/')
 				snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", p->pid, path);
@@ -525,6 +609,7 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			}
 		}
 	}
+named:
 	if (d->peer) {
 		const struct sk_diag *pd = sockdiag_find(&ctx->sk, d->peer);
 
@@ -789,12 +874,66 @@ static bool stale_socket_file(const char *path)
 	return stale;
 }
 
+/* bound through /proc/self/fd/N/FILE, with fd N the directory for that
+ * moment (whatever N is in this process meanwhile is put back): the same
+ * name, the file in the same directory */
+static int bind_through_fd(int sk, const UnixSk *u, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len = make_addr(&a, &u->name);
+	const char *file;
+	struct stat st;
+	int n, dfd, saved = -1, flags = 0, ret = 0;
+
+	if (!through_fd(a.sun_path, &n, &file)) {
+		pr_err("%s: image is damaged: a socket bound through %s is named %s", what,
+		       u->bound_dir, a.sun_path);
+		return -EINVAL;
+	}
+	dfd = open(u->bound_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return pr_errno("%s: cannot open %s to bind its unix socket in", what,
+				u->bound_dir);
+	/* the dead socket file of the dump is replaced */
+	if (!fstatat(dfd, file, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode))
+		unlinkat(dfd, file, 0);
+	if (dfd != n) {
+		flags = fcntl(n, F_GETFD);
+		if (flags >= 0)
+			saved = fcntl(n, F_DUPFD_CLOEXEC, 0);
+		if ((flags >= 0 && saved < 0) || dup2(dfd, n) < 0)
+			ret = -errno;
+	}
+	if (!ret && bind(sk, (struct sockaddr *)&a, len))
+		ret = -errno;
+	if (dfd != n) {
+		if (saved >= 0) {
+			dup2(saved, n);
+			fcntl(n, F_SETFD, flags);
+			close(saved);
+		} else {
+			close(n);
+		}
+	}
+	if (!ret && u->has_file_mode &&
+	    (fchownat(dfd, file, u->file_uid, u->file_gid, AT_SYMLINK_NOFOLLOW) ||
+	     fchmodat(dfd, file, u->file_mode, 0)))
+		ret = -errno;
+	close(dfd);
+	if (ret)
+		pr_err("%s: cannot bind the unix socket to %s in %s: %s", what, file, u->bound_dir,
+		       strerror(-ret));
+	return ret;
+}
+
 static int do_bind(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a;
 	socklen_t len = make_addr(&a, &u->name);
 	char name[120];
 
+	if (u->bound_dir)
+		return bind_through_fd(sk, u, what);
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
 		goto bound;

@@ -19,7 +19,8 @@
  * nspawn's: the root shared with a peer bound at /rootpeer, /tmp shared
  * with a peer at /tmp2 and a slave at /tmps (compared through mountinfo's
  * groups, numbered by first appearance); "ctrroot hidden": a tmpfs mounted
- * over another on /hid: refused. */
+ * over another on /hid: refused; "ctrroot away": the test's own directory
+ * is not bound in, its binary is outside the container's root: refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -44,7 +45,7 @@ enum { S_INIT, S_C, NSLOTS };
 
 static struct shared {
 	volatile int go;
-	int shared_tmp, noproc, hidden;
+	int shared_tmp, noproc, hidden, away;
 	pid_t init_host;
 	char dir[PATH_MAX];
 	struct {
@@ -219,7 +220,8 @@ static void __attribute__((noreturn)) init_main(void)
 	MNT("/usr", path, NULL, MS_BIND, NULL);
 	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
 	snprintf(path, sizeof(path), "%.300s%.300s", root, exedir);
-	MNT(exedir, path, NULL, MS_BIND, NULL);
+	if (!sh->away)
+		MNT(exedir, path, NULL, MS_BIND, NULL);
 	{
 		char host[PATH_MAX + 16];
 
@@ -300,6 +302,7 @@ int main(int argc, char **argv)
 	sh->shared_tmp = argc > 1 && !strcmp(argv[1], "shared");
 	sh->noproc = argc > 1 && !strcmp(argv[1], "noproc");
 	sh->hidden = argc > 1 && !strcmp(argv[1], "hidden");
+	sh->away = argc > 1 && !strcmp(argv[1], "away");
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
