@@ -392,6 +392,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	udp_dump_close(ctx);
 	if (ctx->sk_collected)
 		sockdiag_free(&ctx->sk);
+	free(ctx->merged_net);
 	shmem_free_dump(ctx);
 	pipes_free_dump(ctx);
 	ns_free_dump(ctx);

@@ -222,6 +222,7 @@ struct cr_proc {
 	unsigned made_ns;
 	char *made_hostname, *made_domainname;
 	struct MadeMount **made_mounts; /* CLONE_NEWNS: mntns.c */
+	bool made_lo_up;		/* CLONE_NEWNET: its loopback was up (netns.c) */
 	size_t nr_made_mounts;
 
 	struct cr_vma *vmas;
@@ -355,6 +356,9 @@ struct cr_dump_ctx {
 	 * tree is killed) */
 	struct sk_table sk;
 	bool sk_collected;
+	/* network namespaces made inside the tree whose sockets are in sk */
+	uint64_t *merged_net;
+	size_t nr_merged_net;
 	struct cr_conn *locked;
 	int nr_locked;
 	struct netlock *netlock; /* the nftables context of the locking */

@@ -59,17 +59,6 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 	int ret;
 
 	if (!ctx->sk_collected) {
-		struct stat a, b;
-		char ns[64];
-
-		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", p->pid);
-		if (!stat(ns, &a) && !stat("/proc/thread-self/ns/net", &b) &&
-		    a.st_ino != b.st_ino) {
-			pr_err("pid %d lives in another network namespace; run kupdate inside it "
-			       "(for example with ip netns exec, or nsenter --net)",
-			       p->pid);
-			return -EOPNOTSUPP;
-		}
 		ret = sockdiag_collect(&ctx->sk);
 		if (!ret)
 			ret = netns_collect_outer(ctx);
@@ -77,6 +66,11 @@ static int socket_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, struc
 			return ret;
 		ctx->sk_collected = true;
 	}
+	/* its namespace's sockets, if it is not this thread's (one made
+	 * inside the tree; refused otherwise) */
+	ret = netns_merge_made(ctx, p);
+	if (ret)
+		return ret;
 	d = sockdiag_find(&ctx->sk, f->ino);
 	if (!d) {
 		/* unbound TCP or UDP, or refused with what it is (sockdiag.c) */

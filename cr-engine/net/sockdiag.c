@@ -356,6 +356,33 @@ int sockdiag_merge_unix(struct sk_table *t)
 	return ret;
 }
 
+int sockdiag_merge(struct sk_table *t)
+{
+	struct sk_table o;
+	size_t n = t->n;
+	int ret = collect(&o, false);
+
+	for (size_t i = 0; !ret && i < o.n; i++) {
+		struct sk_table sorted = { .v = t->v, .n = n };
+		struct sk_diag *d;
+
+		if (sockdiag_find(&sorted, o.v[i].ino))
+			continue;
+		d = new_entry(t);
+		if (!d) {
+			ret = -ENOMEM;
+			break;
+		}
+		*d = o.v[i];
+		o.v[i].icons = NULL; /* the entry's now */
+		o.v[i].pk = NULL;
+	}
+	sockdiag_free(&o);
+	if (t->n > n)
+		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
+	return ret;
+}
+
 struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino)
 {
 	struct sk_diag key = { .ino = ino };

@@ -51,6 +51,9 @@ int sockdiag_collect(struct sk_table *t);
 /* the unix sockets of the calling thread's network namespace added to t
  * (collected in another), marked outer */
 int sockdiag_merge_unix(struct sk_table *t);
+/* every socket of the calling thread's network namespace added to t (one
+ * made inside the tree: netns.c) */
+int sockdiag_merge(struct sk_table *t);
 struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino);
 void sockdiag_free(struct sk_table *t);
 /* a socket sockdiag_collect did not list, through kupdate's own descriptor

@@ -680,6 +680,7 @@ void unix_free_dump(UnixSk *u)
 		return;
 	free(u->name.data);
 	free(u->peer_name.data);
+	free(u->bound_dir);
 	free(u->icons);
 	for (size_t i = 0; i < u->n_queue; i++)
 		free_unix_msg(u->queue[i]);

@@ -152,7 +152,8 @@ static void *ipc_count_thread(void *arg)
 }
 
 /* p made ns kind k (a container's init): kept for a UTS namespace (its
- * names) and an IPC namespace without System V objects */
+ * names), an IPC namespace without System V objects and a network
+ * namespace with its loopback only (netns.c) */
 static int made_ns(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct ns_kind *k)
 {
 	if (ctx->ns && (ctx->ns->own & CLONE_NEWUSER)) {
@@ -186,6 +187,12 @@ static int made_ns(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct ns_k
 		if (ret)
 			return ret;
 	}
+	if (k->bit == CLONE_NEWNET) {
+		int ret = netns_made(ctx, p);
+
+		if (ret)
+			return ret;
+	}
 	p->made_ns |= k->bit;
 	return 0;
 }
@@ -200,6 +207,11 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 		names[m->n_kinds++] = "ipc";
 	if (p->made_ns & CLONE_NEWNS)
 		names[m->n_kinds++] = "mnt";
+	if (p->made_ns & CLONE_NEWNET) {
+		names[m->n_kinds++] = "net";
+		m->has_lo_up = 1;
+		m->lo_up = p->made_lo_up;
+	}
 	m->kinds = names;
 	m->hostname = p->made_hostname;
 	m->domainname = p->made_domainname;
@@ -246,8 +258,9 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 				return ret;
 			continue;
 		}
-		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC) && p->parent &&
-		    !same_ns(p->pid, root, kinds[i].name)) {
+		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC ||
+		     kinds[i].bit == CLONE_NEWNET) &&
+		    p->parent && !same_ns(p->pid, root, kinds[i].name)) {
 			ret = made_ns(ctx, p, &kinds[i]);
 			if (ret)
 				return ret;
@@ -987,6 +1000,10 @@ int ns_restore_made(const struct rproc *rp)
 	for (size_t i = 0; i < m->n_kinds; i++) {
 		if (!strcmp(m->kinds[i], "mnt"))
 			continue; /* mntns.c */
+		if (!strcmp(m->kinds[i], "net")) {
+			flags |= CLONE_NEWNET;
+			continue;
+		}
 		if (strcmp(m->kinds[i], "uts") && strcmp(m->kinds[i], "ipc")) {
 			pr_err("image core-%d.img is damaged: it made a namespace \"%s\"", rp->pid,
 			       m->kinds[i]);
@@ -996,7 +1013,10 @@ int ns_restore_made(const struct rproc *rp)
 	}
 	if (flags && unshare(flags))
 		return pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
-				m->kinds[0], m->n_kinds > 1 ? ", ipc" : "");
+				m->kinds[0], m->n_kinds > 1 ? ", ..." : "");
+	if ((flags & CLONE_NEWNET) && m->lo_up && netns_lo_up())
+		return pr_errno("pid %d: cannot bring the loopback of its network namespace up",
+				rp->pid);
 	if (flags & CLONE_NEWUTS) {
 		NsEntry e = NS_ENTRY__INIT;
 

@@ -68,7 +68,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
 bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p);
 /* the namespaces p made for itself and its descendants (ns_check_proc),
  * into m, its kinds' names in kinds; false: none */
-#define NS_MADE_KINDS 3
+#define NS_MADE_KINDS 4
 typedef struct NsMade NsMade;
 bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names);
 int ns_write(struct cr_dump_ctx *ctx);
@@ -109,5 +109,14 @@ int netns_check_peers(struct cr_dump_ctx *ctx);
 int netns_read_addrs(char ***out, size_t *nr);
 /* restore: pid's network namespace has the recorded interfaces */
 int netns_check(const NsEntry *e, pid_t pid);
+/* dump: p made its network namespace (a container's private network):
+ * kept when it holds its loopback only, as it is when up, and no process
+ * outside the tree lives there; p->made_lo_up */
+int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* dump: the sockets of p's network namespace, one made inside the tree,
+ * added to ctx->sk once (sock_diag answers for the caller's namespace) */
+int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* restore: the calling thread's namespace's loopback up; -1 and errno */
+int netns_lo_up(void);
 
 #endif

@@ -21,6 +21,8 @@
  * dump left one there (a namespace that outlived the tree), is lifted in
  * it (netlock.c follows the calling thread's namespace). */
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <sys/ioctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -226,8 +228,6 @@ int netns_check_peers(struct cr_dump_ctx *ctx)
 	return 0;
 }
 
-/* ------------------------------------------------------------ restore */
-
 struct addrs_read {
 	int fd;
 	char **v;
@@ -241,6 +241,179 @@ static void *addrs_thread(void *arg)
 
 	r->err = setns(r->fd, CLONE_NEWNET) ? -errno : netns_read_addrs(&r->v, &r->n);
 	return NULL;
+}
+
+/* ------------------------------------------- a namespace made inside */
+
+/* the mount that pins network namespace ino (ip netns add, podman's
+ * netavark: /run/netns/NAME), into buf; false: none in kupdate's */
+static bool pinned_at(uint64_t ino, char *buf, size_t len)
+{
+	struct mount_table t;
+	char want[48];
+	bool found = false;
+
+	snprintf(want, sizeof(want), "net:[%llu]", (unsigned long long)ino);
+	if (mount_table_read(NULL, &t))
+		return false;
+	for (size_t i = 0; i < t.n && !found; i++)
+		if (!strcmp(t.e[i].fstype, "nsfs") && !strcmp(t.e[i].root, want)) {
+			snprintf(buf, len, "%s", t.e[i].mp);
+			found = true;
+		}
+	mount_table_free(&t);
+	return found;
+}
+
+/* a process outside the tree in p's network namespace: its pid, or 0 */
+static pid_t outsider(struct cr_dump_ctx *ctx, const struct stat *ns)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	while (d && !found && (de = readdir(d))) {
+		pid_t x = atoi(de->d_name);
+		char path[64];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", x);
+		if (x > 0 && !dump_find_proc(ctx, x) && !stat(path, &st) &&
+		    st.st_ino == ns->st_ino && st.st_dev == ns->st_dev)
+			found = x;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	struct addrs_read r = { .err = 0 };
+	char path[64], pin[PATH_MAX];
+	struct stat st;
+	pid_t out;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", p->pid);
+	if (stat(path, &st))
+		return pr_errno("pid %d: cannot look at its network namespace", p->pid);
+	if (pinned_at(st.st_ino, pin, sizeof(pin))) {
+		pr_err("pid %d (%s) joined a network namespace pinned at %s (made outside the "
+		       "tree, as podman's netavark makes one); kupdate does not make it again "
+		       "yet",
+		       p->pid, p->stat.comm, pin);
+		return -EOPNOTSUPP;
+	}
+	out = outsider(ctx, &st);
+	if (out) {
+		pr_err("pid %d (%s) made a network namespace that pid %d, outside the tree, "
+		       "lives in too; kupdate cannot make it again for both",
+		       p->pid, p->stat.comm, out);
+		return -EOPNOTSUPP;
+	}
+	ret = proc_run_in_ns(p->pid, "net", addrs_thread, &r);
+	if (!ret)
+		ret = r.err;
+	if (ret) {
+		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", p->pid,
+		       strerror(-ret));
+		return ret;
+	}
+	/* its loopback only, with the addresses it gets when up */
+	for (size_t i = 0; i < r.n && !ret; i++) {
+		const char *l = r.v[i];
+
+		if (!strcmp(l, "lo up"))
+			p->made_lo_up = true;
+		else if (strcmp(l, "lo down") && strcmp(l, "lo 127.0.0.1/8") &&
+			 strcmp(l, "lo ::1/128")) {
+			pr_err("pid %d (%s) made a network namespace of its own with '%s' "
+			       "(interface and state, or address): kupdate makes again only one "
+			       "with its loopback, as it is when up (a veth to its parent: not "
+			       "yet)",
+			       p->pid, p->stat.comm, l);
+			ret = -EOPNOTSUPP;
+		}
+	}
+	strv_free(r.v, r.n);
+	return ret;
+}
+
+struct merge_arg {
+	int fd;
+	struct sk_table *t;
+	int err;
+};
+
+static void *merge_thread(void *arg)
+{
+	struct merge_arg *m = arg;
+
+	m->err = setns(m->fd, CLONE_NEWNET) ? -errno : sockdiag_merge(m->t);
+	return NULL;
+}
+
+int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	char path[64];
+	struct stat st, self;
+	struct merge_arg m = { .t = &ctx->sk };
+	bool made = false;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", p->pid);
+	if (stat(path, &st) || stat("/proc/thread-self/ns/net", &self))
+		return pr_errno("pid %d: cannot look at its network namespace", p->pid);
+	if (st.st_ino == self.st_ino && st.st_dev == self.st_dev)
+		return 0;
+	for (size_t i = 0; i < ctx->nr_merged_net; i++)
+		if (ctx->merged_net[i] == st.st_ino)
+			return 0;
+	/* one a process of the tree made (netns_made) */
+	for (struct cr_proc *a = p; a && !made; a = a->parent)
+		made = a->made_ns & CLONE_NEWNET;
+	if (!made) {
+		pr_err("pid %d lives in another network namespace; run kupdate inside it (for "
+		       "example with ip netns exec, or nsenter --net)",
+		       p->pid);
+		return -EOPNOTSUPP;
+	}
+	ret = proc_run_in_ns(p->pid, "net", merge_thread, &m);
+	if (!ret)
+		ret = m.err;
+	if (ret)
+		return pr_err("pid %d: cannot list the sockets of its network namespace: %s",
+			      p->pid, strerror(-ret)),
+		       ret;
+	ctx->merged_net =
+		xrealloc_array(ctx->merged_net, ctx->nr_merged_net + 1, sizeof(*ctx->merged_net));
+	if (!ctx->merged_net)
+		return -ENOMEM;
+	ctx->merged_net[ctx->nr_merged_net++] = st.st_ino;
+	return 0;
+}
+
+/* ------------------------------------------------------------ restore */
+
+int netns_lo_up(void)
+{
+	struct ifreq ifr;
+	int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = -1;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (sk >= 0 && !ioctl(sk, SIOCGIFFLAGS, &ifr)) {
+		ifr.ifr_flags |= IFF_UP;
+		ret = ioctl(sk, SIOCSIFFLAGS, &ifr);
+	}
+	if (sk >= 0) {
+		int err = errno;
+
+		close(sk);
+		errno = err;
+	}
+	return ret;
 }
 
 int netns_check(const NsEntry *e, pid_t pid)

@@ -209,9 +209,14 @@ static void __attribute__((noreturn)) init_main(void)
 	snprintf(root, sizeof(root), "%s/newroot", sh->dir);
 	MNT("ctr", root, "tmpfs", 0, "mode=755,size=16m");
 	snprintf(path, sizeof(path),
-		 "mkdir -p %.300s/usr %.300s/proc %.300s/tmp %.300s/dev %.300s/data %.300s/etc "
-		 "%.300s%.300s",
-		 root, root, root, root, root, root, root, exedir);
+		 "mkdir -p %.300s/usr %.300s/proc %.300s/tmp %.300s/dev %.300s/data %.300s/etc",
+		 root, root, root, root, root, root);
+	if (system(path))
+		_exit(4);
+	/* /tmp first: the test's directory may be under it (a clone in /tmp) */
+	snprintf(path, sizeof(path), "%s/tmp", root);
+	MNT("tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=8m");
+	snprintf(path, sizeof(path), "mkdir -p %.300s%.300s", root, exedir);
 	if (system(path))
 		_exit(4);
 	snprintf(path, sizeof(path), "%s/etc/hostname", root);
@@ -229,8 +234,6 @@ static void __attribute__((noreturn)) init_main(void)
 		snprintf(path, sizeof(path), "%s/data", root);
 		MNT(host, path, NULL, MS_BIND, NULL);
 	}
-	snprintf(path, sizeof(path), "%s/tmp", root);
-	MNT("tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=8m");
 	snprintf(path, sizeof(path), "%s/tmp/t", root);
 	put(path, "tmpdata");
 	snprintf(exedir, sizeof(exedir), "%.300s/tmp/hard", root);
