@@ -34,7 +34,7 @@ static struct shared {
 	int veth;
 	char msg[200];
 	unsigned long ino;
-} *sh;
+} * sh;
 
 static unsigned long ns_ino(const char *p)
 {
