@@ -328,11 +328,13 @@ int sockdiag_collect(struct sk_table *t)
 	return collect(t, false);
 }
 
-int sockdiag_merge_unix(struct sk_table *t)
+/* the sockets of the calling thread's namespace added to t: those sock_diag
+ * lists there, unix ones only if unix_only, marked outer if so */
+static int merge(struct sk_table *t, bool unix_only, bool outer)
 {
 	struct sk_table o;
 	size_t n = t->n;
-	int ret = collect(&o, true);
+	int ret = collect(&o, unix_only);
 
 	for (size_t i = 0; !ret && i < o.n; i++) {
 		/* (the entries added come after the sorted ones) */
@@ -347,33 +349,7 @@ int sockdiag_merge_unix(struct sk_table *t)
 			break;
 		}
 		*d = o.v[i];
-		d->outer = true;
-		o.v[i].icons = NULL; /* the entry's now */
-	}
-	sockdiag_free(&o);
-	if (t->n > n)
-		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
-	return ret;
-}
-
-int sockdiag_merge(struct sk_table *t)
-{
-	struct sk_table o;
-	size_t n = t->n;
-	int ret = collect(&o, false);
-
-	for (size_t i = 0; !ret && i < o.n; i++) {
-		struct sk_table sorted = { .v = t->v, .n = n };
-		struct sk_diag *d;
-
-		if (sockdiag_find(&sorted, o.v[i].ino))
-			continue;
-		d = new_entry(t);
-		if (!d) {
-			ret = -ENOMEM;
-			break;
-		}
-		*d = o.v[i];
+		d->outer = outer;
 		o.v[i].icons = NULL; /* the entry's now */
 		o.v[i].pk = NULL;
 	}
@@ -381,6 +357,16 @@ int sockdiag_merge(struct sk_table *t)
 	if (t->n > n)
 		qsort(t->v, t->n, sizeof(*t->v), cmp_ino);
 	return ret;
+}
+
+int sockdiag_merge_unix(struct sk_table *t)
+{
+	return merge(t, true, true);
+}
+
+int sockdiag_merge(struct sk_table *t)
+{
+	return merge(t, false, false);
 }
 
 struct sk_diag *sockdiag_find(const struct sk_table *t, uint32_t ino)

@@ -119,107 +119,6 @@ void cr_namespace_names(unsigned flags, char *buf, size_t len)
 			o += snprintf(buf + o, len - o, "%s%s", o ? " " : "", kinds[i].name);
 }
 
-static int read_names(pid_t pid, char **host, char **domain);
-
-/* the System V objects of pid's IPC namespace, read in a thread that
- * joined it (/proc/sysvipc answers for the reader's) */
-struct ipc_count {
-	int fd;
-	int n, err;
-};
-
-static void *ipc_count_thread(void *arg)
-{
-	static const char *const files[] = { "/proc/sysvipc/shm", "/proc/sysvipc/sem",
-					     "/proc/sysvipc/msg" };
-	struct ipc_count *r = arg;
-
-	if (setns(r->fd, CLONE_NEWIPC)) {
-		r->err = -errno;
-		return NULL;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		char *buf;
-		size_t len;
-
-		if (read_file_at(AT_FDCWD, files[i], &buf, &len))
-			continue;
-		for (char *s = strchr(buf, '\n'); s && s[1]; s = strchr(s + 1, '\n'))
-			r->n++; /* a line under the header */
-		free(buf);
-	}
-	return NULL;
-}
-
-/* p made ns kind k (a container's init): kept for a UTS namespace (its
- * names), an IPC namespace without System V objects and a network
- * namespace with its loopback only (netns.c) */
-static int made_ns(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct ns_kind *k)
-{
-	if (ctx->ns && (ctx->ns->own & CLONE_NEWUSER)) {
-		pr_err("pid %d (%s) made a %s of its own inside a tree with a user namespace "
-		       "of its own: kupdate cannot restore both yet",
-		       p->pid, p->stat.comm, k->what);
-		return -EOPNOTSUPP;
-	}
-	if (k->bit == CLONE_NEWIPC) {
-		struct ipc_count r = { 0 };
-		int ret = proc_run_in_ns(p->pid, "ipc", ipc_count_thread, &r);
-
-		if (!ret)
-			ret = r.err;
-		if (ret) {
-			pr_err("pid %d: cannot look at its IPC namespace: %s", p->pid,
-			       strerror(-ret));
-			return ret;
-		}
-		if (r.n) {
-			pr_err("pid %d (%s) made an IPC namespace of its own inside the tree, "
-			       "which holds %d System V objects; kupdate restores only an "
-			       "empty one there",
-			       p->pid, p->stat.comm, r.n);
-			return -EOPNOTSUPP;
-		}
-	}
-	if (k->bit == CLONE_NEWUTS) {
-		int ret = read_names(p->pid, &p->made_hostname, &p->made_domainname);
-
-		if (ret)
-			return ret;
-	}
-	if (k->bit == CLONE_NEWNET) {
-		int ret = netns_made(ctx, p);
-
-		if (ret)
-			return ret;
-	}
-	p->made_ns |= k->bit;
-	return 0;
-}
-
-bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
-{
-	if (!p->made_ns)
-		return false;
-	if (p->made_ns & CLONE_NEWUTS)
-		names[m->n_kinds++] = "uts";
-	if (p->made_ns & CLONE_NEWIPC)
-		names[m->n_kinds++] = "ipc";
-	if (p->made_ns & CLONE_NEWNS)
-		names[m->n_kinds++] = "mnt";
-	if (p->made_ns & CLONE_NEWNET) {
-		names[m->n_kinds++] = "net";
-		m->has_lo_up = 1;
-		m->lo_up = p->made_lo_up;
-	}
-	m->kinds = names;
-	m->hostname = p->made_hostname;
-	m->domainname = p->made_domainname;
-	m->n_mounts = p->nr_made_mounts;
-	m->mounts = p->made_mounts;
-	return true;
-}
-
 bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p)
 {
 	return p->parent && !same_ns(p->pid, p->parent->pid, "mnt") &&
@@ -252,8 +151,9 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			}
 		/* marked by dump.c before the process was looked at */
 		if (kinds[i].bit == CLONE_NEWNS && (p->made_ns & CLONE_NEWNS)) {
-			ret = ctx->ns && (ctx->ns->own & CLONE_NEWUSER) ? made_ns(ctx, p, &kinds[i])
-									: mntns_dump(ctx, p);
+			ret = ctx->ns && (ctx->ns->own & CLONE_NEWUSER)
+				      ? nsmade_check(ctx, p, kinds[i].bit, kinds[i].what)
+				      : mntns_dump(ctx, p);
 			if (ret)
 				return ret;
 			continue;
@@ -261,7 +161,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC ||
 		     kinds[i].bit == CLONE_NEWNET) &&
 		    p->parent && !same_ns(p->pid, root, kinds[i].name)) {
-			ret = made_ns(ctx, p, &kinds[i]);
+			ret = nsmade_check(ctx, p, kinds[i].bit, kinds[i].what);
 			if (ret)
 				return ret;
 			continue;
@@ -366,42 +266,9 @@ static bool saved_whole(const struct mount_entry *e, const struct mount_table *h
 	return true;
 }
 
-/* the tree's host and domain names, read in a thread that joined its UTS
- * namespace (a thread may: its own nsproxy changes) */
-struct uts_read {
-	int fd;
-	struct utsname u;
-	int err;
-};
-
-static void *uts_thread(void *arg)
-{
-	struct uts_read *r = arg;
-
-	if (setns(r->fd, CLONE_NEWUTS) || uname(&r->u))
-		r->err = -errno;
-	return NULL;
-}
-
-static int read_names(pid_t pid, char **host, char **domain)
-{
-	struct uts_read r = { .err = 0 };
-	int ret = proc_run_in_ns(pid, "uts", uts_thread, &r);
-
-	if (!ret && r.err)
-		ret = r.err;
-	if (ret) {
-		pr_err("pid %d: cannot read its host name: %s", pid, strerror(-ret));
-		return ret;
-	}
-	*host = xstrdup(r.u.nodename);
-	*domain = xstrdup(r.u.domainname);
-	return *host && *domain ? 0 : -ENOMEM;
-}
-
 static int read_uts(pid_t pid, struct cr_ns *ns)
 {
-	return read_names(pid, &ns->hostname, &ns->domainname);
+	return ns_read_names(pid, &ns->hostname, &ns->domainname);
 }
 
 static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
@@ -975,58 +842,6 @@ static int enter(struct rctx *c, pid_t pid, int own)
 	return ret;
 }
 
-static int set_names(const NsEntry *e)
-{
-	struct utsname u;
-
-	if (uname(&u))
-		return -errno;
-	if (e->hostname && strcmp(u.nodename, e->hostname) &&
-	    sethostname(e->hostname, strlen(e->hostname)))
-		return pr_errno("cannot set the tree's host name %s", e->hostname);
-	if (e->domainname && strcmp(u.domainname, e->domainname) &&
-	    setdomainname(e->domainname, strlen(e->domainname)))
-		return pr_errno("cannot set the tree's domain name %s", e->domainname);
-	return 0;
-}
-
-int ns_restore_made(const struct rproc *rp)
-{
-	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
-	int flags = 0;
-
-	if (!m)
-		return 0;
-	for (size_t i = 0; i < m->n_kinds; i++) {
-		if (!strcmp(m->kinds[i], "mnt"))
-			continue; /* mntns.c */
-		if (!strcmp(m->kinds[i], "net")) {
-			flags |= CLONE_NEWNET;
-			continue;
-		}
-		if (strcmp(m->kinds[i], "uts") && strcmp(m->kinds[i], "ipc")) {
-			pr_err("image core-%d.img is damaged: it made a namespace \"%s\"", rp->pid,
-			       m->kinds[i]);
-			return -EINVAL;
-		}
-		flags |= !strcmp(m->kinds[i], "uts") ? CLONE_NEWUTS : CLONE_NEWIPC;
-	}
-	if (flags && unshare(flags))
-		return pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
-				m->kinds[0], m->n_kinds > 1 ? ", ..." : "");
-	if ((flags & CLONE_NEWNET) && m->lo_up && netns_lo_up())
-		return pr_errno("pid %d: cannot bring the loopback of its network namespace up",
-				rp->pid);
-	if (flags & CLONE_NEWUTS) {
-		NsEntry e = NS_ENTRY__INIT;
-
-		e.hostname = m->hostname;
-		e.domainname = m->domainname;
-		return set_names(&e);
-	}
-	return 0;
-}
-
 int ns_restore_enter(struct rctx *c)
 {
 	struct img_reader r;
@@ -1070,7 +885,7 @@ int ns_restore_enter(struct rctx *c)
 	if (!ret)
 		ret = enter(c, c->opts->ns_pid, own);
 	if (!ret && (own & CLONE_NEWUTS))
-		ret = set_names(e);
+		ret = ns_set_names(e->hostname, e->domainname);
 	/* its network lock is its namespace's (netns.c) */
 	if (!ret && (own & CLONE_NEWNET))
 		netlock_in_tree_netns(true);

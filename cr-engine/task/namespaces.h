@@ -66,6 +66,13 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p);
 /* p made a mount namespace of its own inside the tree (a container's
  * root): not its parent's nor the root's; ns_check_proc then checks it */
 bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p);
+/* nsmade.c: p made a namespace of kind bit (CLONE_NEW*, named what in
+ * messages) for itself and its descendants: kept, its contents recorded,
+ * or refused naming it */
+int nsmade_check(struct cr_dump_ctx *ctx, struct cr_proc *p, unsigned bit, const char *what);
+/* the names of pid's UTS namespace; sets them in the caller's */
+int ns_read_names(pid_t pid, char **host, char **domain);
+int ns_set_names(const char *host, const char *domain);
 /* the namespaces p made for itself and its descendants (ns_check_proc),
  * into m, its kinds' names in kinds; false: none */
 #define NS_MADE_KINDS 4
