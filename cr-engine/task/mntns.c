@@ -101,6 +101,48 @@ static const char *under(const char *root, const char *mroot)
 	return root + l;
 }
 
+/* mountinfo's root of a bind of something removed since */
+static bool is_deleted(const char *root)
+{
+	size_t l = strlen(root);
+
+	return l >= 9 && !strcmp(root + l - 9, "//deleted");
+}
+
+#define DELETED_MAX (1U << 20)
+
+/* e binds a file since removed from src, a tmpfs of the namespace's own
+ * (nspawn binds such files over /proc/sys/kernel/random/boot_id and
+ * /proc/kmsg): its contents and mode, read through the mount itself.
+ * Anything else removed is refused. */
+static int deleted_file(const struct cr_proc *p, const struct mount_entry *e,
+			const struct mount_entry *src, MadeMount *x)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, e->mp);
+	if (!src || strcmp(src->fstype, "tmpfs") || lstat(path, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size > (off_t)DELETED_MAX) {
+		pr_err("pid %d (%s): its mount namespace's mount on %s binds %s, which was "
+		       "removed since; kupdate makes again only a file of a tmpfs of the "
+		       "namespace's own, of %u KiB at most",
+		       p->pid, p->stat.comm, e->mp, e->root, DELETED_MAX >> 10);
+		return -EOPNOTSUPP;
+	}
+	ret = read_file_at(AT_FDCWD, path, &buf, &len);
+	if (ret)
+		return pr_err("pid %d: cannot read %s: %s", p->pid, e->mp, strerror(-ret)), ret;
+	x->has_deleted_data = x->has_deleted_mode = 1;
+	x->deleted_data.data = (uint8_t *)buf;
+	x->deleted_data.len = len;
+	x->deleted_mode = st.st_mode & 07777;
+	return 0;
+}
+
 static void free_mounts(MadeMount **m, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -113,9 +155,9 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		     size_t i, const struct mount_table *host, const char *host_root, MadeMount *x)
 {
 	const struct mount_entry *e = &t->e[i];
-	char path[PATH_MAX];
+	char path[PATH_MAX], root[PATH_MAX];
 	struct stat st;
-	bool fresh = false;
+	bool fresh = false, deleted = false;
 
 	x->point = xstrdup(e->mp);
 	x->fstype = xstrdup(e->fstype);
@@ -124,24 +166,26 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, e->mp);
 	if (!lstat(path, &st) && !S_ISDIR(st.st_mode))
 		x->has_file = x->file = 1;
-	{
-		size_t l = strlen(e->root);
-
-		if (l >= 9 && !strcmp(e->root + l - 9, "//deleted")) {
-			pr_err("pid %d (%s): its mount namespace's mount on %s binds %.*s, which "
-			       "was removed since; kupdate cannot bind it again",
-			       p->pid, p->stat.comm, e->mp, (int)(l - 9), e->root);
-			return -EOPNOTSUPP;
-		}
+	if (is_deleted(e->root)) {
+		snprintf(root, sizeof(root), "%.*s", (int)strlen(e->root) - 9, e->root);
+		deleted = true;
+	} else {
+		snprintf(root, sizeof(root), "%s", e->root);
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(fresh_kinds); k++)
 		fresh |= !strcmp(e->fstype, fresh_kinds[k]) && !strcmp(e->root, "/");
 	/* a bind of a mount listed before it, inside */
 	for (size_t k = i; !fresh && k-- > 0;) {
-		const char *rest = under(e->root, t->e[k].root);
+		const char *rest = under(root, t->e[k].root);
 
 		if (t->e[k].maj != e->maj || t->e[k].min != e->min || !rest)
 			continue;
+		if (deleted) {
+			int ret = deleted_file(p, e, &t->e[k], x);
+
+			if (ret)
+				return ret;
+		}
 		x->bind_inside = xasprintf("%s%s%s", strcmp(t->e[k].mp, "/") ? t->e[k].mp : "",
 					   *rest == '/' || !*rest ? "" : "/", rest);
 		if (!*x->bind_inside) {
@@ -150,6 +194,8 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		}
 		return x->bind_inside ? 0 : -ENOMEM;
 	}
+	if (deleted)
+		return deleted_file(p, e, NULL, x);
 	/* a bind of a path of its parent's namespace */
 	for (size_t k = 0; !fresh && k < host->n; k++) {
 		const char *rest = under(e->root, host->e[k].root);
@@ -476,6 +522,20 @@ static int set_groups(const struct rproc *rp, const NsMade *made, const char *st
 	return 0;
 }
 
+/* the removed file m binds, made again at path with its contents */
+static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), ret = 0;
+
+	if (fd < 0)
+		return pr_errno("pid %d: cannot make %s again", rp->pid, m->bind_inside);
+	if (write(fd, m->deleted_data.data, m->deleted_data.len) != (ssize_t)m->deleted_data.len ||
+	    fchmod(fd, m->deleted_mode & 07777))
+		ret = pr_errno("pid %d: cannot fill %s again", rp->pid, m->bind_inside);
+	close(fd);
+	return ret;
+}
+
 static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
 {
 	unsigned long flags = m->has_flags ? m->flags : 0;
@@ -494,9 +554,17 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 		else
 			snprintf(src, sizeof(src), "%s%s", stage,
 				 strcmp(m->bind_inside, "/") ? m->bind_inside : "");
+		if (m->has_deleted_data && m->bind_inside) {
+			ret = make_deleted(rp, m, src);
+			if (ret)
+				return ret;
+		}
 		if (mount(src, target, NULL, MS_BIND, NULL))
 			return pr_errno("pid %d: cannot bind %s on %s again", rp->pid,
 					m->bind ? m->bind : m->bind_inside, m->point);
+		/* removed again: the bind keeps it */
+		if (m->has_deleted_data && m->bind_inside && unlink(src))
+			return pr_errno("pid %d: cannot remove %s again", rp->pid, m->bind_inside);
 		if (flags && mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL))
 			return pr_errno("pid %d: cannot set the flags of %s again", rp->pid,
 					m->point);

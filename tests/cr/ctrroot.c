@@ -20,7 +20,9 @@
  * with a peer at /tmp2 and a slave at /tmps (compared through mountinfo's
  * groups, numbered by first appearance); "ctrroot hidden": a tmpfs mounted
  * over another on /hid: refused; "ctrroot away": the test's own directory
- * is not bound in, its binary is outside the container's root: refused. */
+ * is not bound in, its binary is outside the container's root: refused;
+ * "ctrroot deleted": a file of /tmp bound at /etc/bootid, then removed (as
+ * nspawn's boot_id): made again, bound, removed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -45,7 +47,7 @@ enum { S_INIT, S_C, NSLOTS };
 
 static struct shared {
 	volatile int go;
-	int shared_tmp, noproc, hidden, away;
+	int shared_tmp, noproc, hidden, away, deleted;
 	pid_t init_host;
 	char dir[PATH_MAX];
 	struct {
@@ -156,6 +158,8 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/dev/null is not a working null device");
 	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 || errno != EROFS)
 		snprintf(m, len, "/usr is not read-only");
+	else if (sh->deleted && (!has("/etc/bootid", "boot-id-123") || !access("/tmp/.kdel", F_OK)))
+		snprintf(m, len, "the removed file bound at /etc/bootid is not as it was");
 	else if (!sh->noproc &&
 		 (open("/proc/sys/kernel/hostname", O_WRONLY) >= 0 || errno != EROFS))
 		snprintf(m, len, "/proc/sys is not read-only");
@@ -242,6 +246,19 @@ static void __attribute__((noreturn)) init_main(void)
 	snprintf(exedir, sizeof(exedir), "%.300s/tmp/sym", root);
 	if (symlink("t", exedir))
 		_exit(6);
+	if (sh->deleted) {
+		/* nspawn's boot_id: a file of its /tmp bound over another, then
+		 * removed */
+		char src[PATH_MAX + 32];
+
+		snprintf(src, sizeof(src), "%s/tmp/.kdel", root);
+		snprintf(path, sizeof(path), "%s/etc/bootid", root);
+		if (put(src, "boot-id-123") || put(path, ""))
+			_exit(13);
+		MNT(src, path, NULL, MS_BIND, NULL);
+		if (unlink(src))
+			_exit(14);
+	}
 	snprintf(path, sizeof(path), "%s/dev", root);
 	MNT("dev", path, "tmpfs", MS_NOSUID, "mode=755");
 	snprintf(path, sizeof(path), "%s/dev/null", root);
@@ -306,6 +323,7 @@ int main(int argc, char **argv)
 	sh->noproc = argc > 1 && !strcmp(argv[1], "noproc");
 	sh->hidden = argc > 1 && !strcmp(argv[1], "hidden");
 	sh->away = argc > 1 && !strcmp(argv[1], "away");
+	sh->deleted = argc > 1 && !strcmp(argv[1], "deleted");
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
