@@ -359,6 +359,7 @@ struct cr_dump_ctx {
 	/* network namespaces made inside the tree whose sockets are in sk */
 	uint64_t *merged_net;
 	size_t nr_merged_net;
+	pid_t merge_checked; /* the last process whose namespace was checked */
 	struct cr_conn *locked;
 	int nr_locked;
 	struct netlock *netlock; /* the nftables context of the locking */

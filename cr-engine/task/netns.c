@@ -362,14 +362,21 @@ int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	bool made = false;
 	int ret;
 
+	/* once a process: every socket of it comes here */
+	if (ctx->merge_checked == p->pid)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", p->pid);
 	if (stat(path, &st) || stat("/proc/thread-self/ns/net", &self))
 		return pr_errno("pid %d: cannot look at its network namespace", p->pid);
-	if (st.st_ino == self.st_ino && st.st_dev == self.st_dev)
+	if (st.st_ino == self.st_ino && st.st_dev == self.st_dev) {
+		ctx->merge_checked = p->pid;
 		return 0;
+	}
 	for (size_t i = 0; i < ctx->nr_merged_net; i++)
-		if (ctx->merged_net[i] == st.st_ino)
+		if (ctx->merged_net[i] == st.st_ino) {
+			ctx->merge_checked = p->pid;
 			return 0;
+		}
 	/* one a process of the tree made (netns_made) */
 	for (struct cr_proc *a = p; a && !made; a = a->parent)
 		made = a->made_ns & CLONE_NEWNET;
@@ -391,6 +398,7 @@ int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	if (!ctx->merged_net)
 		return -ENOMEM;
 	ctx->merged_net[ctx->nr_merged_net++] = st.st_ino;
+	ctx->merge_checked = p->pid;
 	return 0;
 }
 
