@@ -243,6 +243,19 @@ static void *addrs_thread(void *arg)
 	return NULL;
 }
 
+/* netns_read_addrs in pid's network namespace, into r */
+static int addrs_of(pid_t pid, struct addrs_read *r)
+{
+	int ret = proc_run_in_ns(pid, "net", addrs_thread, r);
+
+	if (!ret)
+		ret = r->err;
+	if (ret)
+		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", pid,
+		       strerror(-ret));
+	return ret;
+}
+
 /* ------------------------------------------- a namespace made inside */
 
 /* the mount that pins network namespace ino (ip netns add, podman's
@@ -312,14 +325,9 @@ int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->stat.comm, out);
 		return -EOPNOTSUPP;
 	}
-	ret = proc_run_in_ns(p->pid, "net", addrs_thread, &r);
-	if (!ret)
-		ret = r.err;
-	if (ret) {
-		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", p->pid,
-		       strerror(-ret));
+	ret = addrs_of(p->pid, &r);
+	if (ret)
 		return ret;
-	}
 	/* its loopback only, with the addresses it gets when up */
 	for (size_t i = 0; i < r.n && !ret; i++) {
 		const char *l = r.v[i];
@@ -427,15 +435,10 @@ int netns_lo_up(void)
 int netns_check(const NsEntry *e, pid_t pid)
 {
 	struct addrs_read r = { .err = 0 };
-	int ret = proc_run_in_ns(pid, "net", addrs_thread, &r);
+	int ret = addrs_of(pid, &r);
 
-	if (!ret)
-		ret = r.err;
-	if (ret) {
-		pr_err("pid %d: cannot read the interfaces of its network namespace: %s", pid,
-		       strerror(-ret));
+	if (ret)
 		goto out;
-	}
 	for (size_t i = 0; i < e->n_net_addrs && !ret; i++)
 		if (!bsearch(&e->net_addrs[i], r.v, r.n, sizeof(char *), cmp_str)) {
 			pr_err("the network namespace of pid %d lacks the tree's '%s' (interface "
