@@ -167,6 +167,7 @@ static int write_inventory(struct cr_dump_ctx *ctx)
 static void sockets_resume(struct cr_dump_ctx *ctx)
 {
 	netlock_del(ctx->locked, ctx->nr_locked);
+	dump_unlock_made(ctx);
 	tcp_dump_resume(ctx);
 	udp_dump_resume(ctx);
 }
@@ -295,6 +296,7 @@ static void free_proc(struct cr_proc *p)
 	free(p->made_hostname);
 	free(p->made_domainname);
 	mntns_free_dump(p);
+	netlinks_free(p);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);
 		free(p->vmas[i].name);
@@ -386,6 +388,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	free(ctx->procs);
 	free_files(ctx);
 	free(ctx->locked);
+	free(ctx->locked_made);
 	netlock_close(ctx->netlock);
 	tcp_dump_close(ctx);
 	free(ctx->tcp_sks);

@@ -223,6 +223,8 @@ struct cr_proc {
 	char *made_hostname, *made_domainname;
 	struct MadeMount **made_mounts; /* CLONE_NEWNS: mntns.c */
 	bool made_lo_up;		/* CLONE_NEWNET: its loopback was up (netns.c) */
+	struct NetLink **made_links;	/* CLONE_NEWNET: its veth pairs (netlinks.c) */
+	size_t nr_made_links;
 	size_t nr_made_mounts;
 
 	struct cr_vma *vmas;
@@ -362,6 +364,11 @@ struct cr_dump_ctx {
 	pid_t merge_checked; /* the last process whose namespace was checked */
 	struct cr_conn *locked;
 	int nr_locked;
+	struct made_lock {
+		struct cr_conn c;
+		pid_t pid; /* a process in the namespace a process of the tree made */
+	} * locked_made;
+	size_t nr_locked_made;
 	struct netlock *netlock; /* the nftables context of the locking */
 	struct dump_tcp_sk *tcp_sks;
 	int nr_tcp_sks;

@@ -539,7 +539,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	self_depth = pidns_depth(rp);
 	tool_fd = c->tool_pidfd;
 	/* a container's init makes its namespaces again, for its descendants */
-	if (ns_restore_made(rp) || mntns_restore(c, rp))
+	if (ns_restore_made(c, rp) || mntns_restore(c, rp))
 		task_fail(sh);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */

@@ -27,7 +27,10 @@
  *            the tree is created), unlock (the network unlock after a
  *            unit's restore), ids-late (engine: the check that the saved
  *            ids are free is skipped, as if a task took one after it; host
- *            test refuse-pid-taken-late)
+ *            test refuse-pid-taken-late), slow-made-net (engine: 1.5 s
+ *            once a container's veth pairs are made again, before its
+ *            connections are: the peers' segments meet the lock; host
+ *            test tcpstream-ctr-slow)
  *
  * The orchestrator puts the position of the unit it works on in
  * KUPDATE_FAULT_UNIT (and its name in KUPDATE_FAULT_UNIT_NAME) for the

@@ -42,6 +42,10 @@ void netlock_close(struct netlock *l);
  * is read just before its own element goes in */
 struct cr_dump_ctx;
 int dump_lock_prepare(struct cr_dump_ctx *ctx);
-int dump_lock(struct cr_dump_ctx *ctx, const struct cr_conn *c);
+struct cr_proc;
+/* p's connection c: in the namespace p's container made, if so */
+int dump_lock(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct cr_conn *c);
+/* the locks of the containers' namespaces lifted (the tree goes on) */
+void dump_unlock_made(struct cr_dump_ctx *ctx);
 
 #endif

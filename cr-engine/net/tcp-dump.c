@@ -107,7 +107,7 @@ int tcp_dump_conn(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, int *sk, I
 		return ret; /* checkpointable; nothing to lock or read */
 	/* The lock's table is set up first: between the read of the last
 	 * acknowledgement and the lock, only the element's transaction. */
-	ret = dump_lock_prepare(ctx);
+	ret = netns_maker(p) ? 0 : dump_lock_prepare(ctx); /* (a container's: dump_lock) */
 	if (ret)
 		return ret;
 	t_read = now_ns(CLOCK_MONOTONIC);
@@ -115,7 +115,7 @@ int tcp_dump_conn(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, int *sk, I
 	if (ret)
 		return ret;
 	/* lock first, so that nothing moves while it is read */
-	ret = dump_lock(ctx, &c);
+	ret = dump_lock(ctx, p, &c);
 	if (ret)
 		return ret;
 	pr_debug("%s: locked %.2f ms after its last acknowledgement was read", what,

@@ -13,11 +13,15 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/sockios.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "files.h"
 #include "log.h"
 #include "netlock.h"
+#include "proc.h"
 #include "restore.h"
 #include "tcp-int.h"
 #include "tcp-rto.h"
@@ -238,12 +242,23 @@ int inet_release(int sk, const InetSk *s, bool locked, const char *what)
 	return ret;
 }
 
+/* file f is held by a process of namespace here, the first that holds it */
+static bool held_in(const struct rfiles *files, size_t f, const struct rproc *procs, size_t nr,
+		    const uint64_t *ns, uint64_t here)
+{
+	for (size_t i = 0; i < nr; i++)
+		for (size_t k = 0; k < procs[i].nr_fds; k++)
+			if (procs[i].fds[k]->file_id == files->files[f]->id)
+				return ns[i] == here;
+	return false;
+}
+
 /* TCP connections: lift the lock, then leave repair mode (which sends a
  * window probe, so the peer learns at once that its segments get through
  * again), send what had never been sent, and cut the peer's retransmission
  * timeout short (above).  The tree is still stopped. */
-int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
-		       bool rto_revert)
+static int finish_in(struct rfiles *files, struct rproc *procs, size_t nr, const uint64_t *ns,
+		     uint64_t here, bool unlock, bool rto_revert)
 {
 	struct rto_revert rr = RTO_REVERT_INIT;
 	struct cr_conn *conns = NULL;
@@ -256,7 +271,7 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	for (size_t f = 0; f < files->nr_files; f++) {
 		struct cr_conn *nc;
 
-		if (!inet_is_repaired(files->files[f]))
+		if (!inet_is_repaired(files->files[f]) || !held_in(files, f, procs, nr, ns, here))
 			continue;
 		nc = xrealloc_array(conns, n + 1, sizeof(*nc));
 		if (!nc) {
@@ -273,6 +288,8 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 		struct rproc *rp = &procs[i];
 		int pidfd = -1;
 
+		if (ns[i] != here)
+			continue;
 		for (size_t k = 0; k < rp->nr_fds && !ret; k++) {
 			const FileEntry *fe = NULL;
 			size_t fi;
@@ -284,7 +301,8 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 					fe = files->files[fi];
 					break;
 				}
-			if (!fe || !inet_is_repaired(fe) || done[fi])
+			if (!fe || !inet_is_repaired(fe) || done[fi] ||
+			    !held_in(files, fi, procs, nr, ns, here))
 				continue;
 			done[fi] = true;
 			if (pidfd < 0)
@@ -315,5 +333,77 @@ int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, boo
 	rto_revert_report(&rr);
 	free(conns);
 	free(done);
+	return ret;
+}
+
+struct finish_arg {
+	int fd;
+	struct rfiles *files;
+	struct rproc *procs;
+	size_t nr;
+	const uint64_t *ns;
+	uint64_t here;
+	bool unlock, rto_revert;
+	int ret;
+};
+
+static void *finish_thread(void *arg)
+{
+	struct finish_arg *a = arg;
+
+	if (setns(a->fd, CLONE_NEWNET)) {
+		a->ret = -errno;
+		return NULL;
+	}
+	/* the lock of that namespace: its table goes once empty */
+	netlock_in_tree_netns(true);
+	a->ret = finish_in(a->files, a->procs, a->nr, a->ns, a->here, a->unlock, a->rto_revert);
+	return NULL;
+}
+
+/* TCP connections, in each network namespace the tree's processes live
+ * in: the tree's (the calling thread's), and those its containers made
+ * (nsmade.c), where they are locked, released and their peers' timers
+ * cut short by a thread that joined the namespace */
+int tcp_finish_restore(struct rfiles *files, struct rproc *procs, size_t nr, bool unlock,
+		       bool rto_revert)
+{
+	uint64_t *ns = calloc(nr + 1, sizeof(*ns)), self;
+	struct stat st;
+	int ret;
+
+	if (!ns)
+		return -ENOMEM;
+	if (stat("/proc/thread-self/ns/net", &st)) {
+		free(ns);
+		return pr_errno("cannot look at kupdate's network namespace");
+	}
+	self = st.st_ino;
+	for (size_t i = 0; i < nr; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", procs[i].pid);
+		ns[i] = procs[i].zombie || stat(path, &st) ? self : st.st_ino;
+	}
+	ret = finish_in(files, procs, nr, ns, self, unlock, rto_revert);
+	for (size_t i = 0; i < nr && !ret; i++) {
+		struct finish_arg a = { .files = files,
+					.procs = procs,
+					.nr = nr,
+					.ns = ns,
+					.here = ns[i],
+					.unlock = unlock,
+					.rto_revert = rto_revert };
+		bool seen = ns[i] == self;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = ns[k] == ns[i];
+		if (seen)
+			continue;
+		ret = proc_run_in_ns(procs[i].pid, "net", finish_thread, &a);
+		if (!ret)
+			ret = a.ret;
+	}
+	free(ns);
 	return ret;
 }

@@ -94,7 +94,7 @@ int ns_restore_enter(struct rctx *c);
 void ns_restore_leave(struct rctx *c);
 /* restore: in the process rp, right after its birth, the namespaces it
  * had made for itself and its descendants (task_core.made_ns) */
-int ns_restore_made(const struct rproc *rp);
+int ns_restore_made(const struct rctx *c, const struct rproc *rp);
 /* restore: id (uid, or gid) of the initial user namespace as the tree's
  * own user namespace names it (the same without one) */
 uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
@@ -123,7 +123,27 @@ int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
 /* dump: the sockets of p's network namespace, one made inside the tree,
  * added to ctx->sk once (sock_diag answers for the caller's namespace) */
 int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* dump: the process of the tree that made p's network namespace (p or an
+ * ancestor), or NULL: p lives in the tree's */
+struct cr_proc *netns_maker(struct cr_proc *p);
 /* restore: the calling thread's namespace's loopback up; -1 and errno */
 int netns_lo_up(void);
+
+/* netlinks.c: dump: the interfaces of the network namespace p made, its
+ * loopback and veth pairs to parent's namespace, read into p->made_links
+ * (and p->made_lo_up); refused with a message otherwise */
+int netlinks_dump(struct cr_proc *p, pid_t parent);
+void netlinks_free(struct cr_proc *p);
+/* restore, in the maker: prepare() before it unshares its network
+ * namespace (a socket in its parent's), restore() after (the veth pairs,
+ * their addresses and routes), done() at last */
+struct nl_sock;
+struct netlinks_rst {
+	int parent_fd;
+	struct nl_sock *parent;
+};
+int netlinks_restore_prepare(const NsMade *m, struct netlinks_rst *r);
+int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid);
+void netlinks_restore_done(struct netlinks_rst *r);
 
 #endif

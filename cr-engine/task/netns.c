@@ -258,6 +258,14 @@ static int addrs_of(pid_t pid, struct addrs_read *r)
 
 /* ------------------------------------------- a namespace made inside */
 
+struct cr_proc *netns_maker(struct cr_proc *p)
+{
+	for (; p; p = p->parent)
+		if (p->made_ns & CLONE_NEWNET)
+			return p;
+	return NULL;
+}
+
 /* the mount that pins network namespace ino (ip netns add, podman's
  * netavark: /run/netns/NAME), into buf; false: none in kupdate's */
 static bool pinned_at(uint64_t ino, char *buf, size_t len)
@@ -302,11 +310,9 @@ static pid_t outsider(struct cr_dump_ctx *ctx, const struct stat *ns)
 
 int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
-	struct addrs_read r = { .err = 0 };
 	char path[64], pin[PATH_MAX];
 	struct stat st;
 	pid_t out;
-	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", p->pid);
 	if (stat(path, &st))
@@ -325,27 +331,8 @@ int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->stat.comm, out);
 		return -EOPNOTSUPP;
 	}
-	ret = addrs_of(p->pid, &r);
-	if (ret)
-		return ret;
-	/* its loopback only, with the addresses it gets when up */
-	for (size_t i = 0; i < r.n && !ret; i++) {
-		const char *l = r.v[i];
-
-		if (!strcmp(l, "lo up"))
-			p->made_lo_up = true;
-		else if (strcmp(l, "lo down") && strcmp(l, "lo 127.0.0.1/8") &&
-			 strcmp(l, "lo ::1/128")) {
-			pr_err("pid %d (%s) made a network namespace of its own with '%s' "
-			       "(interface and state, or address): kupdate makes again only one "
-			       "with its loopback, as it is when up (a veth to its parent: not "
-			       "yet)",
-			       p->pid, p->stat.comm, l);
-			ret = -EOPNOTSUPP;
-		}
-	}
-	strv_free(r.v, r.n);
-	return ret;
+	/* its parent's: where its veth pairs lead */
+	return netlinks_dump(p, p->parent ? p->parent->pid : ctx->procs[0]->pid);
 }
 
 struct merge_arg {
@@ -367,7 +354,6 @@ int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	char path[64];
 	struct stat st, self;
 	struct merge_arg m = { .t = &ctx->sk };
-	bool made = false;
 	int ret;
 
 	/* once a process: every socket of it comes here */
@@ -386,9 +372,7 @@ int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return 0;
 		}
 	/* one a process of the tree made (netns_made) */
-	for (struct cr_proc *a = p; a && !made; a = a->parent)
-		made = a->made_ns & CLONE_NEWNET;
-	if (!made) {
+	if (!netns_maker(p)) {
 		pr_err("pid %d lives in another network namespace; run kupdate inside it (for "
 		       "example with ip netns exec, or nsenter --net)",
 		       p->pid);

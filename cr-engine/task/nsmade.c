@@ -23,10 +23,13 @@
 #include "cr-util.h"
 #include "dump.h"
 #include "images/core.pb-c.h"
+#include "fault.h"
 #include "log.h"
+#include "netlock.h"
 #include "namespaces.h"
 #include "proc.h"
 #include "restore-ctx.h"
+#include "tcp.h"
 #include "util.h"
 
 /* the tree's host and domain names, read in a thread that joined its UTS
@@ -166,6 +169,8 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 	m->kinds = names;
 	m->hostname = p->made_hostname;
 	m->domainname = p->made_domainname;
+	m->n_links = p->nr_made_links;
+	m->links = p->made_links;
 	m->n_mounts = p->nr_made_mounts;
 	m->mounts = p->made_mounts;
 	return true;
@@ -173,10 +178,33 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 
 /* ---------------------------------------------------------- restore */
 
-int ns_restore_made(const struct rproc *rp)
+/* the tree's connections held in repair mode, locked in the namespace
+ * the maker just made before its veth pairs bring the peers' packets in
+ * (lifted by tcp_finish_restore in each namespace) */
+static int lock_made(const struct rctx *c, pid_t pid)
+{
+	struct cr_conn *v = calloc(c->files.nr_files + 1, sizeof(*v));
+	size_t n = 0;
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t f = 0; f < c->files.nr_files; f++)
+		if (inet_is_repaired(c->files.files[f]))
+			inet_conn(c->files.files[f]->isk, &v[n++]);
+	ret = n ? netlock_add(v, n) : 0;
+	free(v);
+	if (ret)
+		pr_err("pid %d: cannot lock the tree's %zu connections in its network namespace",
+		       pid, n);
+	return ret;
+}
+
+int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 {
 	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
-	int flags = 0;
+	struct netlinks_rst nl;
+	int flags = 0, ret = 0;
 
 	if (!m)
 		return 0;
@@ -194,13 +222,31 @@ int ns_restore_made(const struct rproc *rp)
 		}
 		flags |= !strcmp(m->kinds[i], "uts") ? CLONE_NEWUTS : CLONE_NEWIPC;
 	}
-	if (flags && unshare(flags))
-		return pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
-				m->kinds[0], m->n_kinds > 1 ? ", ..." : "");
-	if ((flags & CLONE_NEWNET) && m->lo_up && netns_lo_up())
-		return pr_errno("pid %d: cannot bring the loopback of its network namespace up",
+	if ((flags & CLONE_NEWNET) && netlinks_restore_prepare(m, &nl))
+		return -EIO;
+	if (flags && unshare(flags)) {
+		ret = pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
+			       m->kinds[0], m->n_kinds > 1 ? ", ..." : "");
+	} else if (flags & CLONE_NEWNET) {
+		if (m->lo_up && netns_lo_up())
+			ret = pr_errno("pid %d: cannot bring the loopback of its network "
+				       "namespace up",
+				       rp->pid);
+		if (!ret && m->n_links)
+			ret = lock_made(c, rp->pid);
+		if (!ret)
+			ret = netlinks_restore(m, &nl, rp->pid);
+		if (!ret && m->n_links && cr_fault("slow-made-net")) {
+			fprintf(stderr,
+				"kupdate: slow-made-net fault (KUPDATE_FAULT): 1.5 s with "
+				"pid %d's veth pairs up, its connections not made yet\n",
 				rp->pid);
-	if (flags & CLONE_NEWUTS)
-		return ns_set_names(m->hostname, m->domainname);
-	return 0;
+			usleep(1500000);
+		}
+	}
+	if (flags & CLONE_NEWNET)
+		netlinks_restore_done(&nl);
+	if (!ret && (flags & CLONE_NEWUTS))
+		ret = ns_set_names(m->hostname, m->domainname);
+	return ret;
 }

@@ -7,8 +7,10 @@
  * again, not the root's, its loopback up; the bytes and the datagram come
  * in order; the listener accepts a new connection.
  *
- * "netmade veth": M adds a veth pair to its namespace: refused (a veth
- * to its parent is not made again yet). */
+ * Refused (argv[1]): "veth", M adds a veth pair with both ends in its
+ * namespace (only one to its parent's is made again, tcpserver.c's "ctr");
+ * "nft", an nftables table of its own (a firewall); "rule", a policy
+ * routing rule. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
@@ -31,7 +33,7 @@
 
 static struct shared {
 	volatile int ready, go, done, ok;
-	int veth;
+	char extra[160]; /* a command M runs in its namespace */
 	char msg[200];
 	unsigned long ino;
 } * sh;
@@ -79,7 +81,7 @@ static void __attribute__((noreturn)) m_main(void)
 	char *m = sh->msg;
 
 	if (unshare(CLONE_NEWNET) || system("ip link set lo up") ||
-	    (sh->veth && system("ip link add kupd0 type veth peer name kupd1")))
+	    (sh->extra[0] && system(sh->extra)))
 		_exit(2);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	l = socket(AF_INET, SOCK_STREAM, 0);
@@ -153,7 +155,13 @@ int main(int argc, char **argv)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		crt_fail("mmap: %s", strerror(errno));
-	sh->veth = argc > 1 && !strcmp(argv[1], "veth");
+	if (argc > 1 && !strcmp(argv[1], "veth"))
+		snprintf(sh->extra, sizeof(sh->extra),
+			 "ip link add kupd0 type veth peer name kupd1");
+	else if (argc > 1 && !strcmp(argv[1], "nft"))
+		snprintf(sh->extra, sizeof(sh->extra), "nft add table inet ctrfw");
+	else if (argc > 1 && !strcmp(argv[1], "rule"))
+		snprintf(sh->extra, sizeof(sh->extra), "ip rule add from 10.9.0.0/24 table 7");
 	m = fork();
 	if (m == 0)
 		m_main();
