@@ -173,8 +173,9 @@ static void sockets_resume(struct cr_dump_ctx *ctx)
 }
 
 /* test only (KUPDATE_FAULT=kill-dump, interrupt-dump: fault.h): kupdate
- * dies, or gets SIGINT, in the middle of a dump, the first process dumped
- * (its connections read), nothing written yet */
+ * dies, or gets SIGINT, in the middle of a dump, once the first process
+ * that holds a connection is dumped (its connections read and locked; the
+ * last process if none does), nothing written yet */
 static void fault_kill_dump(void)
 {
 	/* a long dump: the tree's peers back their timers off meanwhile */
@@ -600,12 +601,16 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		free(s);
 		return ret;
 	}
-	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
+	for (int i = 0, killed_at = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = check_stop();
 		if (!ret)
 			ret = dump_process(ctx, ctx->procs[i]);
-		if (!ret && !i && !o->check_only)
+		/* (at the first process that locked a connection, or the last) */
+		if (!ret && !o->check_only && !killed_at &&
+		    (ctx->nr_locked || ctx->nr_locked_made || i == ctx->nr_procs - 1)) {
+			killed_at = i + 1;
 			fault_kill_dump();
+		}
 		if (!ret && o->progress && !o->check_only) {
 			struct cr_dump_progress pg = { i + 1, ctx->nr_procs,
 						       ctx->total_pages * PAGE_SIZE };

@@ -15,7 +15,8 @@
  *            (engine: every image file of the unit), manifest (the commit
  *            of the cycle), kexec-load (the final load), kexec-exec,
  *            kill-dump (engine: kupdate SIGKILLs itself once the first
- *            process of the unit is dumped, its connections read, before
+ *            process of the unit that holds a connection is dumped (or its
+ *            last process), its connections read and locked, before
  *            any image is written; `kupdate dump` too, with no N, as in the
  *            host test fault-kill-dump-tcp), interrupt-dump (the same,
  *            with SIGINT: the dump stops as after Ctrl-C; host test

@@ -162,8 +162,8 @@ static int link_cb(struct nl_msg *msg, void *arg)
 		l->mac_len = nla_len(tb[IFLA_ADDRESS]);
 		memcpy(l->mac, nla_data(tb[IFLA_ADDRESS]), l->mac_len);
 	}
-	if (tb[IFLA_LINKINFO] &&
-	    !nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) && info[IFLA_INFO_KIND])
+	if (tb[IFLA_LINKINFO] && !nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) &&
+	    info[IFLA_INFO_KIND])
 		snprintf(l->kind, sizeof(l->kind), "%s", nla_get_string(info[IFLA_INFO_KIND]));
 	return NL_OK;
 }
@@ -267,15 +267,17 @@ static int route_cb(struct nl_msg *msg, void *arg)
 	if (rt->rtm_family != AF_INET && rt->rtm_family != AF_INET6)
 		return NL_OK;
 	if (table != RT_TABLE_MAIN) {
-		refuse(r, "a route to %s/%d in routing table %u (kupdate makes again only the "
-			  "main table)",
+		refuse(r,
+		       "a route to %s/%d in routing table %u (kupdate makes again only the "
+		       "main table)",
 		       dst, rt->rtm_dst_len, table);
 		return NL_OK;
 	}
 	if (tb[RTA_MULTIPATH] || tb[RTA_ENCAP] || tb[RTA_VIA] || tb[RTA_NH_ID] || tb[RTA_SRC] ||
 	    tb[RTA_IIF] || rt->rtm_src_len || rt->rtm_protocol == RTPROT_RA) {
-		refuse(r, "a route to %s/%d with several next hops, an encapsulation, a source "
-			  "or from a router advertisement (kupdate makes again only a plain one)",
+		refuse(r,
+		       "a route to %s/%d with several next hops, an encapsulation, a source "
+		       "or from a router advertisement (kupdate makes again only a plain one)",
 		       dst, rt->rtm_dst_len);
 		return NL_OK;
 	}
@@ -363,8 +365,9 @@ static int table_cb(struct nl_msg *msg, void *arg)
 	/* the network lock's own (netlock.c) */
 	if (g->nfgen_family == NFPROTO_INET && !strcmp(name, "kupdate"))
 		return NL_OK;
-	refuse(r, "the nftables table %s (a firewall of its own: kupdate does not make its "
-		  "rules again yet)",
+	refuse(r,
+	       "the nftables table %s (a firewall of its own: kupdate does not make its "
+	       "rules again yet)",
 	       name);
 	return NL_OK;
 }
@@ -405,8 +408,9 @@ static void xtables(struct ns_read *r)
 
 			if (nl)
 				*nl = 0;
-			refuse(r, "the %s table '%s' (a firewall of its own: kupdate does not "
-				  "make its rules again yet)",
+			refuse(r,
+			       "the %s table '%s' (a firewall of its own: kupdate does not "
+			       "make its rules again yet)",
 			       i ? "ip6tables" : "iptables", buf);
 		}
 		free(buf);
@@ -435,10 +439,8 @@ static void *read_thread(void *arg)
 	if (ask(sk, RTM_GETLINK, NLM_F_DUMP, &ifi, sizeof(ifi), -1, link_cb, r) ||
 	    ask(sk, RTM_GETADDR, NLM_F_DUMP, &ifa, sizeof(ifa), -1, addr_cb, r) ||
 	    ask(sk, RTM_GETROUTE, NLM_F_DUMP, &rt, sizeof(rt), -1, route_cb, r) ||
-	    (!r->want_index &&
-	     ask(sk, RTM_GETRULE, NLM_F_DUMP, &rt, sizeof(rt), -1, rule_cb, r)) ||
-	    (r->other_fd >= 0 &&
-	     ask(sk, RTM_GETNSID, 0, &g, sizeof(g), r->other_fd, nsid_cb, r)))
+	    (!r->want_index && ask(sk, RTM_GETRULE, NLM_F_DUMP, &rt, sizeof(rt), -1, rule_cb, r)) ||
+	    (r->other_fd >= 0 && ask(sk, RTM_GETNSID, 0, &g, sizeof(g), r->other_fd, nsid_cb, r)))
 		r->err = r->err ? r->err : -EIO;
 	nl_socket_free(sk);
 	if (r->err || r->want_index)
@@ -571,8 +573,9 @@ static int inner_links(struct cr_proc *p, struct ns_read *in, struct made_links 
 			continue;
 		}
 		if (strcmp(l->kind, "veth") || l->peer_nsid < 0 || l->peer_nsid != in->other_nsid)
-			refuse(in, "the interface %s (%s%s): kupdate makes again only its "
-				   "loopback and veth pairs to its parent's network namespace",
+			refuse(in,
+			       "the interface %s (%s%s): kupdate makes again only its "
+			       "loopback and veth pairs to its parent's network namespace",
 			       l->name, l->kind[0] ? l->kind : "no kind",
 			       !strcmp(l->kind, "veth") ? ", whose other end is elsewhere" : "");
 		else if (l->master)
@@ -630,12 +633,14 @@ int netlinks_dump(struct cr_proc *p, pid_t parent)
 			const struct link *o = link_at(&out, l->peer_index);
 
 			if (!o || strcmp(o->kind, "veth") || o->peer_index != l->index)
-				refuse(&in, "the veth %s, whose other end pid %d's namespace does "
-					    "not show",
+				refuse(&in,
+				       "the veth %s, whose other end pid %d's namespace does "
+				       "not show",
 				       l->name, parent);
 			else if (o->master)
-				refuse(&in, "the veth %s, whose other end %s is on a bridge "
-					    "(not made again yet)",
+				refuse(&in,
+				       "the veth %s, whose other end %s is on a bridge "
+				       "(not made again yet)",
 				       l->name, o->name);
 			else if (out.why[0])
 				refuse(&in, "the other end %s of its veth %s: %s", o->name, l->name,
@@ -724,8 +729,10 @@ static int make_veth(struct nl_sock *sk, const NetLink *l, int parent_fd)
 	    nla_put_string(m, IFLA_IFNAME, l->name) ||
 	    (l->has_mac && l->mac.len && nla_put(m, IFLA_ADDRESS, l->mac.len, l->mac.data)) ||
 	    (l->has_mtu && nla_put_u32(m, IFLA_MTU, l->mtu)) ||
-	    !(info = nla_nest_start(m, IFLA_LINKINFO)) || nla_put_string(m, IFLA_INFO_KIND, "veth") ||
-	    !(data = nla_nest_start(m, IFLA_INFO_DATA)) || !(peer = nla_nest_start(m, VETH_INFO_PEER)) ||
+	    !(info = nla_nest_start(m, IFLA_LINKINFO)) ||
+	    nla_put_string(m, IFLA_INFO_KIND, "veth") ||
+	    !(data = nla_nest_start(m, IFLA_INFO_DATA)) ||
+	    !(peer = nla_nest_start(m, VETH_INFO_PEER)) ||
 	    nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) ||
 	    nla_put_string(m, IFLA_IFNAME, p->name) ||
 	    (p->has_mac && p->mac.len && nla_put(m, IFLA_ADDRESS, p->mac.len, p->mac.data)) ||
@@ -888,8 +895,7 @@ int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid)
 		return 0;
 	in = rt_open(NETLINK_ROUTE);
 	if (!in)
-		return pr_err("pid %d: cannot open a netlink socket in its network namespace",
-			      pid),
+		return pr_err("pid %d: cannot open a netlink socket in its network namespace", pid),
 		       -EIO;
 	for (size_t i = 0; i < m->n_links && !ret; i++) {
 		const NetLink *l = m->links[i];

@@ -467,7 +467,22 @@ static int runs_free(pid_t pid, char *why, size_t wl)
 /* After the killed dump: its record is there, and `kupdate recover` finds
  * it, walks the whole tree (nprocs processes), releases what the dump held
  * (no element left in the network lock) and removes it. */
-static int recover_killed_dump(int nprocs)
+/* a connection held by the network lock in kupdate's network namespace, or
+ * in one of the tree's processes' (a container's own) */
+static bool lock_holds(const struct proc_info *procs, int n)
+{
+	if (!run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'"))
+		return true;
+	for (int i = 0; i < n; i++)
+		if (!run_ip("nsenter --net=/proc/%d/ns/net nft list table inet kupdate 2>/dev/null "
+			    "| "
+			    "grep -q 'elements = {'",
+			    procs[i].pid))
+			return true;
+	return false;
+}
+
+static int recover_killed_dump(const struct proc_info *procs, int nprocs)
 {
 	char rec[512], out[512], want[64];
 	char *argv[] = { (char *)o.kupdate, "recover", NULL };
@@ -499,8 +514,7 @@ static int recover_killed_dump(int nprocs)
 	free(text);
 	if (!ok)
 		return -1;
-	if (o.netns &&
-	    !run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
+	if (o.netns && lock_holds(procs, nprocs)) {
 		diag("the network lock still holds connections after kupdate recover");
 		return -1;
 	}
@@ -538,12 +552,12 @@ static int check_dump_killed(const struct proc_info *procs, int n, int rc, const
 			}
 			usleep(2000);
 		}
-	if (o.netns && run_ip("nft list table inet kupdate 2>/dev/null | grep -q 'elements = {'")) {
+	if (o.netns && !lock_holds(procs, n)) {
 		diag("the killed dump left no network lock: it died before it locked a "
 		     "connection");
 		return -1;
 	}
-	return recover_killed_dump(n);
+	return recover_killed_dump(procs, n);
 }
 
 static const char *dump_prev; /* --prev for the next dump */
