@@ -6,6 +6,7 @@
 #include "crc32c.h"
 #include "fault.h"
 #include "image.h"
+#include "images/cgroup.pb-c.h"
 #include "images/core.pb-c.h"
 #include "images/files.pb-c.h"
 #include "images/ghost.pb-c.h"
@@ -47,6 +48,7 @@ static const struct img_kind_info {
 	[IMG_GHOST] = { "ghost file", &ghost_entry__descriptor, &ghost_chunk__descriptor },
 	[IMG_NS] = { "namespaces", &ns_entry__descriptor, &ns_entry__descriptor },
 	[IMG_TMPDIR] = { "saved directory", &tmpdir_entry__descriptor, &tmpdir_node__descriptor },
+	[IMG_CGROUP] = { "control groups", &cgroup_entry__descriptor, &cgroup_entry__descriptor },
 };
 
 const char *img_kind_name(uint32_t kind)

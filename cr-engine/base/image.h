@@ -41,6 +41,7 @@ enum img_kind {
 	IMG_GHOST,  /* an unlinked open file with its data */
 	IMG_NS,	    /* the tree's own namespaces */
 	IMG_TMPDIR, /* a directory of its mount namespace, saved whole */
+	IMG_CGROUP, /* the control groups below the root's */
 	IMG_KIND_MAX,
 	/* kinds from CR_MSGFILE_KIND_MIN (100) up are a caller's own files in
 	 * the same container (cr-msgfile.h): the orchestrator's cycle

@@ -298,6 +298,8 @@ static void free_proc(struct cr_proc *p)
 	free(p->made_domainname);
 	mntns_free_dump(p);
 	netlinks_free(p);
+	free(p->cgroup);
+	free(p->cgroup_ns_root);
 	for (int i = 0; i < p->nr_vmas; i++) {
 		free(p->vmas[i].s.path);
 		free(p->vmas[i].name);
@@ -390,6 +392,7 @@ static void free_ctx(struct cr_dump_ctx *ctx)
 	free_files(ctx);
 	free(ctx->locked);
 	free(ctx->locked_made);
+	cgroups_free_dump(ctx);
 	netlock_close(ctx->netlock);
 	tcp_dump_close(ctx);
 	free(ctx->tcp_sks);
@@ -461,6 +464,8 @@ static int write_images(struct cr_dump_ctx *ctx)
 		ret = pipes_write(ctx);
 	if (!ret)
 		ret = ns_write(ctx);
+	if (!ret)
+		ret = cgroups_write(ctx);
 	/* the inventory last: a directory without one is not a dump */
 	if (!ret)
 		ret = write_inventory(ctx);
@@ -594,6 +599,8 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = ns_dump(ctx);
 	if (!ret)
 		ret = pidns_dump(ctx);
+	if (!ret)
+		ret = cgroups_dump(ctx);
 	if (!ret && o->pre_dump) {
 		ret = pre_dump(ctx, o, created);
 		fill_stats(ctx, st);

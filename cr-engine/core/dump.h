@@ -224,6 +224,8 @@ struct cr_proc {
 	struct MadeMount **made_mounts; /* CLONE_NEWNS: mntns.c */
 	bool made_lo_up;		/* CLONE_NEWNET: its loopback was up (netns.c) */
 	struct NetLink **made_links;	/* CLONE_NEWNET: its veth pairs (netlinks.c) */
+	char *cgroup;			/* its control group below the root's (cgroups.c) */
+	char *cgroup_ns_root;		/* CLONE_NEWCGROUP: its namespace's root, the same */
 	size_t nr_made_links;
 	size_t nr_made_mounts;
 
@@ -318,6 +320,15 @@ struct dump_udp_sk {
 	struct InetSk *s; /* as dumped */
 };
 
+/* the control groups below the root's (task/cgroups.c) */
+struct cr_cgroups {
+	char *base, *base_fs; /* the root's: in the hierarchy, and its directory */
+	char *root_ctl;	      /* its subtree_control */
+	struct CgroupDir **dirs;
+	size_t nr_dirs;
+	bool recorded; /* a process lives below the root's */
+};
+
 struct cr_dump_ctx {
 	const struct cr_dump_opts *opts;
 	int dirfd;
@@ -388,6 +399,7 @@ struct cr_dump_ctx {
 	/* the maker of the mount namespace of the process being dumped, when
 	 * it is not the tree's (mntns.c): root_prefix is its /proc/PID/root */
 	pid_t mnt_owner;
+	struct cr_cgroups cg;
 };
 
 /* path, as the tree sees it, for kupdate to look at (in buf if it has to

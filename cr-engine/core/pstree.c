@@ -140,6 +140,7 @@ int write_pstree(struct cr_dump_ctx *ctx)
 			e.n_ns_tids = (size_t)p->pid_depth * p->nr_threads;
 			e.ns_tids = p->ns_ids;
 		}
+		e.cgroup = p->cgroup;
 		e.pid = p->pid;
 		e.ppid = p->parent ? p->parent->pid : 0;
 		e.pgid = p->pgid;

@@ -46,6 +46,15 @@ struct session_helper {
 	pid_t sid;
 };
 
+/* the control groups below the root's (task/cgroups.c) */
+struct rcgroups {
+	struct CgroupEntry *img;
+	char *base_fs; /* the directory the root is born in */
+	int base_fd;
+	int *fds;   /* per img->dirs */
+	bool *made; /* made by this restore */
+};
+
 struct rctx {
 	const struct cr_restore_opts *opts;
 	/* kupdate's own pidfd, for the tree's processes: below every fd they
@@ -78,6 +87,7 @@ struct rctx {
 	struct sk_listeners listeners; /* cr_restore_opts.listen_fds */
 	struct cr_unix_link *links;    /* cr_restore_opts.links, their fds copied */
 	size_t nr_links;
+	struct rcgroups cg;
 };
 
 /* lastpid.c: ns_last_pid set below tid for a clone without set_tid, under

@@ -372,12 +372,12 @@ static pid_t spawn_ns_last_pid(pid_t pid, unsigned long flags)
 
 /* The control group pid is to be born into (cr_restore_opts.cgroups), as
  * an open directory; -1: its parent's */
-static int cgroup_of(const struct rctx *c, pid_t pid)
+static int cgroup_of(const struct rctx *c, const struct rproc *rp)
 {
 	for (size_t i = 0; i < c->opts->nr_cgroups; i++)
-		if (c->opts->cgroups[i].pid == pid)
+		if (c->opts->cgroups[i].pid == rp->pid)
 			return c->opts->cgroups[i].fd;
-	return -1;
+	return rp->cg_fd; /* below the root's, recorded (cgroups.c) */
 }
 
 /* Create rp with its saved pid (in every pid namespace of its line); the
@@ -407,7 +407,7 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		ca.flags |= CLONE_NEWPID;
 	ca.set_tid = (uintptr_t)ids;
 	ca.set_tid_size = pidns_set_tid(rp, 0, ids);
-	cg = cgroup_of(c, rp->pid);
+	cg = cgroup_of(c, rp);
 	if (cg >= 0) {
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)cg;
@@ -1302,6 +1302,8 @@ static int prepare_tree(struct rctx *c)
 	/* before the files are planned: below every fd they place */
 	if (!ret)
 		c->tool_pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+	if (!ret)
+		ret = cgroups_restore_prepare(c);
 	/* from here kupdate works inside the tree's namespaces, if it had its
 	 * own (namespaces.c): what it makes, the tree it forks */
 	if (!ret)
@@ -1372,6 +1374,9 @@ static int run_tree(struct rctx *c)
 
 	open_stage(c, ST_PGID);
 	ret = wait_count(c, c->nr + c->nr_helpers, "joining process groups", true);
+	/* every process in its control group, a namespace's maker moved */
+	if (!ret)
+		ret = cgroups_restore_finish(c);
 	if (ret)
 		return ret;
 	open_stage(c, ST_PREPARE);
@@ -1433,6 +1438,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 
 	memset(&c, 0, sizeof(c));
 	c.tool_pidfd = -1;
+	c.cg.base_fd = -1;
 	ns_restore_init(&c);
 	c.opts = o;
 	c.t0 = now_ns(CLOCK_MONOTONIC);
@@ -1481,6 +1487,7 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 out:
 	ns_restore_leave(&c);
 	mntns_cleanup(&c);
+	cgroups_restore_done(&c, ret != 0);
 	if (c.tool_pidfd >= 0)
 		close(c.tool_pidfd);
 	timens_leave(timens_fd);

@@ -68,6 +68,7 @@ struct rproc {
 	struct rsignals sig;
 	struct rtimers timers;
 	int cwd_fd; /* its removed cwd, made again (restore-blob.c), or -1 */
+	int cg_fd;  /* the control group it is born in (cgroups.c), or -1 */
 	/* an fd table shared (CLONE_FILES): fdt is the process that restores
 	 * it, for the others; fdt_shared, for it.  Their rst_prepare()s run one
 	 * at a time, fdt's last: each waits for fdt_prev's */

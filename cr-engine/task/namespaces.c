@@ -159,7 +159,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			continue;
 		}
 		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC ||
-		     kinds[i].bit == CLONE_NEWNET) &&
+		     kinds[i].bit == CLONE_NEWNET || kinds[i].bit == CLONE_NEWCGROUP) &&
 		    p->parent && !same_ns(p->pid, root, kinds[i].name)) {
 			ret = nsmade_check(ctx, p, kinds[i].bit, kinds[i].what);
 			if (ret)

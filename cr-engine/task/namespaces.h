@@ -75,7 +75,7 @@ int ns_read_names(pid_t pid, char **host, char **domain);
 int ns_set_names(const char *host, const char *domain);
 /* the namespaces p made for itself and its descendants (ns_check_proc),
  * into m, its kinds' names in kinds; false: none */
-#define NS_MADE_KINDS 4
+#define NS_MADE_KINDS 5
 typedef struct NsMade NsMade;
 bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names);
 int ns_write(struct cr_dump_ctx *ctx);
@@ -128,6 +128,22 @@ int netns_merge_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
 struct cr_proc *netns_maker(struct cr_proc *p);
 /* restore: the calling thread's namespace's loopback up; -1 and errno */
 int netns_lo_up(void);
+
+/* cgroups.c: dump: the control groups below the root's and each
+ * process's (p->cgroup); written to cgroup.img */
+int cgroups_dump(struct cr_dump_ctx *ctx);
+int cgroups_write(struct cr_dump_ctx *ctx);
+void cgroups_free_dump(struct cr_dump_ctx *ctx);
+/* dump: p made a cgroup namespace: its root (p->cgroup_ns_root) */
+int cgroups_ns_root(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* restore: the groups made and opened, each process's (rproc.cg_fd),
+ * before the tree is forked; finish(): their controllers and limits once
+ * every process is in place; done(): closed, removed if failed */
+int cgroups_restore_prepare(struct rctx *c);
+int cgroups_restore_finish(struct rctx *c);
+void cgroups_restore_done(struct rctx *c, bool failed);
+/* restore, in rp: its cgroup namespace, rooted at root (cgroup.img's) */
+int cgroups_make_ns(const struct rctx *c, const struct rproc *rp, const char *root);
 
 /* netlinks.c: dump: the interfaces of the network namespace p made, its
  * loopback and veth pairs to parent's namespace, read into p->made_links

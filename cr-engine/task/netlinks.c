@@ -53,6 +53,8 @@
 #include "util.h"
 
 #define RT_TIMEOUT_S 5
+/* how long an interface of the names a veth needs may take to go */
+#define VETH_GONE_MS 2000
 
 /* a NETLINK_ROUTE socket of the calling thread's network namespace, whose
  * answers are waited for RT_TIMEOUT_S at most */
@@ -908,7 +910,13 @@ int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid)
 			ret = -EINVAL;
 			break;
 		}
+		/* a dying namespace of the tree's (its dump just killed it)
+		 * lets go of its veth within milliseconds, in a kernel worker */
 		e = make_veth(in, l, r->parent_fd);
+		for (int ms = 0; e == -NLE_EXIST && ms < VETH_GONE_MS; ms += 20) {
+			usleep(20000);
+			e = make_veth(in, l, r->parent_fd);
+		}
 		if (e < 0) {
 			pr_err("pid %d: cannot make its veth %s again, whose other end %s lies in "
 			       "its parent's network namespace: %s%s",

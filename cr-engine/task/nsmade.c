@@ -147,6 +147,12 @@ int nsmade_check(struct cr_dump_ctx *ctx, struct cr_proc *p, unsigned bit, const
 		if (ret)
 			return ret;
 	}
+	if (bit == CLONE_NEWCGROUP) {
+		int ret = cgroups_ns_root(ctx, p);
+
+		if (ret)
+			return ret;
+	}
 	p->made_ns |= bit;
 	return 0;
 }
@@ -165,6 +171,10 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 		names[m->n_kinds++] = "net";
 		m->has_lo_up = 1;
 		m->lo_up = p->made_lo_up;
+	}
+	if (p->made_ns & CLONE_NEWCGROUP) {
+		names[m->n_kinds++] = "cgroup";
+		m->cgroup_root = p->cgroup_ns_root;
 	}
 	m->kinds = names;
 	m->hostname = p->made_hostname;
@@ -211,6 +221,13 @@ int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 	for (size_t i = 0; i < m->n_kinds; i++) {
 		if (!strcmp(m->kinds[i], "mnt"))
 			continue; /* mntns.c */
+		/* first: the namespace's root is where it is made */
+		if (!strcmp(m->kinds[i], "cgroup")) {
+			ret = cgroups_make_ns(c, rp, m->cgroup_root);
+			if (ret)
+				return ret;
+			continue;
+		}
 		if (!strcmp(m->kinds[i], "net")) {
 			flags |= CLONE_NEWNET;
 			continue;

@@ -16,48 +16,6 @@
 
 #include "crt.h"
 
-/* the cgroup v2 line of /proc/PID/cgroup ("0::PATH"), static buffer */
-static const char *cgroup_of(pid_t pid)
-{
-	static char line[2][512];
-	static int next;
-	char *b = line[next++ % 2], path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
-	b[0] = 0;
-	f = fopen(path, "r");
-	while (f && fgets(b, 512, f))
-		if (!strncmp(b, "0::", 3)) {
-			b[strcspn(b, "\n")] = 0;
-			memmove(b, b + 3, strlen(b + 3) + 1);
-			break;
-		}
-	if (f)
-		fclose(f);
-	return b;
-}
-
-/* where cgroup2 is mounted (the first one of /proc/self/mountinfo) */
-static int cgroup2_mount(char *out, size_t len)
-{
-	char line[1024], mnt[512];
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	int found = 0;
-
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		const char *sep = strstr(line, " - cgroup2 ");
-
-		if (sep && sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1) {
-			snprintf(out, len, "%s", mnt);
-			found = 1;
-		}
-	}
-	if (f)
-		fclose(f);
-	return found ? 0 : -1;
-}
-
 static char dir[1100];
 static pid_t grandchild;
 
@@ -84,9 +42,9 @@ int main(void)
 	int fd, st;
 
 	crt_init();
-	if (cgroup2_mount(mnt, sizeof(mnt)))
+	if (crt_cgroup2_mount(mnt, sizeof(mnt)))
 		crt_skip("no cgroup2 mount");
-	snprintf(own, sizeof(own), "%s", cgroup_of(getpid()));
+	snprintf(own, sizeof(own), "%s", crt_cgroup_of(getpid()));
 	snprintf(dir, sizeof(dir), "%s%s/kupdate-crt-%d", mnt, strcmp(own, "/") ? own : "",
 		 getpid());
 	if (mkdir(dir, 0755))
@@ -123,7 +81,7 @@ int main(void)
 		t = crt_read_file(kids, NULL);
 		c = t ? atoi(t) : 0;
 		free(t);
-		if (c > 0 && !strcmp(cgroup_of(b), sub))
+		if (c > 0 && !strcmp(crt_cgroup_of(b), sub))
 			break;
 		c = 0;
 		usleep(10000);
@@ -140,13 +98,13 @@ int main(void)
 	crt_ready();
 	crt_wait_term();
 
-	crt_check(!strcmp(cgroup_of(b), sub), "the child %d is in %s, not %s", b, cgroup_of(b),
-		  sub);
-	crt_check(!strcmp(cgroup_of(c), sub), "its child %d is in %s, not %s", c, cgroup_of(c),
-		  sub);
-	crt_check(!strcmp(cgroup_of(a), cgroup_of(getpid())),
-		  "the second child %d is in %s, not in the root's %s", a, cgroup_of(a),
-		  cgroup_of(getpid()));
+	crt_check(!strcmp(crt_cgroup_of(b), sub), "the child %d is in %s, not %s", b,
+		  crt_cgroup_of(b), sub);
+	crt_check(!strcmp(crt_cgroup_of(c), sub), "its child %d is in %s, not %s", c,
+		  crt_cgroup_of(c), sub);
+	crt_check(!strcmp(crt_cgroup_of(a), crt_cgroup_of(getpid())),
+		  "the second child %d is in %s, not in the root's %s", a, crt_cgroup_of(a),
+		  crt_cgroup_of(getpid()));
 	kill(a, SIGTERM);
 	kill(b, SIGTERM);
 	crt_check(waitpid(a, &st, 0) == a && WIFEXITED(st) && !WEXITSTATUS(st),

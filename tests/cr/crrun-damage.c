@@ -242,3 +242,38 @@ int check_no_tree_shm(void)
 	}
 	return 0;
 }
+
+/* The directories the test listed in --rmdirs-file, children first: the
+ * tree's processes are reaped, their control groups empty (a removal
+ * waits 2 s at most for the kernel to let go of them) */
+int rmdirs_listed(void)
+{
+	char path[4200], *lines[64];
+	int n = 0, ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", workdir, o.rmdirs_file);
+	f = fopen(path, "r");
+	if (!f) {
+		diag("--rmdirs-file: cannot read %s", path);
+		return -1;
+	}
+	while (n < 64 && fgets(path, sizeof(path), f)) {
+		path[strcspn(path, "\n")] = 0;
+		if (path[0] && !(lines[n++] = strdup(path)))
+			n--;
+	}
+	fclose(f);
+	while (n-- > 0) {
+		int i = 0;
+
+		while (rmdir(lines[n]) && errno == EBUSY && i++ < 200)
+			usleep(10000);
+		if (access(lines[n], F_OK) == 0) {
+			diag("--rmdirs-file: cannot remove %s: %s", lines[n], strerror(errno));
+			ret = -1;
+		}
+		free(lines[n]);
+	}
+	return ret;
+}

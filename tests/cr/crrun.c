@@ -48,7 +48,7 @@
  * This file holds the run itself: the test, the dump and the restore, the
  * checks around them and the options.  What the runner does to the dumped
  * state between the dump and the restore (--corrupt, --drop-sysvshm,
- * --squat-sysvshm) is in crrun-damage.c, the network side (--netns, --peer)
+ * --squat-sysvshm, --rmdirs-file) is in crrun-damage.c, the network side (--netns, --peer)
  * in crrun-net.c, and what they share in crrun.h.
  */
 #include <ctype.h>
@@ -1114,6 +1114,8 @@ static int test_main(char **targv)
 
 		if (o.drop_sysvshm && drop_sysvshm())
 			return 1;
+		if (o.rmdirs_file && rmdirs_listed())
+			return 1;
 		/* a swap takes a file of the previous dump: the last iteration */
 		damage = o.corrupt && (strncmp(o.corrupt, "swap:", 5) || it == o.iterations - 1);
 		if (it > 0)
@@ -1385,6 +1387,7 @@ int main(int argc, char **argv)
 		{ "linked-root-file", required_argument, NULL, 'y' },
 		{ "restore-opt", required_argument, NULL, 'r' },
 		{ "drop-sysvshm", no_argument, NULL, 'S' },
+		{ "rmdirs-file", required_argument, NULL, '2' },
 		{ "squat-sysvshm", no_argument, NULL, 'Q' },
 		{ "pre-dumps", required_argument, NULL, 'p' },
 		{ "skip-if", required_argument, NULL, 's' },
@@ -1510,6 +1513,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			o.drop_sysvshm = true;
+			break;
+		case '2':
+			o.rmdirs_file = optarg;
 			break;
 		case 'Q':
 			o.drop_sysvshm = o.squat_sysvshm = true;

@@ -49,6 +49,10 @@ struct opts {
 	 * removed, as a kexec would (--drop-sysvshm), and their ids given to
 	 * segments of ours (--squat-sysvshm) */
 	bool drop_sysvshm, squat_sysvshm;
+	/* --rmdirs-file NAME: the directories the test listed there (parents
+	 * first) are removed after the dump, as a new boot has none of them
+	 * (its control groups) */
+	const char *rmdirs_file;
 	long kupdate_nofile; /* --kupdate-nofile: kupdate runs with this RLIMIT_NOFILE */
 	int pre_dumps;
 	bool no_prev;
@@ -87,6 +91,7 @@ int corrupt_images(const char *img, const char *prev);
 void collect_sysvshm(const struct proc_info *procs, int n);
 void remove_our_shm(void);
 int drop_sysvshm(void);
+int rmdirs_listed(void);
 int check_no_tree_shm(void);
 
 /* crrun-net.c: peer_pid is the peer's pid, 0 when there is none (or it

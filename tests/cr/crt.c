@@ -189,3 +189,45 @@ char *crt_read_file(const char *path, size_t *lenp)
 		*lenp = len;
 	return buf;
 }
+
+/* the cgroup v2 line of /proc/PID/cgroup ("0::PATH"), static buffer */
+const char *crt_cgroup_of(pid_t pid)
+{
+	static char line[2][512];
+	static int next;
+	char *b = line[next++ % 2], path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	b[0] = 0;
+	f = fopen(path, "r");
+	while (f && fgets(b, 512, f))
+		if (!strncmp(b, "0::", 3)) {
+			b[strcspn(b, "\n")] = 0;
+			memmove(b, b + 3, strlen(b + 3) + 1);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return b;
+}
+
+/* where cgroup2 is mounted (the first one of /proc/self/mountinfo) */
+int crt_cgroup2_mount(char *out, size_t len)
+{
+	char line[1024], mnt[512];
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	int found = 0;
+
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - cgroup2 ");
+
+		if (sep && sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1) {
+			snprintf(out, len, "%s", mnt);
+			found = 1;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found ? 0 : -1;
+}

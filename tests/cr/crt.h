@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 extern volatile sig_atomic_t crt_term;
 
@@ -37,6 +38,10 @@ void crt_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretur
 			crt_fail(__VA_ARGS__); \
 	} while (0)
 
+/* the cgroup v2 path of pid ("0::PATH" of /proc/PID/cgroup; a static
+ * buffer, two in turn), and where cgroup2 is mounted: 0, or -1 */
+const char *crt_cgroup_of(pid_t pid);
+int crt_cgroup2_mount(char *out, size_t len);
 uint64_t crt_hash(const void *p, size_t len, uint64_t h);
 char *crt_read_file(const char *path, size_t *len);
 char *crt_path(const char *name); /* $CRT_DIR/name, static buffer */

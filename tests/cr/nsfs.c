@@ -6,10 +6,10 @@
  *    (mode 0640, a known mtime), a subdirectory with a file, a symlink, a
  *    hard link of "closed", a FIFO held open for reading;
  *  - a child shares the namespaces and holds the private tmpfs as its cwd;
- *  - with the argument "unshare", the child makes a cgroup namespace of
+ *  - with the argument "unshare", the child makes a user namespace of
  *    its own (the dump must refuse, naming it; a UTS or IPC namespace it
- *    would keep, and a mount or network namespace, as a container's init's:
- *    pidns.c, ctrroot.c, netmade.c);
+ *    would keep, and a mount, network or cgroup namespace, as a
+ *    container's init's: pidns.c, ctrroot.c, netmade.c, cgtree.c);
  *  - with "shm", a System V segment of 64 KiB in its IPC namespace,
  *    attached by the parent and the child, filled with a pattern;
  *  - with "overmount", a file held open under a directory that a tmpfs
@@ -146,7 +146,7 @@ int main(int argc, char **argv)
 	}
 	child = fork();
 	if (child == 0) {
-		if (unshare_child && unshare(CLONE_NEWCGROUP))
+		if (unshare_child && unshare(CLONE_NEWUSER))
 			_exit(3);
 		if (chdir(priv))
 			_exit(2);

@@ -1,0 +1,201 @@
+/* A delegated control group subtree and a cgroup namespace made inside the
+ * tree (a container's, as nspawn's payload with its init's own group):
+ * below the root's group the test makes T, T/a and T/b; the root's child
+ * A moves into T, makes a cgroup namespace there (T its root), and moves
+ * into T/a; its child B moves into T/b.  Where the kernel lets T enable
+ * the pids controller for its children, T/b gets pids.max 7.
+ *
+ * After the restore (with --rmdirs-file the groups are removed after each
+ * dump, as a new boot has none): A and B in the same groups, seen from
+ * the root (T/a, T/b) and from inside their namespace (/a, /b); A and B
+ * in one cgroup namespace, not the root's; T's controllers and T/b's
+ * pids.max as they were.
+ *
+ * "flat": A makes its cgroup namespace in the root's own group, B stays
+ * there too: both see themselves at "/" after the restore. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crt.h"
+
+static struct shared {
+	volatile int ready, done;
+	char a_in[256], b_in[256], msg[600];
+} * sh;
+
+static char t[1200], host_t[600];
+static bool pids, flat;
+
+static void rm_groups(void)
+{
+	char p[1300];
+
+	snprintf(p, sizeof(p), "%s/b", t);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/a", t);
+	rmdir(p);
+	rmdir(t);
+}
+
+static int move_to(const char *dir)
+{
+	char p[1300];
+	int fd, ok;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	fd = open(p, O_WRONLY);
+	ok = fd >= 0 && write(fd, "0", 1) == 1;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+static unsigned long ns_ino(pid_t pid)
+{
+	char p[64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/cgroup", pid);
+	return stat(p, &st) ? 0 : st.st_ino;
+}
+
+static void __attribute__((noreturn)) b_main(void)
+{
+	char dir[1300];
+
+	snprintf(dir, sizeof(dir), "%s/b", t);
+	if (!flat && move_to(dir))
+		_exit(3);
+	snprintf(sh->b_in, sizeof(sh->b_in), "%s", crt_cgroup_of(getpid()));
+	while (!sh->done)
+		usleep(10000);
+	/* after the restore: its view again */
+	_exit(strcmp(crt_cgroup_of(getpid()), sh->b_in) ? 4 : 0);
+}
+
+static void __attribute__((noreturn)) a_main(void)
+{
+	char dir[1300];
+	pid_t b;
+	int st;
+
+	snprintf(dir, sizeof(dir), "%s/a", t);
+	if (flat ? unshare(CLONE_NEWCGROUP) : move_to(t) || unshare(CLONE_NEWCGROUP) || move_to(dir))
+		_exit(2);
+	b = fork();
+	if (b == 0)
+		b_main();
+	while (!sh->b_in[0])
+		usleep(10000);
+	snprintf(sh->a_in, sizeof(sh->a_in), "%s", crt_cgroup_of(getpid()));
+	sh->ready = 1;
+	while (!sh->done)
+		usleep(10000);
+	if (strcmp(crt_cgroup_of(getpid()), sh->a_in))
+		snprintf(sh->msg, sizeof(sh->msg), "A sees itself in %s, not %s",
+			 crt_cgroup_of(getpid()), sh->a_in);
+	else if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
+		snprintf(sh->msg, sizeof(sh->msg), "B: status %#x (4: it sees another group)", st);
+	_exit(sh->msg[0] ? 1 : 0);
+}
+
+static char *knob(const char *dir, const char *name)
+{
+	char p[1300], *s;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	s = crt_read_file(p, NULL);
+	if (s)
+		s[strcspn(s, "\n")] = 0;
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	char mnt[512], own[512], p[1300], want[700];
+	pid_t a;
+	FILE *f;
+
+	flat = argc > 1 && !strcmp(argv[1], "flat");
+	crt_init();
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		crt_fail("mmap: %s", strerror(errno));
+	if (crt_cgroup2_mount(mnt, sizeof(mnt)))
+		crt_skip("no cgroup2 mount");
+	snprintf(own, sizeof(own), "%s", crt_cgroup_of(getpid()));
+	snprintf(host_t, sizeof(host_t), "%s/kupdate-cgt-%d", strcmp(own, "/") ? own : "",
+		 getpid());
+	snprintf(t, sizeof(t), "%s%s", mnt, host_t);
+	if (mkdir(t, 0755))
+		crt_skip("cannot make the control group %s: %s", t, strerror(errno));
+	atexit(rm_groups);
+	snprintf(p, sizeof(p), "%s/a", t);
+	if (mkdir(p, 0755))
+		crt_fail("mkdir %s: %s", p, strerror(errno));
+	snprintf(p, sizeof(p), "%s/b", t);
+	if (mkdir(p, 0755))
+		crt_fail("mkdir %s: %s", p, strerror(errno));
+	/* the pids controller for T's children, where the root's group has it */
+	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", t);
+	f = fopen(p, "w");
+	pids = f && fputs("+pids", f) >= 0 && fflush(f) == 0;
+	if (f)
+		fclose(f);
+	if (pids) {
+		snprintf(p, sizeof(p), "%s/b/pids.max", t);
+		f = fopen(p, "w");
+		pids = f && fputs("7", f) >= 0 && fflush(f) == 0;
+		if (f)
+			fclose(f);
+	}
+	crt_msg("the pids controller %s", pids ? "enabled for T's children, T/b's pids.max 7"
+						: "not available below the test's group");
+	f = fopen(crt_path("cgdirs"), "w");
+	if (!f || fprintf(f, "%s\n%s/a\n%s/b\n", t, t, t) < 0 || fclose(f))
+		crt_fail("cannot write %s", crt_path("cgdirs"));
+	a = fork();
+	if (a == 0)
+		a_main();
+	crt_own_child(a);
+	for (int i = 0; !sh->ready; i++) {
+		if (i > 1000 || waitpid(a, NULL, WNOHANG) == a)
+			crt_fail("A did not get into its groups and namespace in 10 s");
+		usleep(10000);
+	}
+	crt_ready();
+	crt_wait_term();
+
+	snprintf(want, sizeof(want), "%s/a", host_t);
+	if (flat)
+		snprintf(want, sizeof(want), "%s", own);
+	crt_check(!strcmp(crt_cgroup_of(a), want), "A is in %s, not %s", crt_cgroup_of(a), want);
+	crt_check(!strcmp(sh->a_in, flat ? "/" : "/a") && !strcmp(sh->b_in, flat ? "/" : "/b"),
+		  "before the dump A and B saw themselves in %s and %s", sh->a_in, sh->b_in);
+	crt_check(ns_ino(a) && ns_ino(a) != ns_ino(getpid()),
+		  "A is in the root's cgroup namespace");
+	if (pids) {
+		char *ctl = knob(t, "cgroup.subtree_control"), *max = NULL;
+
+		snprintf(p, sizeof(p), "%s/b", t);
+		max = knob(p, "pids.max");
+		crt_check(ctl && strstr(ctl, "pids"), "T's controllers are '%s', not pids",
+			  ctl ? ctl : "?");
+		crt_check(max && !strcmp(max, "7"), "T/b's pids.max is %s, not 7",
+			  max ? max : "?");
+		free(ctl);
+		free(max);
+	}
+	sh->done = 1;
+	crt_wait_ok(a, "A");
+	crt_check(!sh->msg[0], "%s", sh->msg);
+	crt_pass();
+}
