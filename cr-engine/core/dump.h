@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/user.h>
 
@@ -216,6 +217,10 @@ struct cr_proc {
 	/* pidns.c: how many pid namespaces below kupdate's it lives in, and
 	 * each thread's ids in them, innermost first (pid_depth per thread) */
 	int pid_depth;
+	/* its children are born in the pid namespace of its child init of
+	 * this pid (unshare --pid --fork) (pidns.c) */
+	pid_t children_ns_of;
+	uint64_t kids_ns_ino;
 	int32_t *ns_ids;
 	/* namespaces.c: those it made for itself and its descendants
 	 * (CLONE_NEWUTS, CLONE_NEWIPC: a container's), its names in its own */
@@ -414,6 +419,9 @@ static inline const char *dump_path(const struct cr_dump_ctx *ctx, const char *p
 }
 
 struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid);
+/* a process outside the tree that lives in namespace st (of kind ns:
+ * "pid", "net"...), or 0 */
+pid_t dump_ns_outsider(struct cr_dump_ctx *ctx, const char *ns, const struct stat *st);
 
 /* seize.c */
 int seize_tree(struct cr_dump_ctx *ctx);

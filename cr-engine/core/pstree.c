@@ -141,6 +141,8 @@ int write_pstree(struct cr_dump_ctx *ctx)
 			e.ns_tids = p->ns_ids;
 		}
 		e.cgroup = p->cgroup;
+		e.has_children_ns_of = p->children_ns_of > 0;
+		e.children_ns_of = p->children_ns_of;
 		e.pid = p->pid;
 		e.ppid = p->parent ? p->parent->pid : 0;
 		e.pgid = p->pgid;

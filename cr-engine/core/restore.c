@@ -571,7 +571,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	for (size_t i = 0; i < c->nr_helpers; i++)
 		if (c->helpers[i].parent == rp && spawn_helper(c, i))
 			task_fail(sh);
-	if (launch_roots(c, rp, 0))
+	if (launch_roots(c, rp, 0) || pidns_children_setns(rp))
 		task_fail(sh);
 	arrive(sh);
 

@@ -1,6 +1,9 @@
 /* Seizing a process tree with PTRACE_SEIZE/PTRACE_INTERRUPT, and letting
  * it go again. */
+#include <dirent.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <linux/kcmp.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -21,6 +24,27 @@ struct cr_proc *dump_find_proc(struct cr_dump_ctx *ctx, pid_t pid)
 		if (ctx->procs[i]->pid == pid)
 			return ctx->procs[i];
 	return NULL;
+}
+
+pid_t dump_ns_outsider(struct cr_dump_ctx *ctx, const char *ns, const struct stat *st)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	while (d && !found && (de = readdir(d))) {
+		pid_t x = atoi(de->d_name);
+		char path[64];
+		struct stat s;
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", x, ns);
+		if (x > 0 && !dump_find_proc(ctx, x) && !stat(path, &s) && s.st_ino == st->st_ino &&
+		    s.st_dev == st->st_dev)
+			found = x;
+	}
+	if (d)
+		closedir(d);
+	return found;
 }
 
 /* threads found gone after being listed, in one process's seizure, before

@@ -49,10 +49,10 @@
 
 /* the limits recorded, per controller: written back as read */
 static const char *const knobs[] = {
-	"cpu.weight",	    "cpu.max",		"cpu.idle",	  "memory.min",
-	"memory.low",	    "memory.high",	"memory.max",	  "memory.swap.high",
-	"memory.swap.max",  "memory.oom.group", "pids.max",	  "io.weight",
-	"io.max",	    "cpuset.cpus",	"cpuset.mems",	  "cpuset.cpus.partition",
+	"cpu.weight",	   "cpu.max",	       "cpu.idle",    "memory.min",
+	"memory.low",	   "memory.high",      "memory.max",  "memory.swap.high",
+	"memory.swap.max", "memory.oom.group", "pids.max",    "io.weight",
+	"io.max",	   "cpuset.cpus",      "cpuset.mems", "cpuset.cpus.partition",
 };
 
 /* the cgroup v2 mount point of kupdate's mount namespace, into buf */

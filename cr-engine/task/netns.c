@@ -286,28 +286,6 @@ static bool pinned_at(uint64_t ino, char *buf, size_t len)
 	return found;
 }
 
-/* a process outside the tree in p's network namespace: its pid, or 0 */
-static pid_t outsider(struct cr_dump_ctx *ctx, const struct stat *ns)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	pid_t found = 0;
-
-	while (d && !found && (de = readdir(d))) {
-		pid_t x = atoi(de->d_name);
-		char path[64];
-		struct stat st;
-
-		snprintf(path, sizeof(path), "/proc/%d/ns/net", x);
-		if (x > 0 && !dump_find_proc(ctx, x) && !stat(path, &st) &&
-		    st.st_ino == ns->st_ino && st.st_dev == ns->st_dev)
-			found = x;
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
 int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 {
 	char path[64], pin[PATH_MAX];
@@ -324,7 +302,7 @@ int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->stat.comm, pin);
 		return -EOPNOTSUPP;
 	}
-	out = outsider(ctx, &st);
+	out = dump_ns_outsider(ctx, "net", &st);
 	if (out) {
 		pr_err("pid %d (%s) made a network namespace that pid %d, outside the tree, "
 		       "lives in too; kupdate cannot make it again for both",

@@ -168,32 +168,49 @@ static int check_group(struct cr_dump_ctx *ctx, struct cr_proc *p, struct cr_pro
 /* every process of the namespaces is in the tree */
 static int check_members(struct cr_dump_ctx *ctx, const struct pidns_of *ns, int n)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	int ret = 0;
+	for (int i = 0; i < n; i++) {
+		struct stat st = { .st_dev = ns[i].dev, .st_ino = ns[i].ino };
+		pid_t x = dump_ns_outsider(ctx, "pid", &st);
+		struct proc_stat ps;
 
-	if (!d)
-		return pr_errno("cannot list the processes (/proc)");
-	while (!ret && (de = readdir(d))) {
-		pid_t x = atoi(de->d_name);
+		if (!x)
+			continue;
+		pr_err("pid %d (%s) lives in the pid namespace of pid %d (%s, its init) but is "
+		       "not in the dumped tree",
+		       x, parse_stat(x, 0, &ps) ? "?" : ps.comm, ns[i].init->pid,
+		       ns[i].init->stat.comm);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* p's children are born in another pid namespace than its own: kept when
+ * it is the namespace of a child of p, its init (unshare --pid --fork),
+ * which p joins again once that child is made; p->children_ns_of */
+static int children_ns(struct cr_dump_ctx *ctx, struct cr_proc *p)
+{
+	for (int i = 0; i < ctx->nr_procs; i++) {
+		struct cr_proc *q = ctx->procs[i];
 		struct stat st;
 
-		if (x <= 0 || dump_find_proc(ctx, x) || ns_stat(x, "pid", &st))
+		if (q->parent != p || q->pid_depth != p->pid_depth + 1 || q->ns_ids[0] != 1 ||
+		    ns_stat(q->pid, "pid", &st) || st.st_ino != p->kids_ns_ino)
 			continue;
-		for (int i = 0; i < n; i++)
-			if (st.st_ino == ns[i].ino && st.st_dev == ns[i].dev) {
-				struct proc_stat ps;
-
-				pr_err("pid %d (%s) lives in the pid namespace of pid %d (%s, its "
-				       "init) but is not in the dumped tree",
-				       x, parse_stat(x, 0, &ps) ? "?" : ps.comm, ns[i].init->pid,
-				       ns[i].init->stat.comm);
-				ret = -EOPNOTSUPP;
-				break;
-			}
+		if (p->nr_threads > 1) {
+			pr_err("pid %d (%s) has %d threads and its children born in the pid "
+			       "namespace of its child %d: kupdate cannot make its threads "
+			       "again there",
+			       p->pid, p->stat.comm, p->nr_threads, q->pid);
+			return -EOPNOTSUPP;
+		}
+		p->children_ns_of = q->pid;
+		return 0;
 	}
-	closedir(d);
-	return ret;
+	pr_err("pid %d (%s) changed the pid namespace its children are born in (unshare or "
+	       "setns of CLONE_NEWPID) to another than its own and than any child's of its "
+	       "own, which kupdate cannot restore",
+	       p->pid, p->stat.comm);
+	return -EOPNOTSUPP;
 }
 
 int pidns_dump(struct cr_dump_ctx *ctx)
@@ -213,15 +230,18 @@ int pidns_dump(struct cr_dump_ctx *ctx)
 			ret = pr_errno("pid %d: cannot look at its pid namespace", p->pid);
 			break;
 		}
-		if (!ns_stat(p->pid, "pid_for_children", &kids) &&
-		    (kids.st_ino != own.st_ino || kids.st_dev != own.st_dev)) {
-			pr_err("pid %d (%s) changed the pid namespace its children are born "
-			       "in (unshare or setns of CLONE_NEWPID) to another than its own, "
-			       "which kupdate cannot restore",
+		/* (unshare --pid --fork: its child's, below); none to look at:
+		 * unshared, and no process born there yet */
+		if (ns_stat(p->pid, "pid_for_children", &kids)) {
+			pr_err("pid %d (%s) changed the pid namespace its children are born in "
+			       "(unshare of CLONE_NEWPID) to a new one where no process is born "
+			       "yet, which kupdate cannot restore",
 			       p->pid, p->stat.comm);
 			ret = -EOPNOTSUPP;
 			break;
 		}
+		if (kids.st_ino != own.st_ino || kids.st_dev != own.st_dev)
+			p->kids_ns_ino = kids.st_ino;
 		if (!p->pid_depth)
 			continue;
 		if (ctx->ns && (ctx->ns->own & CLONE_NEWUSER)) {
@@ -250,6 +270,9 @@ int pidns_dump(struct cr_dump_ctx *ctx)
 			return -ENOMEM;
 		ns[nr++] = (struct pidns_of){ own.st_dev, own.st_ino, p };
 	}
+	for (int i = 0; !ret && i < ctx->nr_procs; i++)
+		if (ctx->procs[i]->kids_ns_ino)
+			ret = children_ns(ctx, ctx->procs[i]);
 	/* groups and sessions inside: their leaders in the same namespace */
 	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		struct cr_proc *p = ctx->procs[i], *init = p;
@@ -272,6 +295,24 @@ int pidns_dump(struct cr_dump_ctx *ctx)
 }
 
 /* ---------------------------------------------------------- restore */
+
+int pidns_children_setns(const struct rproc *rp)
+{
+	char rel[32];
+	int fd, ret = 0;
+
+	if (rp->zombie || !rp->pe->has_children_ns_of)
+		return 0;
+	snprintf(rel, sizeof(rel), "%d/ns/pid", rp->pe->children_ns_of);
+	fd = proc_open(rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWPID))
+		ret = pr_errno("pid %d: cannot have its children born in the pid namespace of its "
+			       "child %d again",
+			       rp->pid, rp->pe->children_ns_of);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
 
 int pidns_depth(const struct rproc *rp)
 {

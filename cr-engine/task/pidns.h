@@ -26,6 +26,9 @@ int pidns_dump(struct cr_dump_ctx *ctx);
 int pidns_validate(PstreeEntry **e, size_t n, const int *parent);
 /* rp is the init of a pid namespace the restore makes (CLONE_NEWPID) */
 bool pidns_makes(const struct rproc *rp);
+/* in rp, once its children are made: its later children born in the
+ * namespace of its child init again (pstree_entry.children_ns_of) */
+int pidns_children_setns(const struct rproc *rp);
 /* the set_tid array of rp's thread k, innermost namespace first, the
  * dumper's last; its length */
 size_t pidns_set_tid(const struct rproc *rp, size_t k, pid_t *out);

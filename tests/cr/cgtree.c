@@ -88,7 +88,8 @@ static void __attribute__((noreturn)) a_main(void)
 	int st;
 
 	snprintf(dir, sizeof(dir), "%s/a", t);
-	if (flat ? unshare(CLONE_NEWCGROUP) : move_to(t) || unshare(CLONE_NEWCGROUP) || move_to(dir))
+	if (flat ? unshare(CLONE_NEWCGROUP)
+		 : move_to(t) || unshare(CLONE_NEWCGROUP) || move_to(dir))
 		_exit(2);
 	b = fork();
 	if (b == 0)
@@ -158,7 +159,7 @@ int main(int argc, char **argv)
 			fclose(f);
 	}
 	crt_msg("the pids controller %s", pids ? "enabled for T's children, T/b's pids.max 7"
-						: "not available below the test's group");
+					       : "not available below the test's group");
 	f = fopen(crt_path("cgdirs"), "w");
 	if (!f || fprintf(f, "%s\n%s/a\n%s/b\n", t, t, t) < 0 || fclose(f))
 		crt_fail("cannot write %s", crt_path("cgdirs"));
@@ -189,8 +190,7 @@ int main(int argc, char **argv)
 		max = knob(p, "pids.max");
 		crt_check(ctl && strstr(ctl, "pids"), "T's controllers are '%s', not pids",
 			  ctl ? ctl : "?");
-		crt_check(max && !strcmp(max, "7"), "T/b's pids.max is %s, not 7",
-			  max ? max : "?");
+		crt_check(max && !strcmp(max, "7"), "T/b's pids.max is %s, not 7", max ? max : "?");
 		free(ctl);
 		free(max);
 	}

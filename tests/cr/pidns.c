@@ -15,9 +15,13 @@
  *
  * "pidns setns": the root also forks E, which enters the namespace (setns,
  * as nsenter or podman exec), forks F there and goes back; "pidns
- * unshare": the root makes the namespace itself (unshare), its later
- * children would be born in it; "pidns sysv": D makes a System V segment
- * in the container's IPC namespace.  The dump refuses them. */
+ * unshare-nofork": the root unshares a pid namespace in which no process
+ * is born; "pidns sysv": D makes a System V segment in the container's IPC
+ * namespace.  The dump refuses them.
+ *
+ * "pidns unshare": the root makes the namespace itself and forks the init
+ * (unshare --pid --fork): after the restore its later children are born
+ * in init's namespace again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
@@ -360,6 +364,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "setns"))
 		entered();
+	if (!strcmp(mode, "unshare-nofork") && unshare(CLONE_NEWPID))
+		crt_fail("unshare: %s", strerror(errno));
 	crt_ready();
 	crt_wait_term();
 
@@ -381,6 +387,9 @@ int main(int argc, char **argv)
 		  "init's pid namespace is not a child of the monitor's");
 	ino = ns_ino(buf);
 	crt_check(ino && ino != mine, "init is in the monitor's pid namespace");
+	if (!strcmp(mode, "unshare"))
+		crt_check(ns_ino("/proc/self/ns/pid_for_children") == ino,
+			  "the root's children are not born in init's pid namespace");
 	crt_check(!uname(&now) && !strcmp(now.nodename, host.nodename),
 		  "the monitor's host name is %s, was %s", now.nodename, host.nodename);
 
