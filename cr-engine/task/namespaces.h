@@ -159,7 +159,7 @@ struct netlinks_rst {
 	struct nl_sock *parent;
 };
 int netlinks_restore_prepare(const NsMade *m, struct netlinks_rst *r);
-int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid);
+int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid, uint32_t elapsed);
 void netlinks_restore_done(struct netlinks_rst *r);
 
 #endif

@@ -749,7 +749,7 @@ static int make_veth(struct nl_sock *sk, const NetLink *l, int parent_fd)
 	return rt_do(sk, m);
 }
 
-static int put_addr(struct nl_sock *sk, int index, const NetAddr *a)
+static int put_addr(struct nl_sock *sk, int index, const NetAddr *a, uint32_t elapsed)
 {
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE |
 								   NLM_F_EXCL | NLM_F_ACK);
@@ -759,7 +759,11 @@ static int put_addr(struct nl_sock *sk, int index, const NetAddr *a)
 				 .ifa_scope = a->scope,
 				 .ifa_index = index };
 	const ProtobufCBinaryData *to = a->has_peer ? &a->peer : &a->local;
-	struct ifa_cacheinfo ci = { .ifa_prefered = a->preferred_lft, .ifa_valid = a->valid_lft };
+	/* a lease's lifetimes go on from where they were at the dump */
+	struct ifa_cacheinfo ci = {
+		.ifa_prefered = a->preferred_lft > elapsed ? a->preferred_lft - elapsed : 0,
+		.ifa_valid = a->valid_lft - elapsed,
+	};
 
 	if (!m || nlmsg_append(m, &ifa, sizeof(ifa), NLMSG_ALIGNTO) ||
 	    nla_put(m, IFA_LOCAL, a->local.len, a->local.data) ||
@@ -814,8 +818,10 @@ static int put_route(struct nl_sock *sk, int index, const NetRoute *r)
 	return rt_do(sk, m);
 }
 
-/* l's addresses, its state, its routes, through sk; side names it */
-static int configure(struct nl_sock *sk, const NetLink *l, pid_t pid, const char *side)
+/* l's addresses, its state, its routes, through sk; side names it;
+ * elapsed: seconds since the dump */
+static int configure(struct nl_sock *sk, const NetLink *l, pid_t pid, const char *side,
+		     uint32_t elapsed)
 {
 	int index = link_index(sk, l->name), ret = 0;
 	char a[64];
@@ -826,7 +832,13 @@ static int configure(struct nl_sock *sk, const NetLink *l, pid_t pid, const char
 		return -ENODEV;
 	}
 	for (size_t i = 0; i < l->n_addrs; i++) {
-		ret = put_addr(sk, index, l->addrs[i]);
+		if (l->addrs[i]->has_valid_lft && l->addrs[i]->valid_lft <= elapsed) {
+			pr_warn("pid %d: the lease of %s's address %s in %s namespace ran out "
+				"since the dump: it is not made again",
+				pid, l->name, addr_str(l->addrs[i], a, sizeof(a)), side);
+			continue;
+		}
+		ret = put_addr(sk, index, l->addrs[i], elapsed);
 		if (ret < 0) {
 			pr_err("pid %d: cannot give %s in %s namespace the address %s: %s", pid,
 			       l->name, side, addr_str(l->addrs[i], a, sizeof(a)),
@@ -888,7 +900,7 @@ void netlinks_restore_done(struct netlinks_rst *r)
 	r->parent_fd = -1;
 }
 
-int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid)
+int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid, uint32_t elapsed)
 {
 	struct nl_sock *in;
 	int ret = 0;
@@ -928,9 +940,9 @@ int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid)
 			ret = -EIO;
 			break;
 		}
-		ret = configure(in, l, pid, "its own");
+		ret = configure(in, l, pid, "its own", elapsed);
 		if (!ret)
-			ret = configure(r->parent, l->peer, pid, "its parent's");
+			ret = configure(r->parent, l->peer, pid, "its parent's", elapsed);
 	}
 	nl_socket_free(in);
 	return ret;

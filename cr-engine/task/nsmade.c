@@ -210,6 +210,14 @@ static int lock_made(const struct rctx *c, pid_t pid)
 	return ret;
 }
 
+/* seconds since the dump ended (a lease's lifetimes go on) */
+static uint32_t since_dump(const struct rctx *c)
+{
+	int64_t now = now_ns(CLOCK_REALTIME), then = c->inv ? (int64_t)c->inv->dump_time_ns : now;
+
+	return now > then ? (uint32_t)((now - then) / 1000000000) : 0;
+}
+
 int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 {
 	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
@@ -252,7 +260,7 @@ int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 		if (!ret && m->n_links)
 			ret = lock_made(c, rp->pid);
 		if (!ret)
-			ret = netlinks_restore(m, &nl, rp->pid);
+			ret = netlinks_restore(m, &nl, rp->pid, since_dump(c));
 		if (!ret && m->n_links && cr_fault("slow-made-net")) {
 			fprintf(stderr,
 				"kupdate: slow-made-net fault (KUPDATE_FAULT): 1.5 s with "

@@ -8,7 +8,8 @@
  * "ctr": the server is a container's: the root's child C makes a network
  * namespace linked to the root's by a veth pair (kc0 here, 10.78.0.1 and
  * fd78::1; kc1 there, 10.78.0.2 and a secondary 10.78.0.5 labelled kc1:a,
- * fd78::2 without duplicate address detection), each end with an MTU of
+ * fd78::2 without duplicate address detection, 10.78.0.9 with a lease's
+ * lifetimes: still finite after the restore), each end with an MTU of
  * its own, C's default route and two more (one with a metric and a route
  * MTU) through kc1, one of the root's through kc0; C serves the peer
  * (tcpeer --peer-local at 10.78.0.2, in the root's namespace: outside the
@@ -50,7 +51,8 @@ static char *snap(const char *cmd)
  * detection (a link brought up again) */
 #define SNAP_C                                                                                   \
 	"ip -o link show dev kc1 | grep -o 'mtu [0-9]*\\|link/ether [0-9a-f:]*\\|state [A-Z]*';" \
-	"ip -o addr show dev kc1 | cut -d' ' -f2- | sed 's/ tentative//'; ip route show; ip -6 " \
+	"ip -o addr show dev kc1 | cut -d' ' -f2- | sed -E 's/ tentative//; s/_lft "             \
+	"[0-9]+sec/_lft Nsec/g'; ip route show; ip -6 "                                          \
 	"route show dev kc1;"                                                                    \
 	"ip rule show"
 #define SNAP_ROOT                                                                                \
@@ -82,7 +84,9 @@ static int ctr(bool v6, bool quiet)
 			crt_fail("C: cannot make its network namespace: %s", strerror(errno));
 		if (sh("ip link set lo up && ip link set kc1 mtu 1420 && "
 		       "ip addr add 10.78.0.2/24 dev kc1 && "
-		       "ip addr add 10.78.0.5/24 dev kc1 label kc1:a && ip link set kc1 up && "
+		       "ip addr add 10.78.0.5/24 dev kc1 label kc1:a && "
+		       "ip addr add 10.78.0.9/24 dev kc1 valid_lft 3600 preferred_lft 1800 && "
+		       "ip link set kc1 up && "
 		       "ip route add default via 10.78.0.1 && "
 		       "ip route add 10.80.0.0/24 via 10.78.0.1 metric 50 mtu 1300 && "
 		       "ip route add 10.81.0.0/24 dev kc1 scope link") ||
