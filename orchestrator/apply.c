@@ -258,6 +258,8 @@ static int write_manifest(struct aunit *u, int n, const char *id, const char *cy
 		cu[i].image_bytes = u[i].bytes;
 		cu[i].has_processes = cu[i].has_connections = cu[i].has_frozen_at_ns = 1;
 		cu[i].processes = u[i].st.processes;
+		cu[i].has_containers = u[i].st.containers > 0;
+		cu[i].containers = u[i].st.containers;
 		cu[i].connections = u[i].nr_conns;
 		cu[i].frozen_at_ns = u[i].frozen_at_rt;
 		cu[i].n_sessions = u[i].nsrec;

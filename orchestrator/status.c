@@ -221,6 +221,7 @@ static json_object *status_json(const char *id, const char *when, const CycleMan
 			e, "new_main_pid",
 			json_object_new_int(s && s->has_new_main_pid ? s->new_main_pid : 0));
 		json_object_object_add(e, "processes", json_object_new_int64(u->processes));
+		json_object_object_add(e, "containers", json_object_new_int64(u->containers));
 		json_object_object_add(e, "connections", json_object_new_int64(u->connections));
 		json_object_object_add(e, "image_bytes", json_object_new_int64(u->image_bytes));
 		json_object_object_add(e, "frozen_ns", json_object_new_int64(u->frozen_ns));
@@ -249,7 +250,7 @@ static void status_text(const char *id, const char *when, const CycleManifest *m
 	for (size_t i = 0; i < m->n_units; i++) {
 		const CycleUnit *u = m->units[i];
 		const UnitStatus *s = st[i];
-		char pids[40], fz[24], dp[24], rs[24], dt[24];
+		char pids[40], fz[24], dp[24], rs[24], dt[24], ctr[40] = "";
 		const char *res;
 		enum term_colour col;
 
@@ -266,9 +267,12 @@ static void status_text(const char *id, const char *when, const CycleManifest *m
 		      : s->result == UNIT_RESULT__UNIT_RESTORED	    ? T_GREEN
 		      : s->result == UNIT_RESULT__UNIT_COLD_STARTED ? T_YELLOW
 								    : T_RED;
-		printf("%-28s %s%-12s%s %15s %10s %10s %10s %10s  %s\n", u->name,
+		if (u->containers)
+			snprintf(ctr, sizeof(ctr), "%s%u container%s", s && s->reason ? "; " : "",
+				 u->containers, u->containers > 1 ? "s" : "");
+		printf("%-28s %s%-12s%s %15s %10s %10s %10s %10s  %s%s\n", u->name,
 		       term_c(stdout, col), res, term_c(stdout, T_RESET), pids, fz, dp, rs, dt,
-		       s && s->reason ? s->reason : "");
+		       s && s->reason ? s->reason : "", ctr);
 	}
 }
 

@@ -713,6 +713,46 @@ static json_object *ns_json(unsigned own, unsigned kept)
 	return o;
 }
 
+/* The containers among a unit's processes: the inits of pid namespaces
+ * of their own (the last of their NSpid ids is 1: an nspawn machine's
+ * systemd, a podman container's init), their host pids into inits (max
+ * of them); how many there are */
+static int unit_containers(const struct unit_info *ui, pid_t *inits, int max)
+{
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_free_ pid_t *v = NULL;
+	int n = 0, found = 0;
+
+	if (!ui->cgroup || !(dir = xasprintf("%s%s", cgroup_root(), ui->cgroup)) ||
+	    cgroup_procs(dir, &v, &n))
+		return 0;
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *path = xasprintf("/proc/%d/status", v[i]), *buf = NULL;
+		const char *l;
+		size_t len;
+		int ids = 0;
+		long last = 0;
+
+		if (!path || read_file_at(AT_FDCWD, path, &buf, &len) ||
+		    !(l = strstr(buf, "\nNSpid:")))
+			continue;
+		for (char *s = (char *)l + 7, *e; *s && *s != '\n'; s = e) {
+			long id = strtol(s, &e, 10);
+
+			if (e == s)
+				break;
+			ids++;
+			last = id;
+		}
+		if (ids > 1 && last == 1) {
+			if (found < max)
+				inits[found] = v[i];
+			found++;
+		}
+	}
+	return found;
+}
+
 /* one unit of `kupdate list --json`; why: NULL if not checked */
 static json_object *list_json(const char *unit, const struct unit_info *ui,
 			      const struct cr_dump_stats *st, bool ok, const char *why)
@@ -749,6 +789,48 @@ static struct unit_socks *units_sockets(struct sd *s, char **units, int n)
 		unit_info_free(&ui);
 	}
 	return socks;
+}
+
+/* a unit's line of `kupdate list`, or its object added to jarr; why: NULL
+ * if not checked */
+static void list_row(const char *unit, const struct unit_info *ui, const struct cr_dump_stats *st,
+		     bool ok, const char *why, const char *note, json_object *jarr)
+{
+	unsigned ns_own = 0, ns_kept = 0;
+	char nstext[64], kind[32];
+	pid_t inits[8];
+	int nctr;
+
+	if (ui->main_pid > 0)
+		cr_process_namespaces(ui->main_pid, &ns_own, &ns_kept);
+	ns_text(ns_own, ns_kept, nstext, sizeof(nstext));
+	nctr = unit_containers(ui, inits, 8);
+	if (nctr > 1)
+		snprintf(kind, sizeof(kind), "%d ctrs", nctr);
+	else
+		snprintf(kind, sizeof(kind), "%s", nctr ? "container" : "service");
+	if (jarr) {
+		json_object *e = list_json(unit, ui, st, ok, why), *ctr = json_object_new_array();
+
+		json_object_object_add(e, "namespaces", ns_json(ns_own, ns_kept));
+		json_object_object_add(e, "kind",
+				       json_object_new_string(nctr ? "container" : "service"));
+		for (int k = 0; k < nctr && k < 8; k++)
+			json_object_array_add(ctr, json_object_new_int(inits[k]));
+		json_object_object_add(e, "container_inits", ctr);
+		json_object_array_add(jarr, e);
+		return;
+	}
+	printf("%-32s %-10s %8d %6u  %-10s %-16s %s%s%s%s%s%s\n", unit, ui->active, ui->main_pid,
+	       st->processes, kind, nstext,
+	       term_c(stdout, ok    ? T_GREEN
+			      : why ? T_RED
+				    : T_DIM),
+	       ok    ? "yes"
+	       : why ? why
+		     : "not checked",
+	       term_c(stdout, T_RESET), ok && note[0] ? " (saves " : "", ok ? note : "",
+	       ok && note[0] ? ")" : "");
 }
 
 int cmd_list(int argc, char **argv)
@@ -837,14 +919,12 @@ int cmd_list(int argc, char **argv)
 	if (json)
 		jarr = json_object_new_array();
 	else
-		printf("%-32s %-10s %8s %6s  %-16s %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
-		       "NAMESPACES", "CHECKPOINT");
+		printf("%-32s %-10s %8s %6s  %-10s %-16s %s\n", "UNIT", "STATE", "MAINPID", "PROCS",
+		       "KIND", "NAMESPACES", "CHECKPOINT");
 	for (int i = 0; i < n; i++) {
 		struct unit_info ui;
 		char why[1024] = "", note[96] = "";
 		struct cr_dump_stats st = { 0 };
-		unsigned procs = 0, ns_own, ns_kept;
-		char nstext[64];
 		bool ok = false;
 
 		if (sd_unit_info(&s, units[i], &ui)) {
@@ -858,30 +938,11 @@ int cmd_list(int argc, char **argv)
 		else
 			ok = unit_check(&s, units[i], &ui, ghost_limit, socks, socks ? n : 0, i,
 					why, sizeof(why), &st) == 0;
-		procs = st.processes;
 		/* what the dump would save of files deleted since they started */
 		deleted_note(&st, note, sizeof(note));
-		ns_own = ns_kept = 0;
-		if (ui.main_pid > 0)
-			cr_process_namespaces(ui.main_pid, &ns_own, &ns_kept);
-		ns_text(ns_own, ns_kept, nstext, sizeof(nstext));
 		if (check && !ok)
 			ret = 1;
-		if (json) {
-			json_object *e = list_json(units[i], &ui, &st, ok, check ? why : NULL);
-
-			json_object_object_add(e, "namespaces", ns_json(ns_own, ns_kept));
-			json_object_array_add(jarr, e);
-		} else {
-			printf("%-32s %-10s %8d %6u  %-16s %s%s%s%s%s%s\n", units[i], ui.active,
-			       ui.main_pid, procs, nstext,
-			       term_c(stdout, ok      ? T_GREEN
-					      : check ? T_RED
-						      : T_DIM),
-			       ok ? "yes" : why, term_c(stdout, T_RESET),
-			       ok && note[0] ? " (saves " : "", ok ? note : "",
-			       ok && note[0] ? ")" : "");
-		}
+		list_row(units[i], &ui, &st, ok, check ? why : NULL, note, jarr);
 		unit_info_free(&ui);
 	}
 	if (jarr) {

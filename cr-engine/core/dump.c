@@ -436,6 +436,12 @@ static void fill_stats(struct cr_dump_ctx *ctx, struct cr_dump_stats *st)
 		st->deleted_ns = gs.ns;
 	}
 	st->namespaces = ctx->ns ? (unsigned)ctx->ns->own : 0;
+	st->containers = 0;
+	for (int i = 0; i < ctx->nr_procs; i++) {
+		const struct cr_proc *p = ctx->procs[i];
+
+		st->containers += p->parent && p->pid_depth > p->parent->pid_depth;
+	}
 }
 
 /* what the deleted files cost (ghost.c), at the dump's summary level */

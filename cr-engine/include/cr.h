@@ -86,6 +86,9 @@ struct cr_dump_stats {
 	/* the namespaces the tree has of its own (CLONE_NEW* flags), kept
 	 * with cr_dump_opts.own_namespaces */
 	unsigned namespaces;
+	/* containers: processes of the tree that are the init (pid 1) of a pid
+	 * namespace of their own, below their parent's */
+	unsigned containers;
 };
 
 /* The namespaces of process pid that are not the caller's (CLONE_NEW*

@@ -195,6 +195,14 @@ if ! $demo; then
 		"$(grep -c 'demo-umbrella.service runs no process itself.*PartOf=demo-umbrella.service.*demo-umbrella@one.service' <<<"$list")" = 1
 	check "kupdate apply --dry-run: an umbrella unit's instances are what it would dump" \
 		grep -q 'demo-umbrella@two.service: 1 processes, can be checkpointed' <<<"$dry"
+	# a container's pid namespace, made by the unit's main process
+	run 'systemctl start demo-ctr.service && kupdate enable demo-ctr.service' >/dev/null 2>&1
+	list=$(run 'kupdate list 2>&1; kupdate list --json 2>&1')
+	run 'kupdate disable demo-ctr.service; systemctl stop demo-ctr.service' >/dev/null 2>&1
+	grep demo-ctr <<<"$list" | sed 's/^/# /'
+	check "kupdate list: a unit whose sleeper is the init of a pid namespace of its own is a container, checkpointable (its children born in that namespace)" \
+		test "$(grep -c '^demo-ctr.service .* container .* yes$' <<<"$list")" = 1 -a \
+		"$(grep -c '"kind":"container"' <<<"${list//[[:space:]]/}")" = 1
 	# apt's kernel hook, as a kernel package's postinst runs it: kernel B can
 	# replace A without restarting the units, and with auto-apply = yes systemd
 	# is asked to run kupdate apply --after-apt (a stand-in records the call)
