@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 
 #include "log.h"
@@ -465,6 +466,7 @@ int proc_open(const char *rel, int flags)
 struct ns_thread {
 	void *(*fn)(void *);
 	void *arg;
+	int fd, err;
 };
 
 /* The thread's first act: a file system context of its own.  A thread
@@ -478,24 +480,52 @@ static void *ns_thread_main(void *p)
 	struct ns_thread *t = p;
 
 	unshare(CLONE_FS);
+	if (setns(t->fd, 0)) {
+		t->err = -errno;
+		return NULL;
+	}
 	return t->fn(t->arg);
 }
 
 int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
 {
-	struct ns_thread t = { fn, arg };
+	struct ns_thread t = { fn, arg, -1, 0 };
 	char path[64];
 	pthread_t th;
-	int fd, ret;
+	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	t.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (t.fd < 0)
 		return pr_errno("pid %d: cannot open its %s namespace", pid, name);
-	*(int *)arg = fd;
 	ret = -pthread_create(&th, NULL, ns_thread_main, &t);
 	if (!ret)
 		pthread_join(th, NULL);
-	close(fd);
+	close(t.fd);
+	if (!ret && t.err) {
+		pr_err("pid %d: cannot enter its %s namespace: %s", pid, name, strerror(-t.err));
+		ret = t.err;
+	}
 	return ret;
+}
+
+int ns_stat(pid_t pid, const char *name, struct stat *st)
+{
+	char path[64];
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
+	return stat(path, st) ? -errno : 0;
+}
+
+bool ns_same(pid_t a, pid_t b, const char *name)
+{
+	struct stat x, y;
+
+	/* a kernel without that kind of namespace: all share the one */
+	if (ns_stat(a, name, &x) || ns_stat(b, name, &y))
+		return true;
+	return x.st_ino == y.st_ino && x.st_dev == y.st_dev;
 }

@@ -36,9 +36,8 @@ int proc_open(const char *rel, int flags);
  * process keeps it above the fds it restores) */
 int proc_pinned(void);
 void proc_repin(int fd);
-/* run fn in a thread that is to join namespace name ("uts", "net") of pid;
- * arg's first member is an int that receives the namespace's fd, for the
- * thread's setns() */
+/* run fn(arg) in a thread that joined namespace name ("uts", "net") of
+ * pid; 0, or a negative errno (fn not run) */
 int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg);
 
 /* VmFlags bits we care about */
@@ -84,6 +83,14 @@ int list_tasks(pid_t pid, pid_t **tids);
 /* Children of every thread of pid (needs CONFIG_PROC_CHILDREN; falls back
  * to a scan of /proc). */
 int list_children(pid_t pid, pid_t **kids);
+
+/* stat of namespace name ("mnt", "time"...) of pid, or of the caller's
+ * with pid 0: 0 or -errno */
+struct stat;
+int ns_stat(pid_t pid, const char *name, struct stat *st);
+/* pids a and b (0: kupdate) share their namespace name; true where the
+ * kernel has no such namespace */
+bool ns_same(pid_t a, pid_t b, const char *name);
 
 /* the mount table (mount_table_read): public, in cr-util.h */
 

@@ -614,14 +614,16 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		free(s);
 		return ret;
 	}
-	for (int i = 0, killed_at = 0; !ret && i < ctx->nr_procs; i++) {
+	bool faulted = false;
+
+	for (int i = 0; !ret && i < ctx->nr_procs; i++) {
 		ret = check_stop();
 		if (!ret)
 			ret = dump_process(ctx, ctx->procs[i]);
 		/* (at the first process that locked a connection, or the last) */
-		if (!ret && !o->check_only && !killed_at &&
+		if (!ret && !o->check_only && !faulted &&
 		    (ctx->nr_locked || ctx->nr_locked_made || i == ctx->nr_procs - 1)) {
-			killed_at = i + 1;
+			faulted = true;
 			fault_kill_dump();
 		}
 		if (!ret && o->progress && !o->check_only) {

@@ -2,7 +2,6 @@
  * connections, its table set up before the first, and the connections it
  * locked (for a tree that goes on: they are unlocked again). */
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 
 #include "dump.h"
@@ -10,7 +9,6 @@
 #include "log.h"
 #include "namespaces.h"
 #include "netlock.h"
-#include "proc.h"
 #include "util.h"
 
 int dump_lock_prepare(struct cr_dump_ctx *ctx)
@@ -22,37 +20,6 @@ int dump_lock_prepare(struct cr_dump_ctx *ctx)
 	return netlock_prepare(ctx->netlock) ? -EIO : 0;
 }
 
-/* a connection of a network namespace a process of the tree made (a
- * container's): locked there, by a thread that joined it */
-struct lock_in {
-	int fd;
-	const struct cr_conn *c;
-	size_t n;
-	bool add;
-	int err;
-};
-
-static void *lock_thread(void *arg)
-{
-	struct lock_in *l = arg;
-
-	if (setns(l->fd, CLONE_NEWNET)) {
-		l->err = -errno;
-		return NULL;
-	}
-	netlock_in_tree_netns(true);
-	l->err = l->add ? netlock_add(l->c, l->n) : netlock_del(l->c, l->n);
-	return NULL;
-}
-
-static int lock_in(pid_t pid, const struct cr_conn *c, size_t n, bool add)
-{
-	struct lock_in l = { .c = c, .n = n, .add = add };
-	int ret = proc_run_in_ns(pid, "net", lock_thread, &l);
-
-	return ret ? ret : l.err;
-}
-
 static int lock_made(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct cr_conn *c)
 {
 	struct made_lock *n = xrealloc_array(ctx->locked_made, ctx->nr_locked_made + 1, sizeof(*n));
@@ -61,7 +28,7 @@ static int lock_made(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct cr
 	if (!n)
 		return -ENOMEM;
 	ctx->locked_made = n;
-	ret = lock_in(p->pid, c, 1, true);
+	ret = netlock_in_ns(p->pid, c, 1, true);
 	if (ret) {
 		pr_err("pid %d: network lock: cannot hold the connection to port %u in its "
 		       "network namespace: %s",
@@ -75,7 +42,7 @@ static int lock_made(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct cr
 void dump_unlock_made(struct cr_dump_ctx *ctx)
 {
 	for (size_t i = 0; i < ctx->nr_locked_made; i++)
-		lock_in(ctx->locked_made[i].pid, &ctx->locked_made[i].c, 1, false);
+		netlock_in_ns(ctx->locked_made[i].pid, &ctx->locked_made[i].c, 1, false);
 	ctx->nr_locked_made = 0;
 }
 

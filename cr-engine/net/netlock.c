@@ -37,6 +37,7 @@
 
 #include "log.h"
 #include "netlock.h"
+#include "proc.h"
 #include "util.h"
 
 #define TABLE "inet kupdate"
@@ -900,6 +901,32 @@ static __thread bool in_tree_netns;
 void netlock_in_tree_netns(bool in)
 {
 	in_tree_netns = in;
+}
+
+/* the lock of a network namespace a process of a tree made (a
+ * container's), or of the tree's own, worked on by a thread that joined it */
+struct lock_in {
+	const struct cr_conn *c;
+	size_t n;
+	bool add;
+	int err;
+};
+
+static void *lock_thread(void *arg)
+{
+	struct lock_in *l = arg;
+
+	netlock_in_tree_netns(true);
+	l->err = l->add ? netlock_add(l->c, l->n) : netlock_del(l->c, l->n);
+	return NULL;
+}
+
+int netlock_in_ns(pid_t pid, const struct cr_conn *c, size_t n, bool add)
+{
+	struct lock_in l = { .c = c, .n = n, .add = add };
+	int ret = proc_run_in_ns(pid, "net", lock_thread, &l);
+
+	return ret ? ret : l.err;
 }
 
 /* Every nftables command fetches the ruleset and makes a netlink

@@ -18,6 +18,9 @@ int netlock_del(const struct cr_conn *c, size_t n);
 /* the calling thread works in a tree's own network namespace, or no longer:
  * netlock_del() then removes the elements there, and the table once empty */
 void netlock_in_tree_netns(bool in);
+/* n connections locked (add) or let go in pid's network namespace, by a
+ * thread that joined it; 0 or a negative errno */
+int netlock_in_ns(pid_t pid, const struct cr_conn *c, size_t n, bool add);
 /* netlock_del leaves the table even when it is empty (cr_net_lock_keep_table) */
 void netlock_keep_table(void);
 bool netlock_present(const struct cr_conn *c);

@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -54,53 +53,14 @@ static void sock_conn(int sk, int family, struct cr_conn *c)
 	}
 }
 
-/* a lock element removed in another network namespace (a container's,
- * or the tree's own: the dump locked the connection there) */
-struct unlock_in {
-	int fd;
-	const struct cr_conn *c;
-	int ret;
-};
-
-static void *unlock_thread(void *arg)
-{
-	struct unlock_in *u = arg;
-
-	if (setns(u->fd, CLONE_NEWNET)) {
-		u->ret = -errno;
-		return NULL;
-	}
-	netlock_in_tree_netns(true);
-	u->ret = cr_net_lock(u->c, 1, false);
-	return NULL;
-}
-
-static int unlock(pid_t pid, bool elsewhere, const struct cr_conn *c)
-{
-	struct unlock_in u = { .c = c };
-
-	if (!elsewhere)
-		return cr_net_lock(c, 1, false);
-	if (proc_run_in_ns(pid, "net", unlock_thread, &u))
-		return -1;
-	return u.ret;
-}
-
-static bool other_netns(pid_t pid)
-{
-	char path[64];
-	struct stat a, b;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
-	return !stat(path, &a) && !stat("/proc/thread-self/ns/net", &b) && a.st_ino != b.st_ino;
-}
-
 /* every TCP socket of pid: out of repair mode, its packets flowing */
 static void release_sockets(pid_t pid, struct cr_tcp_release *c)
 {
 	char path[64];
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
-	bool elsewhere = other_netns(pid);
+	/* the dump locked them in pid's network namespace (a container's, or
+	 * the tree's own) */
+	bool elsewhere = !ns_same(pid, 0, "net");
 	DIR *d;
 	struct dirent *de;
 
@@ -137,7 +97,9 @@ static void release_sockets(pid_t pid, struct cr_tcp_release *c)
 				c->repaired++;
 		}
 		sock_conn(sk, dom, &conn);
-		if (conn.lport && conn.rport && unlock(pid, elsewhere, &conn) == 0)
+		if (conn.lport && conn.rport &&
+		    (elsewhere ? netlock_in_ns(pid, &conn, 1, false)
+			       : cr_net_lock(&conn, 1, false)) == 0)
 			c->unlocked++;
 		close(sk);
 	}

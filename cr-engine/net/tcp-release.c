@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/sockios.h>
-#include <sched.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -337,7 +336,6 @@ static int finish_in(struct rfiles *files, struct rproc *procs, size_t nr, const
 }
 
 struct finish_arg {
-	int fd;
 	struct rfiles *files;
 	struct rproc *procs;
 	size_t nr;
@@ -351,10 +349,6 @@ static void *finish_thread(void *arg)
 {
 	struct finish_arg *a = arg;
 
-	if (setns(a->fd, CLONE_NEWNET)) {
-		a->ret = -errno;
-		return NULL;
-	}
 	/* the lock of that namespace: its table goes once empty */
 	netlock_in_tree_netns(true);
 	a->ret = finish_in(a->files, a->procs, a->nr, a->ns, a->here, a->unlock, a->rto_revert);

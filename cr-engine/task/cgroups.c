@@ -104,16 +104,6 @@ static const char *below(const char *path, const char *base)
 
 /* ------------------------------------------------------------ dump */
 
-static bool same_cgroup_ns(pid_t a, pid_t b)
-{
-	char pa[64], pb[64];
-	struct stat sa, sb;
-
-	snprintf(pa, sizeof(pa), "/proc/%d/ns/cgroup", a);
-	snprintf(pb, sizeof(pb), "/proc/%d/ns/cgroup", b);
-	return stat(pa, &sa) || stat(pb, &sb) || sa.st_ino == sb.st_ino;
-}
-
 static char *read_knob(int dirfd, const char *name)
 {
 	char *buf = NULL;
@@ -264,7 +254,7 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 		rel = path ? below(path, base) : NULL;
 		if (rel && !(p->cgroup = xstrdup(rel)))
 			return -ENOMEM;
-		any |= (rel && rel[0]) || !same_cgroup_ns(p->pid, ctx->procs[0]->pid);
+		any |= (rel && rel[0]) || !ns_same(p->pid, ctx->procs[0]->pid, "cgroup");
 	}
 	g->base = xstrdup(base);
 	g->base_fs = xasprintf("%s%s", mnt, strcmp(base, "/") ? base : "");
@@ -292,7 +282,6 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 
 /* the path of the calling thread's process in pid's cgroup namespace */
 struct cgns_read {
-	int fd;
 	pid_t pid;
 	char *path;
 	int err;
@@ -303,10 +292,6 @@ static void *cgns_thread(void *arg)
 	struct cgns_read *r = arg;
 	char file[64];
 
-	if (setns(r->fd, CLONE_NEWCGROUP)) {
-		r->err = -errno;
-		return NULL;
-	}
 	/* /proc/PID/cgroup answers relative to the reader's namespace root */
 	snprintf(file, sizeof(file), "/proc/%d/cgroup", r->pid);
 	r->path = v2_path(file);

@@ -67,27 +67,6 @@ static const struct ns_kind {
 	{ "cgroup", CLONE_NEWCGROUP, 0, "cgroup namespace" },
 };
 
-int ns_stat(pid_t pid, const char *name, struct stat *st)
-{
-	char path[64];
-
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, name);
-	else
-		snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
-	return stat(path, st) ? -errno : 0;
-}
-
-static bool same_ns(pid_t a, pid_t b, const char *name)
-{
-	struct stat x, y;
-
-	/* a kernel without that kind of namespace: all share the one */
-	if (ns_stat(a, name, &x) || ns_stat(b, name, &y))
-		return true;
-	return x.st_ino == y.st_ino && x.st_dev == y.st_dev;
-}
-
 /* ------------------------------------------------------------ dump */
 
 int cr_process_namespaces(pid_t pid, unsigned *own, unsigned *kept)
@@ -100,7 +79,7 @@ int cr_process_namespaces(pid_t pid, unsigned *own, unsigned *kept)
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
-		if (!same_ns(pid, 0, kinds[i].name)) {
+		if (!ns_same(pid, 0, kinds[i].name)) {
 			*own |= kinds[i].bit;
 			if (kinds[i].flag)
 				*kept |= kinds[i].bit;
@@ -121,8 +100,8 @@ void cr_namespace_names(unsigned flags, char *buf, size_t len)
 
 bool ns_proc_made_mnt(const struct cr_dump_ctx *ctx, const struct cr_proc *p)
 {
-	return p->parent && !same_ns(p->pid, p->parent->pid, "mnt") &&
-	       !same_ns(p->pid, ctx->procs[0]->pid, "mnt");
+	return p->parent && !ns_same(p->pid, p->parent->pid, "mnt") &&
+	       !ns_same(p->pid, ctx->procs[0]->pid, "mnt");
 }
 
 /* Every process shares its parent's namespaces, or made a UTS or IPC
@@ -137,13 +116,13 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		int ret;
 
-		if (kinds[i].bit == CLONE_NEWPID || same_ns(p->pid, up, kinds[i].name))
+		if (kinds[i].bit == CLONE_NEWPID || ns_same(p->pid, up, kinds[i].name))
 			continue;
 		/* made again by p alone: no other process of the tree
 		 * entered it (setns) */
 		for (int k = 0; k < ctx->nr_procs && ctx->procs[k] != p; k++)
 			if ((ctx->procs[k]->made_ns & kinds[i].bit) &&
-			    same_ns(p->pid, ctx->procs[k]->pid, kinds[i].name)) {
+			    ns_same(p->pid, ctx->procs[k]->pid, kinds[i].name)) {
 				pr_err("pid %d (%s) entered the %s that pid %d made (setns), which "
 				       "kupdate cannot restore",
 				       p->pid, p->stat.comm, kinds[i].what, ctx->procs[k]->pid);
@@ -160,7 +139,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		}
 		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC ||
 		     kinds[i].bit == CLONE_NEWNET || kinds[i].bit == CLONE_NEWCGROUP) &&
-		    p->parent && !same_ns(p->pid, root, kinds[i].name)) {
+		    p->parent && !ns_same(p->pid, root, kinds[i].name)) {
 			ret = nsmade_check(ctx, p, kinds[i].bit, kinds[i].what);
 			if (ret)
 				return ret;
@@ -374,7 +353,7 @@ int ns_dump(struct cr_dump_ctx *ctx)
 	ctx->ns = ns;
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		/* made again by the restore (pidns.c), not entered */
-		if (kinds[i].bit == CLONE_NEWPID || same_ns(root, 0, kinds[i].name))
+		if (kinds[i].bit == CLONE_NEWPID || ns_same(root, 0, kinds[i].name))
 			continue;
 		if (!kinds[i].flag) {
 			pr_err("pid %d lives in its own %s, which this kupdate cannot restore; run "
@@ -726,7 +705,7 @@ static int check_given(const NsEntry *e, int own, pid_t pid)
 	pid_t host = host_ref();
 
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-		bool theirs = !same_ns(pid, host, kinds[i].name);
+		bool theirs = !ns_same(pid, host, kinds[i].name);
 		bool want = kinds[i].flag && (own & kinds[i].flag);
 
 		if (theirs == want)
@@ -816,7 +795,7 @@ static int enter(struct rctx *c, pid_t pid, int own)
 
 		/* (systemd may have started kupdate in it already; a user
 		 * namespace each process enters itself, last: restorer.c) */
-		if (!(own & kinds[i].flag) || same_ns(pid, 0, kinds[i].name) ||
+		if (!(own & kinds[i].flag) || ns_same(pid, 0, kinds[i].name) ||
 		    kinds[i].flag == CLONE_NEWUSER)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/ns/%s", kinds[i].name);

@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "cr.h" /* struct cr_conn */
+#include "cr.h"	  /* struct cr_conn */
+#include "proc.h" /* ns_stat, ns_same */
 
 struct cr_dump_ctx;
 struct cr_proc;
@@ -54,10 +55,6 @@ struct ns_idmap {
 	uint32_t inside, outside, count;
 };
 #define NS_IDMAP_MAX 16
-
-/* stat of namespace name ("mnt", "time"...) of pid, or of the caller's
- * with pid 0: 0 or -errno */
-int ns_stat(pid_t pid, const char *name, struct stat *st);
 
 /* dump: the root's namespaces, once the tree is seized; every other
  * process shares them (ns_check_proc) */

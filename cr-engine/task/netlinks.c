@@ -35,7 +35,6 @@
 #include <netinet/in.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +72,15 @@ static struct nl_sock *rt_open(int proto)
 	return sk;
 }
 
+/* one change, acknowledged: 0, or libnl's negative error */
+static int rt_do(struct nl_sock *sk, struct nl_msg *m)
+{
+	int ret = m ? nl_send_auto(sk, m) : -NLE_NOMEM;
+
+	nlmsg_free(m);
+	return ret < 0 ? ret : nl_wait_for_ack(sk);
+}
+
 /* ------------------------------------------------------------ dump */
 
 struct link {
@@ -85,7 +93,6 @@ struct link {
 
 /* what a thread read in one namespace */
 struct ns_read {
-	int fd;		/* the namespace (proc_run_in_ns) */
 	int other_fd;	/* the parent's namespace, for its id here; -1 */
 	int want_index; /* only this link and its routes (the parent's side); 0 all */
 	struct link *links;
@@ -124,6 +131,24 @@ static bool set_bytes(ProtobufCBinaryData *b, protobuf_c_boolean *has, const str
 	b->len = nla_len(a);
 	*has = 1;
 	return true;
+}
+
+/* item appended to *v, and the interface index it belongs to to *at */
+static int push(void ***v, int **at, size_t *n, void *item, int index)
+{
+	void **nv = xrealloc_array(*v, *n + 1, sizeof(*nv));
+	int *na;
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	na = xrealloc_array(*at, *n + 1, sizeof(*na));
+	if (!na)
+		return -ENOMEM;
+	*at = na;
+	nv[*n] = item;
+	na[(*n)++] = index;
+	return 0;
 }
 
 static int link_cb(struct nl_msg *msg, void *arg)
@@ -176,8 +201,7 @@ static int addr_cb(struct nl_msg *msg, void *arg)
 	struct nlmsghdr *nh = nlmsg_hdr(msg);
 	struct ifaddrmsg *ifa = nlmsg_data(nh);
 	struct nlattr *tb[IFA_MAX + 1];
-	NetAddr *a, **v;
-	int *vi;
+	NetAddr *a;
 	uint32_t flags;
 
 	if (nh->nlmsg_type != RTM_NEWADDR || nlmsg_parse(nh, sizeof(*ifa), tb, IFA_MAX, NULL) < 0)
@@ -191,20 +215,12 @@ static int addr_cb(struct nl_msg *msg, void *arg)
 	if (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6)
 		return NL_OK;
 	a = calloc(1, sizeof(*a));
-	v = xrealloc_array(r->addrs, r->nr_addrs + 1, sizeof(*v));
-	if (v)
-		r->addrs = v;
-	vi = v ? xrealloc_array(r->addr_if, r->nr_addrs + 1, sizeof(*vi)) : NULL;
-	if (vi)
-		r->addr_if = vi;
-	if (!a || !v || !vi) {
+	if (!a || push((void ***)&r->addrs, &r->addr_if, &r->nr_addrs, a, ifa->ifa_index)) {
 		free(a);
 		r->err = -ENOMEM;
 		return NL_STOP;
 	}
 	net_addr__init(a);
-	r->addrs[r->nr_addrs] = a;
-	r->addr_if[r->nr_addrs++] = ifa->ifa_index;
 	a->family = ifa->ifa_family;
 	a->prefix_len = ifa->ifa_prefixlen;
 	a->has_flags = 1;
@@ -251,8 +267,7 @@ static int route_cb(struct nl_msg *msg, void *arg)
 	struct nlattr *tb[RTA_MAX + 1];
 	uint32_t table;
 	int oif;
-	NetRoute *e, **v;
-	int *vi;
+	NetRoute *e;
 	char dst[INET6_ADDRSTRLEN] = "default";
 
 	if (nh->nlmsg_type != RTM_NEWROUTE || nlmsg_parse(nh, sizeof(*rt), tb, RTA_MAX, NULL) < 0)
@@ -284,20 +299,12 @@ static int route_cb(struct nl_msg *msg, void *arg)
 		return NL_OK;
 	}
 	e = calloc(1, sizeof(*e));
-	v = xrealloc_array(r->routes, r->nr_routes + 1, sizeof(*v));
-	if (v)
-		r->routes = v;
-	vi = v ? xrealloc_array(r->route_oif, r->nr_routes + 1, sizeof(*vi)) : NULL;
-	if (vi)
-		r->route_oif = vi;
-	if (!e || !v || !vi) {
+	if (!e || push((void ***)&r->routes, &r->route_oif, &r->nr_routes, e, oif)) {
 		free(e);
 		r->err = -ENOMEM;
 		return NL_STOP;
 	}
 	net_route__init(e);
-	r->routes[r->nr_routes] = e;
-	r->route_oif[r->nr_routes++] = oif;
 	e->family = rt->rtm_family;
 	e->dst_len = rt->rtm_dst_len;
 	e->protocol = rt->rtm_protocol;
@@ -428,10 +435,6 @@ static void *read_thread(void *arg)
 	struct rtmsg rt = { .rtm_family = AF_UNSPEC };
 	struct rtgenmsg g = { .rtgen_family = AF_UNSPEC };
 
-	if (setns(r->fd, CLONE_NEWNET)) {
-		r->err = -errno;
-		return NULL;
-	}
 	sk = rt_open(NETLINK_ROUTE);
 	if (!sk) {
 		r->err = -EIO;
@@ -679,15 +682,6 @@ void netlinks_free(struct cr_proc *p)
 }
 
 /* ---------------------------------------------------------- restore */
-
-/* one change, acknowledged: 0, or libnl's negative error */
-static int rt_do(struct nl_sock *sk, struct nl_msg *m)
-{
-	int ret = m ? nl_send_auto(sk, m) : -NLE_NOMEM;
-
-	nlmsg_free(m);
-	return ret < 0 ? ret : nl_wait_for_ack(sk);
-}
 
 static int index_cb(struct nl_msg *msg, void *arg)
 {

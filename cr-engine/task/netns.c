@@ -229,7 +229,6 @@ int netns_check_peers(struct cr_dump_ctx *ctx)
 }
 
 struct addrs_read {
-	int fd;
 	char **v;
 	size_t n;
 	int err;
@@ -239,7 +238,7 @@ static void *addrs_thread(void *arg)
 {
 	struct addrs_read *r = arg;
 
-	r->err = setns(r->fd, CLONE_NEWNET) ? -errno : netns_read_addrs(&r->v, &r->n);
+	r->err = netns_read_addrs(&r->v, &r->n);
 	return NULL;
 }
 
@@ -314,7 +313,6 @@ int netns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 }
 
 struct merge_arg {
-	int fd;
 	struct sk_table *t;
 	int err;
 };
@@ -323,7 +321,7 @@ static void *merge_thread(void *arg)
 {
 	struct merge_arg *m = arg;
 
-	m->err = setns(m->fd, CLONE_NEWNET) ? -errno : sockdiag_merge(m->t);
+	m->err = sockdiag_merge(m->t);
 	return NULL;
 }
 

@@ -35,7 +35,6 @@
 /* the tree's host and domain names, read in a thread that joined its UTS
  * namespace (a thread may: its own nsproxy changes) */
 struct uts_read {
-	int fd;
 	struct utsname u;
 	int err;
 };
@@ -44,7 +43,7 @@ static void *uts_thread(void *arg)
 {
 	struct uts_read *r = arg;
 
-	if (setns(r->fd, CLONE_NEWUTS) || uname(&r->u))
+	if (uname(&r->u))
 		r->err = -errno;
 	return NULL;
 }
@@ -81,8 +80,7 @@ int ns_set_names(const char *host, const char *domain)
 /* the System V objects of pid's IPC namespace, read in a thread that
  * joined it (/proc/sysvipc answers for the reader's) */
 struct ipc_count {
-	int fd;
-	int n, err;
+	int n;
 };
 
 static void *ipc_count_thread(void *arg)
@@ -91,10 +89,6 @@ static void *ipc_count_thread(void *arg)
 					     "/proc/sysvipc/msg" };
 	struct ipc_count *r = arg;
 
-	if (setns(r->fd, CLONE_NEWIPC)) {
-		r->err = -errno;
-		return NULL;
-	}
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		char *buf;
 		size_t len;
@@ -120,8 +114,6 @@ int nsmade_check(struct cr_dump_ctx *ctx, struct cr_proc *p, unsigned bit, const
 		struct ipc_count r = { 0 };
 		int ret = proc_run_in_ns(p->pid, "ipc", ipc_count_thread, &r);
 
-		if (!ret)
-			ret = r.err;
 		if (ret) {
 			pr_err("pid %d: cannot look at its IPC namespace: %s", p->pid,
 			       strerror(-ret));
