@@ -697,6 +697,7 @@ void cr_dump_end(struct cr_dump_session *s, bool kill_it)
 		 * tree killed and our copies closed: no FIN, no RST; the lock
 		 * stays until the restore */
 		tcp_dump_repair(ctx);
+		netlinks_cut(ctx);
 		release_tree(ctx, true);
 		tcp_dump_close(ctx);
 		step_done(ctx, NULL, "tree killed");

@@ -147,6 +147,12 @@ int cgroups_make_ns(const struct rctx *c, const struct rproc *rp, const char *ro
  * (and p->made_lo_up); refused with a message otherwise */
 int netlinks_dump(struct cr_proc *p, pid_t parent);
 void netlinks_free(struct cr_proc *p);
+/* dump, just before the tree is killed: each container's veth pairs
+ * deleted from its parent's side.  Its sockets go with the kill, and the
+ * kernel tears its namespace down later, its firewall (the lock) before
+ * its interfaces: a peer's segment in between would meet no socket and no
+ * lock, and be answered with a reset */
+void netlinks_cut(struct cr_dump_ctx *ctx);
 /* restore, in the maker: prepare() before it unshares its network
  * namespace (a socket in its parent's), restore() after (the veth pairs,
  * their addresses and routes), done() at last */

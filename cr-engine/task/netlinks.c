@@ -672,6 +672,59 @@ int netlinks_dump(struct cr_proc *p, pid_t parent)
 	return 0;
 }
 
+/* the veth ends named in a parent's namespace, deleted there (the other
+ * ends go with them) */
+struct cut {
+	struct cr_proc *p;
+	int err;
+};
+
+static void *cut_thread(void *arg)
+{
+	struct cut *c = arg;
+	struct nl_sock *sk = rt_open(NETLINK_ROUTE);
+
+	for (size_t i = 0; sk && i < c->p->nr_made_links; i++) {
+		struct nl_msg *m = nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
+		struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+		int e;
+
+		if (!m || nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) ||
+		    nla_put_string(m, IFLA_IFNAME, c->p->made_links[i]->peer->name)) {
+			nlmsg_free(m);
+			e = -NLE_NOMEM;
+		} else
+			e = rt_do(sk, m);
+		if (e < 0) {
+			pr_warn("pid %d: cannot delete its veth's end %s: %s", c->p->pid,
+				c->p->made_links[i]->peer->name, nl_geterror(e));
+			c->err = -EIO;
+		}
+	}
+	if (!sk)
+		c->err = -EIO;
+	else
+		nl_socket_free(sk);
+	return NULL;
+}
+
+void netlinks_cut(struct cr_dump_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nr_procs; i++) {
+		struct cr_proc *p = ctx->procs[i];
+		struct cut c = { .p = p };
+
+		if (!p->nr_made_links)
+			continue;
+		if (proc_run_in_ns(p->parent ? p->parent->pid : ctx->procs[0]->pid, "net",
+				   cut_thread, &c) ||
+		    c.err)
+			pr_warn("pid %d: its veth pairs stay until its network namespace goes: a "
+				"peer's segment meanwhile may be answered with a reset",
+				p->pid);
+	}
+}
+
 void netlinks_free(struct cr_proc *p)
 {
 	for (size_t i = 0; i < p->nr_made_links; i++)
