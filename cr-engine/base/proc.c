@@ -453,6 +453,18 @@ void proc_repin(int fd)
 	pinned_proc = fd;
 }
 
+pid_t proc_self_pid(void)
+{
+	char buf[32];
+	ssize_t n = pinned_proc >= 0 ? readlinkat(pinned_proc, "self", buf, sizeof(buf) - 1)
+				     : readlink("/proc/self", buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return atoi(buf);
+}
+
 int proc_open(const char *rel, int flags)
 {
 	char path[128];
@@ -528,4 +540,46 @@ bool ns_same(pid_t a, pid_t b, const char *name)
 	if (ns_stat(a, name, &x) || ns_stat(b, name, &y))
 		return true;
 	return x.st_ino == y.st_ino && x.st_dev == y.st_dev;
+}
+
+/* a file of /proc/PID with its blanks made one space, trimmed */
+char *ns_read_squeezed(pid_t pid, const char *name)
+{
+	_cleanup_free_ char *t = NULL;
+	char *out, *o;
+
+	if (read_proc(&t, NULL, "/proc/%d/%s", pid, name))
+		return NULL;
+	out = o = xzalloc(strlen(t) + 1);
+	for (const char *s = t; out && *s; s++) {
+		bool blank = *s == ' ' || *s == '\t' || *s == '\n';
+
+		if (blank && (o == out || o[-1] == ' ' || o[-1] == ';'))
+			continue;
+		*o++ = *s == '\n' ? ';' : blank ? ' ' : *s;
+	}
+	while (out && o > out && (o[-1] == ' ' || o[-1] == ';'))
+		*--o = 0;
+	return out;
+}
+
+/* "inside outside count;..." into map; 0 or -EINVAL */
+int ns_parse_idmap(const char *text, struct ns_idmap *map, size_t *nr)
+{
+	const char *s = text;
+
+	*nr = 0;
+	while (s && *s) {
+		struct ns_idmap m;
+		int used = 0;
+
+		if (*nr == NS_IDMAP_MAX ||
+		    sscanf(s, "%u %u %u%n", &m.inside, &m.outside, &m.count, &used) != 3)
+			return -EINVAL;
+		map[(*nr)++] = m;
+		s += used;
+		while (*s == ';' || *s == ' ')
+			s++;
+	}
+	return 0;
 }

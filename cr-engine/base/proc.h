@@ -32,6 +32,8 @@ int parse_stat(pid_t pid, pid_t tid, struct proc_stat *st);
  * for the namespaces of the caller (its IPC namespace's shm_next_id). */
 int proc_pin(bool pin);
 int proc_open(const char *rel, int flags);
+/* the caller's pid as the /proc of proc_open names it; -1 */
+pid_t proc_self_pid(void);
 /* the pinned descriptor (-1: none), and the same moved to fd (a restoring
  * process keeps it above the fds it restores) */
 int proc_pinned(void);
@@ -91,6 +93,17 @@ int ns_stat(pid_t pid, const char *name, struct stat *st);
 /* pids a and b (0: kupdate) share their namespace name; true where the
  * kernel has no such namespace */
 bool ns_same(pid_t a, pid_t b, const char *name);
+
+/* a line of a user namespace's uid_map or gid_map */
+struct ns_idmap {
+	uint32_t inside, outside, count;
+};
+#define NS_IDMAP_MAX 16
+/* "inside outside count;..." into map (0, or -EINVAL) */
+int ns_parse_idmap(const char *text, struct ns_idmap *map, size_t *nr);
+/* /proc/PID/NAME (uid_map, gid_map, setgroups) with its blanks made one
+ * space and its lines ";"; NULL if unreadable */
+char *ns_read_squeezed(pid_t pid, const char *name);
 
 /* the mount table (mount_table_read): public, in cr-util.h */
 

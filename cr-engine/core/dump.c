@@ -296,6 +296,7 @@ static void free_proc(struct cr_proc *p)
 	free(p->ns_ids);
 	free(p->made_hostname);
 	free(p->made_domainname);
+	userns_free_dump(p);
 	mntns_free_dump(p);
 	netlinks_free(p);
 	free(p->cgroup);

@@ -231,6 +231,8 @@ struct cr_proc {
 	struct NetLink **made_links;	/* CLONE_NEWNET: its veth pairs (netlinks.c) */
 	char *cgroup;			/* its control group below the root's (cgroups.c) */
 	char *cgroup_ns_root;		/* CLONE_NEWCGROUP: its namespace's root, the same */
+	/* CLONE_NEWUSER: its uid_map, gid_map and setgroups (userns.c) */
+	char *made_uid_map, *made_gid_map, *made_setgroups;
 	size_t nr_made_links;
 	size_t nr_made_mounts;
 

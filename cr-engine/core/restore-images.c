@@ -263,6 +263,7 @@ int load_images(struct rctx *c)
 		rp->pe = c->pstree[i];
 		rp->pid = rp->pe->pid;
 		rp->cwd_fd = -1;
+		userns_fds_init(&rp->um);
 		rp->zombie = rp->pe->state == TASK_STATE__TASK_ZOMBIE;
 		for (size_t k = 0; k < i; k++)
 			if (c->procs[k].pid == rp->pe->ppid)

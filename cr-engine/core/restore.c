@@ -389,6 +389,9 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 	int cg;
 	long r;
 
+	/* the user namespace it made and those it owns (userns.c) */
+	if (userns_prepare(c, rp))
+		return -EPERM;
 	memset(&ca, 0, sizeof(ca));
 	ca.flags = clone_parent ? CLONE_PARENT : 0;
 	/* shares cwd, root and umask with its parent (CLONE_FS): files.c
@@ -417,6 +420,14 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
 		task_main(c, rp);
+	if (r < 0) {
+		int err = errno;
+
+		userns_spawn_end(rp);
+		errno = err;
+	} else {
+		userns_spawn_end(rp);
+	}
 	if (r > 0)
 		atomic_store(&c->sh->procs[rp - c->procs].created, 1);
 	if (r < 0) {
@@ -539,7 +550,7 @@ static void __attribute__((noreturn)) task_main(struct rctx *c, struct rproc *rp
 	self_depth = pidns_depth(rp);
 	tool_fd = c->tool_pidfd;
 	/* a container's init makes its namespaces again, for its descendants */
-	if (ns_restore_made(c, rp) || mntns_restore(c, rp))
+	if (ns_restore_made(c, rp) || mntns_restore(c, rp) || userns_enter_later(c, rp))
 		task_fail(sh);
 	/* SIGCHLD stays deliverable (and, at SIG_DFL, is discarded) so that
 	 * zombie children leave no pending signal behind */

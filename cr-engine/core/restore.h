@@ -51,6 +51,13 @@ struct tid_hold {
 	long last; /* ns_last_pid before, put back after (above the saved pids) */
 };
 
+/* the namespaces made for a process in the user namespace it made, before
+ * its birth (userns.c): fds, -1 */
+struct usermade {
+	int user;
+	int fd[5]; /* mnt (unused), uts, ipc, net, cgroup */
+};
+
 struct rproc {
 	PstreeEntry *pe;
 	pid_t pid;
@@ -69,6 +76,7 @@ struct rproc {
 	struct rtimers timers;
 	int cwd_fd; /* its removed cwd, made again (restore-blob.c), or -1 */
 	int cg_fd;  /* the control group it is born in (cgroups.c), or -1 */
+	struct usermade um;
 	/* an fd table shared (CLONE_FILES): fdt is the process that restores
 	 * it, for the others; fdt_shared, for it.  Their rst_prepare()s run one
 	 * at a time, fdt's last: each waits for fdt_prev's */

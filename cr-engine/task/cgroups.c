@@ -518,6 +518,25 @@ static int move_self(int dirfd, const char *what, pid_t pid)
 	return ret;
 }
 
+int cgroups_move_pid(const struct rctx *c, const char *rel, pid_t pid)
+{
+	int dirfd = fd_of(&c->cg, rel), fd, ret = 0;
+	char buf[16];
+
+	if (dirfd < 0) {
+		pr_err("image cgroup.img is damaged: it has no control group %s",
+		       rel ? rel : "(none)");
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%d", pid);
+	fd = openat(dirfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
+		ret = pr_errno("cannot move pid %d into the control group %s", pid, rel);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 int cgroups_make_ns(const struct rctx *c, const struct rproc *rp, const char *root)
 {
 	int rootfd = fd_of(&c->cg, root);

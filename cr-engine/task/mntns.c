@@ -627,6 +627,9 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	    chdir("/"))
 		return pr_errno("pid %d: cannot enter its root again (pivot_root)", rp->pid);
 	ret = set_groups(rp, made, "", true, done, is_late);
+	/* in a user namespace it made: into a copy that namespace owns */
+	if (!ret)
+		ret = userns_copy_mounts(rp);
 	if (ret)
 		return ret;
 	pr_debug("pid %d: its mount namespace made again, %zu mounts", rp->pid, made->n_mounts);

@@ -130,7 +130,7 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			}
 		/* marked by dump.c before the process was looked at */
 		if (kinds[i].bit == CLONE_NEWNS && (p->made_ns & CLONE_NEWNS)) {
-			ret = ctx->ns && (ctx->ns->own & CLONE_NEWUSER)
+			ret = (ctx->ns && (ctx->ns->own & CLONE_NEWUSER)) || userns_maker(p->parent)
 				      ? nsmade_check(ctx, p, kinds[i].bit, kinds[i].what)
 				      : mntns_dump(ctx, p);
 			if (ret)
@@ -138,7 +138,8 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			continue;
 		}
 		if ((kinds[i].bit == CLONE_NEWUTS || kinds[i].bit == CLONE_NEWIPC ||
-		     kinds[i].bit == CLONE_NEWNET || kinds[i].bit == CLONE_NEWCGROUP) &&
+		     kinds[i].bit == CLONE_NEWNET || kinds[i].bit == CLONE_NEWCGROUP ||
+		     kinds[i].bit == CLONE_NEWUSER) &&
 		    p->parent && !ns_same(p->pid, root, kinds[i].name)) {
 			ret = nsmade_check(ctx, p, kinds[i].bit, kinds[i].what);
 			if (ret)
@@ -150,7 +151,8 @@ int ns_check_proc(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->stat.comm, kinds[i].what, root);
 		return -EOPNOTSUPP;
 	}
-	return 0;
+	/* its threads, in a container's pid and user namespaces */
+	return userns_check_member(p, NULL);
 }
 
 /* a systemd-private-BOOTID-UNIT-RANDOM component becomes systemd-private-*:
@@ -294,32 +296,11 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 	return ret;
 }
 
-/* a file of /proc/PID with its blanks made one space, trimmed */
-static char *read_squeezed(pid_t pid, const char *name)
-{
-	_cleanup_free_ char *t = NULL;
-	char *out, *o;
-
-	if (read_proc(&t, NULL, "/proc/%d/%s", pid, name))
-		return NULL;
-	out = o = xzalloc(strlen(t) + 1);
-	for (const char *s = t; out && *s; s++) {
-		bool blank = *s == ' ' || *s == '\t' || *s == '\n';
-
-		if (blank && (o == out || o[-1] == ' ' || o[-1] == ';'))
-			continue;
-		*o++ = *s == '\n' ? ';' : blank ? ' ' : *s;
-	}
-	while (out && o > out && (o[-1] == ' ' || o[-1] == ';'))
-		*--o = 0;
-	return out;
-}
-
 static int read_userns(pid_t pid, struct cr_ns *ns)
 {
-	ns->uid_map = read_squeezed(pid, "uid_map");
-	ns->gid_map = read_squeezed(pid, "gid_map");
-	ns->setgroups = read_squeezed(pid, "setgroups");
+	ns->uid_map = ns_read_squeezed(pid, "uid_map");
+	ns->gid_map = ns_read_squeezed(pid, "gid_map");
+	ns->setgroups = ns_read_squeezed(pid, "setgroups");
 	if (!ns->uid_map || !ns->gid_map || !ns->setgroups) {
 		pr_err("pid %d: cannot read the id maps of its user namespace", pid);
 		return -EIO;
@@ -650,7 +631,7 @@ static int check_userns(const NsEntry *e, pid_t pid)
 	const char *want[] = { e->uid_map, e->gid_map, e->setgroups };
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		_cleanup_free_ char *now = read_squeezed(pid, names[i]);
+		_cleanup_free_ char *now = ns_read_squeezed(pid, names[i]);
 
 		if (!want[i]) {
 			pr_err("image namespaces.img is damaged: it has no %s", names[i]);
@@ -662,27 +643,6 @@ static int check_userns(const NsEntry *e, pid_t pid)
 			       pid, names[i], now ? now : "(unreadable)", want[i]);
 			return -ESTALE;
 		}
-	}
-	return 0;
-}
-
-/* "inside outside count;..." into map; 0 or -EINVAL */
-static int parse_idmap(const char *text, struct ns_idmap *map, size_t *nr)
-{
-	const char *s = text;
-
-	*nr = 0;
-	while (s && *s) {
-		struct ns_idmap m;
-		int used = 0;
-
-		if (*nr == NS_IDMAP_MAX ||
-		    sscanf(s, "%u %u %u%n", &m.inside, &m.outside, &m.count, &used) != 3)
-			return -EINVAL;
-		map[(*nr)++] = m;
-		s += used;
-		while (*s == ';' || *s == ' ')
-			s++;
 	}
 	return 0;
 }
@@ -854,8 +814,8 @@ int ns_restore_enter(struct rctx *c)
 	if (!ret)
 		ret = check_given(e, own, c->opts->ns_pid);
 	if (!ret && (own & CLONE_NEWUSER) &&
-	    (parse_idmap(e->uid_map, c->ns_uidmap, &c->ns_nr_uidmap) ||
-	     parse_idmap(e->gid_map, c->ns_gidmap, &c->ns_nr_gidmap))) {
+	    (ns_parse_idmap(e->uid_map, c->ns_uidmap, &c->ns_nr_uidmap) ||
+	     ns_parse_idmap(e->gid_map, c->ns_gidmap, &c->ns_nr_gidmap))) {
 		pr_err("image namespaces.img is damaged: its id maps cannot be read");
 		ret = -EINVAL;
 	}

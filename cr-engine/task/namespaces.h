@@ -50,12 +50,6 @@ struct cr_ns {
 	size_t nr_conns;
 };
 
-/* a line of a user namespace's uid_map or gid_map */
-struct ns_idmap {
-	uint32_t inside, outside, count;
-};
-#define NS_IDMAP_MAX 16
-
 /* dump: the root's namespaces, once the tree is seized; every other
  * process shares them (ns_check_proc) */
 int ns_dump(struct cr_dump_ctx *ctx);
@@ -72,7 +66,7 @@ int ns_read_names(pid_t pid, char **host, char **domain);
 int ns_set_names(const char *host, const char *domain);
 /* the namespaces p made for itself and its descendants (ns_check_proc),
  * into m, its kinds' names in kinds; false: none */
-#define NS_MADE_KINDS 5
+#define NS_MADE_KINDS 6
 typedef struct NsMade NsMade;
 bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names);
 int ns_write(struct cr_dump_ctx *ctx);
@@ -91,7 +85,7 @@ int ns_restore_enter(struct rctx *c);
 void ns_restore_leave(struct rctx *c);
 /* restore: in the process rp, right after its birth, the namespaces it
  * had made for itself and its descendants (task_core.made_ns) */
-int ns_restore_made(const struct rctx *c, const struct rproc *rp);
+int ns_restore_made(const struct rctx *c, struct rproc *rp);
 /* restore: id (uid, or gid) of the initial user namespace as the tree's
  * own user namespace names it (the same without one) */
 uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid);
@@ -137,6 +131,8 @@ int cgroups_ns_root(struct cr_dump_ctx *ctx, struct cr_proc *p);
  * before the tree is forked; finish(): their controllers and limits once
  * every process is in place; done(): closed, removed if failed */
 int cgroups_restore_prepare(struct rctx *c);
+/* restore: pid (as the caller names it) moved into the group rel */
+int cgroups_move_pid(const struct rctx *c, const char *rel, pid_t pid);
 int cgroups_restore_finish(struct rctx *c);
 void cgroups_restore_done(struct rctx *c, bool failed);
 /* restore, in rp: its cgroup namespace, rooted at root (cgroup.img's) */
@@ -164,5 +160,32 @@ struct netlinks_rst {
 int netlinks_restore_prepare(const NsMade *m, struct netlinks_rst *r);
 int netlinks_restore(const NsMade *m, struct netlinks_rst *r, pid_t pid, uint32_t elapsed);
 void netlinks_restore_done(struct netlinks_rst *r);
+
+/* userns.c: dump: p made a user namespace (nsmade_check): its maps read,
+ * every namespace it made owned by it, or refused; the nearest process
+ * from p up that made one, or NULL */
+int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p);
+struct cr_proc *userns_maker(struct cr_proc *p);
+/* dump: p lives in a user namespace a process of the tree made (p may be
+ * its maker): refused if it has threads in a pid namespace made there,
+ * or, made_what naming one, if it made that namespace there itself */
+int userns_check_member(struct cr_proc *p, const char *made_what);
+void userns_free_dump(struct cr_proc *p);
+/* restore, in rp's parent before rp is born: its user namespace and the
+ * namespaces it made there (rp->um); after the clone, the parent's copies
+ * closed */
+struct usermade;
+void userns_fds_init(struct usermade *u);
+void userns_fds_close(struct usermade *u, bool user_too);
+int userns_prepare(const struct rctx *c, struct rproc *rp);
+void userns_spawn_end(struct rproc *rp);
+/* restore, in rp: it joins what its parent made (kind "net", "uts",
+ * "ipc", "cgroup") instead of making it; its mounts, built in a namespace
+ * of its own, copied into one its user namespace owns; and the user
+ * namespace kept for it and its descendants to enter last */
+bool userns_joins(const struct rproc *rp);
+int userns_join(struct rproc *rp, const char *kind);
+int userns_copy_mounts(const struct rproc *rp);
+int userns_enter_later(struct rctx *c, struct rproc *rp);
 
 #endif

@@ -110,6 +110,15 @@ int nsmade_check(struct cr_dump_ctx *ctx, struct cr_proc *p, unsigned bit, const
 		       p->pid, p->stat.comm, what);
 		return -EOPNOTSUPP;
 	}
+	/* inside a container's user namespace: only its maker's (userns.c) */
+	if (userns_check_member(p, what))
+		return -EOPNOTSUPP;
+	if (bit == CLONE_NEWUSER) {
+		int ret = userns_made(ctx, p);
+
+		if (ret)
+			return ret;
+	}
 	if (bit == CLONE_NEWIPC) {
 		struct ipc_count r = { 0 };
 		int ret = proc_run_in_ns(p->pid, "ipc", ipc_count_thread, &r);
@@ -168,6 +177,12 @@ bool ns_made_save(const struct cr_proc *p, NsMade *m, char **names)
 		names[m->n_kinds++] = "cgroup";
 		m->cgroup_root = p->cgroup_ns_root;
 	}
+	if (p->made_ns & CLONE_NEWUSER) {
+		names[m->n_kinds++] = "user";
+		m->uid_map = p->made_uid_map;
+		m->gid_map = p->made_gid_map;
+		m->setgroups = p->made_setgroups;
+	}
 	m->kinds = names;
 	m->hostname = p->made_hostname;
 	m->domainname = p->made_domainname;
@@ -210,7 +225,7 @@ static uint32_t since_dump(const struct rctx *c)
 	return now > then ? (uint32_t)((now - then) / 1000000000) : 0;
 }
 
-int ns_restore_made(const struct rctx *c, const struct rproc *rp)
+int ns_restore_made(const struct rctx *c, struct rproc *rp)
 {
 	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
 	struct netlinks_rst nl;
@@ -219,11 +234,13 @@ int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 	if (!m)
 		return 0;
 	for (size_t i = 0; i < m->n_kinds; i++) {
-		if (!strcmp(m->kinds[i], "mnt"))
-			continue; /* mntns.c */
-		/* first: the namespace's root is where it is made */
+		if (!strcmp(m->kinds[i], "mnt") || !strcmp(m->kinds[i], "user"))
+			continue; /* mntns.c, userns.c */
+		/* first: the namespace's root is where it is made (in a user
+		 * namespace it made: by its parent, userns.c) */
 		if (!strcmp(m->kinds[i], "cgroup")) {
-			ret = cgroups_make_ns(c, rp, m->cgroup_root);
+			ret = userns_joins(rp) ? userns_join(rp, "cgroup")
+					       : cgroups_make_ns(c, rp, m->cgroup_root);
 			if (ret)
 				return ret;
 			continue;
@@ -241,10 +258,17 @@ int ns_restore_made(const struct rctx *c, const struct rproc *rp)
 	}
 	if ((flags & CLONE_NEWNET) && netlinks_restore_prepare(m, &nl))
 		return -EIO;
-	if (flags && unshare(flags)) {
+	if (flags && userns_joins(rp)) {
+		/* made by its parent in its user namespace, which owns them */
+		for (size_t i = 0; !ret && i < m->n_kinds; i++)
+			if (!strcmp(m->kinds[i], "net") || !strcmp(m->kinds[i], "uts") ||
+			    !strcmp(m->kinds[i], "ipc"))
+				ret = userns_join(rp, m->kinds[i]);
+	} else if (flags && unshare(flags)) {
 		ret = pr_errno("pid %d: cannot make its namespaces again (%s%s)", rp->pid,
 			       m->kinds[0], m->n_kinds > 1 ? ", ..." : "");
-	} else if (flags & CLONE_NEWNET) {
+	}
+	if (!ret && (flags & CLONE_NEWNET)) {
 		if (m->lo_up && netns_lo_up())
 			ret = pr_errno("pid %d: cannot bring the loopback of its network "
 				       "namespace up",

@@ -22,7 +22,26 @@
  * over another on /hid: refused; "ctrroot away": the test's own directory
  * is not bound in, its binary is outside the container's root: refused;
  * "ctrroot deleted": a file of /tmp bound at /etc/bootid, then removed (as
- * nspawn's boot_id): made again, bound, removed. */
+ * nspawn's boot_id): made again, bound, removed.
+ *
+ * "ctrroot user": a sandbox in a user namespace, built the way
+ * systemd-nspawn -U builds a container: a process of the host's user
+ * namespace makes the mount namespace and the root, then clones the init
+ * into new user, mount, UTS, IPC and network namespaces at once (the
+ * init's user namespace owns the others, its mount namespace is a copy
+ * whose mounts are locked together), writes its id maps (0 -> 200000,
+ * 65536 ids) and exits; no pid namespace, no /proc, C runs as uid 1000
+ * inside.  After the restore, besides the above: the maps are the same,
+ * every namespace of init's is owned by its user namespace, C shares them,
+ * init and C find their ids inside (0, 1000) and the host sees theirs
+ * (200000, 201000); init, root inside, may set its host name and mount a
+ * tmpfs (its user namespace owns its UTS and mount namespaces), and may
+ * neither make /usr writable nor unmount /data (locked, as before).
+ * Refused: "ctrroot userpid", the same with a pid namespace (nspawn's
+ * container: not yet); "ctrroot usersub", C makes a UTS namespace inside
+ * the user namespace (a service's sandbox in a booted container);
+ * "ctrroot userorder", the init is cloned into the other namespaces first
+ * and makes its user namespace after (they are not owned by it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -32,6 +51,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -47,8 +69,9 @@ enum { S_INIT, S_C, NSLOTS };
 
 static struct shared {
 	volatile int go;
-	int shared_tmp, noproc, hidden, away, deleted;
+	int shared_tmp, noproc, hidden, away, deleted, user, usersub, userorder, userpid;
 	pid_t init_host;
+	int maps[2]; /* user: init waits on it for its id maps */
 	char dir[PATH_MAX];
 	struct {
 		volatile int ready, done, ok;
@@ -155,7 +178,7 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "cwd %s, not %s", cwd, cwd_want);
 	else if (stat("/dev/null", &st) || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3) ||
 		 (w = open("/dev/null", O_WRONLY)) < 0 || write(w, "x", 1) != 1)
-		snprintf(m, len, "/dev/null is not a working null device");
+		snprintf(m, len, "/dev/null is not a working null device (%s)", strerror(errno));
 	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 || errno != EROFS)
 		snprintf(m, len, "/usr is not read-only");
 	else if (sh->deleted && (!has("/etc/bootid", "boot-id-123") || !access("/tmp/.kdel", F_OK)))
@@ -165,6 +188,8 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/proc/sys is not read-only");
 	else if (sh->noproc ? !access("/proc/1", F_OK) : !has("/proc/1/comm", "ctrroot\n"))
 		snprintf(m, len, "/proc is not its pid namespace's");
+	else if (sh->user && !sh->userorder && getuid() != (slot == S_INIT ? 0u : 1000u))
+		snprintf(m, len, "uid %u inside its user namespace", getuid());
 	else
 		sh->s[slot].ok = 1;
 	free(now);
@@ -177,11 +202,14 @@ static void wait_go(void)
 		usleep(10000);
 }
 
+static void user_c(void);
+
 static void __attribute__((noreturn)) child_c(const char *before)
 {
 	int fd = open("/data/f", O_RDONLY);
 	char b[4];
 
+	user_c();
 	if (fd < 0 || read(fd, b, 4) != 4 || chdir("/tmp"))
 		_exit(2);
 	sh->s[S_C].ready = 1;
@@ -196,15 +224,13 @@ static void __attribute__((noreturn)) child_c(const char *before)
 			_exit(10 + __LINE__ % 80);      \
 	} while (0)
 
-static void __attribute__((noreturn)) init_main(void)
+/* the container's mounts, and into its root (pivot_root) */
+static void build_root(void)
 {
 	char exe[PATH_MAX], exedir[PATH_MAX], path[PATH_MAX + 64], root[PATH_MAX + 16];
-	char *before;
-	int fd, st;
-	pid_t c;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-	if (n <= 0 || unshare(CLONE_NEWNS | CLONE_NEWUTS))
+	if (n <= 0 || unshare(sh->user ? CLONE_NEWNS : CLONE_NEWNS | CLONE_NEWUTS))
 		_exit(3);
 	exe[n] = 0;
 	snprintf(exedir, sizeof(exedir), "%s", exe);
@@ -264,6 +290,23 @@ static void __attribute__((noreturn)) init_main(void)
 	snprintf(path, sizeof(path), "%s/dev/null", root);
 	if (mknod(path, S_IFCHR | 0666, makedev(1, 3)))
 		_exit(7);
+	/* a node of the container's tmpfs opens nowhere in a user namespace
+	 * but the initial one: nspawn binds the host's over it */
+	if (sh->user)
+		MNT("/dev/null", path, NULL, MS_BIND, NULL);
+	/* the container's own files owned by its root (nspawn chowns them,
+	 * or maps them) */
+	if (sh->user && !sh->userorder) {
+		static const char *const own[] = { "",	       "/tmp",	"/tmp/t",
+						   "/tmp/sym", "/etc",	"/etc/hostname",
+						   "/dev",     "/data", "/data/f" };
+
+		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
+			snprintf(path, sizeof(path), "%s%s", root, own[k]);
+			if (lchown(path, 200000, 200000))
+				_exit(19);
+		}
+	}
 	if (!sh->noproc) {
 		snprintf(path, sizeof(path), "%s/proc", root);
 		MNT("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
@@ -274,6 +317,30 @@ static void __attribute__((noreturn)) init_main(void)
 	if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
 	    chdir("/data"))
 		_exit(8);
+}
+
+/* locked mounts (user): /usr stays read-only, /data cannot be unmounted */
+static const char *locked(void)
+{
+	if (!mount(NULL, "/usr", NULL, MS_REMOUNT | MS_BIND, NULL))
+		return "/usr could be made writable: its mount is not locked read-only";
+	if (!umount2("/data", MNT_DETACH))
+		return "/data could be unmounted: its mount is not locked";
+	return NULL;
+}
+
+static void __attribute__((noreturn)) init_main(void)
+{
+	char *before;
+	int fd, st;
+	pid_t c;
+
+	if (!sh->user)
+		build_root();
+	/* root inside, as nspawn's inner child makes itself once mapped */
+	else if (!sh->userorder && (setgroups(0, NULL) || setresgid(0, 0, 0) ||
+				    setresuid(0, 0, 0) || sethostname("ctr", 3)))
+		_exit(15);
 	if (sh->shared_tmp) {
 		/* /tmp's group: a peer, a slave; then the root's, with a peer */
 		MNT(NULL, "/tmp", NULL, MS_SHARED, NULL);
@@ -291,6 +358,8 @@ static void __attribute__((noreturn)) init_main(void)
 		MNT("h1", "/hid", "tmpfs", 0, NULL);
 		MNT("h2", "/hid", "tmpfs", 0, NULL);
 	}
+	if (sh->user && locked())
+		_exit(16);
 	fd = open("/tmp/t", O_RDWR);
 	if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 		_exit(9);
@@ -306,7 +375,155 @@ static void __attribute__((noreturn)) init_main(void)
 	if (sh->s[S_INIT].ok && put("/data/g", "after"))
 		snprintf(sh->s[S_INIT].msg, sizeof(sh->s[S_INIT].msg), "cannot write /data/g");
 	waitpid(c, &st, 0);
+	if (sh->user && !sh->userorder && sh->s[S_INIT].ok) {
+		const char *l = locked();
+		char *m = sh->s[S_INIT].msg;
+		size_t len = sizeof(sh->s[S_INIT].msg);
+
+		if (l)
+			snprintf(m, len, "%s", l);
+		else if (sethostname("ctr2", 4))
+			snprintf(m, len, "root inside cannot set its host name: %s",
+				 strerror(errno));
+		else if (mount("t2", "/tmp", "tmpfs", 0, NULL))
+			snprintf(m, len, "root inside cannot mount a tmpfs: %s", strerror(errno));
+		else
+			snprintf(m, len, "ok");
+		sh->s[S_INIT].ok = !strcmp(m, "ok");
+	}
 	_exit(0);
+}
+
+/* C drops to uid 1000 inside (user) */
+static void user_c(void)
+{
+	if (sh->usersub && unshare(CLONE_NEWUTS))
+		_exit(18);
+	if (sh->user && !sh->userorder &&
+	    (setgroups(0, NULL) || setresgid(1000, 1000, 1000) || setresuid(1000, 1000, 1000)))
+		_exit(17);
+}
+
+/* "user": the maker builds the root in the host's user namespace, then
+ * clones the init into new user, pid, mount, UTS, IPC and network
+ * namespaces, as nspawn's outer child does, and writes its maps through
+ * the host's /proc (kept open: the maker left it behind) */
+static pid_t make_user_init(void)
+{
+	int procfd = open("/proc", O_PATH | O_DIRECTORY), fd;
+	char rel[64];
+	pid_t i;
+
+	if (procfd < 0 || pipe(sh->maps))
+		_exit(20);
+	build_root();
+	i = syscall(SYS_clone,
+		    (sh->userorder ? 0 : CLONE_NEWUSER) | (sh->userpid ? CLONE_NEWPID : 0) |
+			    CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD,
+		    NULL, NULL, NULL, NULL);
+	if (i == 0) {
+		char b;
+
+		close(sh->maps[1]);
+		close(procfd);
+		if (read(sh->maps[0], &b, 1) != 1)
+			_exit(21);
+		close(sh->maps[0]);
+		if (sh->userorder && unshare(CLONE_NEWUSER))
+			_exit(25);
+		prctl(PR_SET_NAME, "ctrroot");
+		init_main();
+	}
+	if (i < 0)
+		_exit(22);
+	for (int k = 0; k < 2 && !sh->userorder; k++) {
+		static const char *const files[] = { "uid_map", "gid_map" };
+
+		snprintf(rel, sizeof(rel), "%d/%s", i, files[k]);
+		fd = openat(procfd, rel, O_WRONLY);
+		if (fd < 0 || write(fd, "0 200000 65536\n", 15) != 15)
+			_exit(23);
+		close(fd);
+	}
+	if (write(sh->maps[1], "g", 1) != 1)
+		_exit(24);
+	return i;
+}
+
+static unsigned long ino_of(pid_t pid, const char *ns)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, ns);
+	return stat(path, &st) ? 0 : st.st_ino;
+}
+
+/* the user namespace that owns pid's namespace ns */
+static unsigned long owner_of(pid_t pid, const char *ns)
+{
+	char path[64];
+	struct stat st;
+	int fd, u;
+	unsigned long ino = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, ns);
+	fd = open(path, O_RDONLY);
+	u = fd < 0 ? -1 : ioctl(fd, NS_GET_USERNS);
+	if (u >= 0 && !fstat(u, &st))
+		ino = st.st_ino;
+	if (fd >= 0)
+		close(fd);
+	if (u >= 0)
+		close(u);
+	return ino;
+}
+
+/* "user": the monitor's view of init and its child C */
+static void user_checks(pid_t init, const char *when)
+{
+	static const char *const owned[] = { "mnt", "uts", "ipc", "net", "pid" };
+	size_t nr = sizeof(owned) / sizeof(owned[0]) - !sh->userpid;
+	char path[64], *t;
+	unsigned long u = ino_of(init, "user");
+	pid_t c;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", init, init);
+	t = crt_read_file(path, NULL);
+	c = t ? atoi(t) : 0;
+	free(t);
+	crt_check(c > 0, "%s: init %d has no child", when, init);
+	crt_check(u && u != ino_of(getpid(), "user"), "%s: init is in the monitor's user namespace",
+		  when);
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof(path), "/proc/%d/%s", init, k ? "gid_map" : "uid_map");
+		t = crt_read_file(path, NULL);
+		crt_check(t && strtoul(t, &t, 10) == 0 && strtoul(t, &t, 10) == 200000 &&
+				  strtoul(t, &t, 10) == 65536,
+			  "%s: init's %s is not 0 200000 65536", when, k ? "gid_map" : "uid_map");
+	}
+	for (size_t k = 0; k < nr; k++) {
+		crt_check(owner_of(init, owned[k]) == u,
+			  "%s: init's %s namespace is not owned by its user namespace", when,
+			  owned[k]);
+		crt_check(ino_of(c, owned[k]) == ino_of(init, owned[k]),
+			  "%s: C is not in init's %s namespace", when, owned[k]);
+	}
+	crt_check(ino_of(c, "user") == u, "%s: C is not in init's user namespace", when);
+	for (int k = 0; k < 2; k++) {
+		char want[80], *st;
+
+		snprintf(path, sizeof(path), "/proc/%d/status", k ? c : init);
+		snprintf(want, sizeof(want), "\nUid:\t%d\t%d\t%d\t%d\n", k ? 201000 : 200000,
+			 k ? 201000 : 200000, k ? 201000 : 200000, k ? 201000 : 200000);
+		st = crt_read_file(path, NULL);
+		crt_check(st && strstr(st, want), "%s: %s's host uids are not %d", when,
+			  k ? "C" : "init", k ? 201000 : 200000);
+		free(st);
+	}
+	crt_msg("%s: init %d and C %d in a user namespace owning their others, ids 0 and 1000 "
+		"inside",
+		when, init, c);
 }
 
 int main(int argc, char **argv)
@@ -324,6 +541,12 @@ int main(int argc, char **argv)
 	sh->hidden = argc > 1 && !strcmp(argv[1], "hidden");
 	sh->away = argc > 1 && !strcmp(argv[1], "away");
 	sh->deleted = argc > 1 && !strcmp(argv[1], "deleted");
+	sh->usersub = argc > 1 && !strcmp(argv[1], "usersub");
+	sh->userorder = argc > 1 && !strcmp(argv[1], "userorder");
+	sh->userpid = argc > 1 && !strcmp(argv[1], "userpid");
+	sh->user = (argc > 1 && !strcmp(argv[1], "user")) || sh->usersub || sh->userorder ||
+		   sh->userpid;
+	sh->noproc |= sh->user;
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
@@ -337,6 +560,10 @@ int main(int argc, char **argv)
 	if ((h = fork()) == 0) {
 		pid_t i;
 
+		if (sh->user) {
+			sh->init_host = make_user_init();
+			_exit(0);
+		}
 		if (unshare(CLONE_NEWPID))
 			_exit(4);
 		i = fork();
@@ -361,8 +588,12 @@ int main(int argc, char **argv)
 	/* the monitor's view of them too (the container may have no /proc) */
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", sh->init_host);
 	mi = mounts(path);
+	if (sh->user && !sh->userorder && !sh->usersub)
+		user_checks(sh->init_host, "before");
 	crt_ready();
 	crt_wait_term();
+	if (sh->user && !sh->userorder && !sh->usersub && !sh->userpid)
+		user_checks(sh->init_host, "after");
 	{
 		char *now = mounts(path);
 
