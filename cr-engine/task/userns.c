@@ -65,7 +65,7 @@ static const struct {
 	const char *name;
 	int flag;
 } owned[] = {
-	{ "mnt", CLONE_NEWNS },	 { "uts", CLONE_NEWUTS },	   { "ipc", CLONE_NEWIPC },
+	{ "mnt", CLONE_NEWNS },	 { "uts", CLONE_NEWUTS },	{ "ipc", CLONE_NEWIPC },
 	{ "net", CLONE_NEWNET }, { "cgroup", CLONE_NEWCGROUP },
 };
 
@@ -383,14 +383,13 @@ int userns_prepare(const struct rctx *c, struct rproc *rp)
 			flags |= made_flag(m->kinds[i]);
 	ret = helper_start(&h, -1, flags);
 	if (ret)
-		pr_err("pid %d: cannot make its user namespace again: %s", rp->pid,
-		       strerror(-ret));
+		pr_err("pid %d: cannot make its user namespace again: %s", rp->pid, strerror(-ret));
 	else if ((!strcmp(m->setgroups ? m->setgroups : "", "deny") &&
 		  (ret = write_map(h.proc, "setgroups", "deny"))) ||
 		 (ret = write_map(h.proc, "uid_map", m->uid_map ? m->uid_map : "")) ||
 		 (ret = write_map(h.proc, "gid_map", m->gid_map ? m->gid_map : "")))
-		pr_err("pid %d: cannot write the id maps of its user namespace (%s): %s",
-		       rp->pid, m->uid_map ? m->uid_map : "", strerror(-ret));
+		pr_err("pid %d: cannot write the id maps of its user namespace (%s): %s", rp->pid,
+		       m->uid_map ? m->uid_map : "", strerror(-ret));
 	if (!ret && (flags & CLONE_NEWCGROUP))
 		ret = cgroups_move_pid(c, m->cgroup_root, h.pid);
 	if (!ret && (ret = helper_go(&h)))
