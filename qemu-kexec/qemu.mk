@@ -11,7 +11,7 @@ KQ_CFLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissin
 	       -D_GNU_SOURCE
 # rebuilt when the agent, the overlay, the package list or the script change
 GUEST_IMAGE_STAMP := $(BUILD)/qemu/rootfs.stamp
-GUEST_INPUTS := qemu-kexec/rootfs.sh qemu-kexec/guest/packages \
+GUEST_INPUTS := qemu-kexec/rootfs.sh qemu-kexec/guest/packages qemu-kexec/guest/machine-packages \
 	$(shell find qemu-kexec/guest/overlay -type f 2>/dev/null)
 
 .PHONY: qemu-tools guest-image kexec-smoke check-kexec-smoke guest-deps

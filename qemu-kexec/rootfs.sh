@@ -7,9 +7,14 @@
 #   base-<key>/root   debootstrap --variant=minbase bookworm with
 #                     qemu-kexec/guest/packages, boot-time savings applied;
 #                     key = package list + this script (~2-3 min cold)
-#   image-<key>.img   base + kq-agent + qemu-kexec/guest/overlay as an ext4
-#                     image (mkfs.ext4 -d, seconds); key = base key + agent +
-#                     overlay
+#   machine-<key>/root  debootstrap --variant=minbase bookworm with
+#                     qemu-kexec/guest/machine-packages: the systemd-nspawn
+#                     machine (issue 31), a booted Debian of its own; key =
+#                     its package list + build_machine (~1.5 min cold)
+#   image-<key>.img   base + kq-agent + qemu-kexec/guest/overlay + the
+#                     machine at /var/lib/machines/mach1 as an ext4 image
+#                     (mkfs.ext4 -d, seconds); key = base and machine keys +
+#                     agent + overlay
 #   stock-<key>.img   with STOCK_DEBS (Debian kernel packages): the image
 #                     with them installed by dpkg (build_stock), and
 #                     stock-<key>.boot their vmlinuz and initrd; key = image
@@ -31,7 +36,9 @@ IMG_SIZE=${IMG_SIZE:-2G}
 
 log() { printf '[rootfs] %s\n' "$*" >&2; }
 
-packages=$(sed 's/#.*//' "$here/guest/packages" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
+pkglist() { sed 's/#.*//' "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+packages=$(pkglist "$here/guest/packages")
+machine_packages=$(pkglist "$here/guest/machine-packages")
 
 mirror() {
 	local m
@@ -44,21 +51,37 @@ mirror() {
 	echo "$m"
 }
 
-build_base() {
-	local tmp root m start
-	start=$(date +%s)
+# bootstrap DIR PACKAGES WHAT: debootstrap --variant=minbase of $SUITE
+# with PACKAGES into DIR/root (its log DIR/debootstrap.log)
+bootstrap() {
+	local m
 	m=$(mirror)
-	tmp=$(mktemp -d "$KUPDATE_CACHE/rootfs/.base.XXXXXX")
-	root=$tmp/root
-	log "debootstrap $SUITE (minbase + ${packages// /,})"
+	log "debootstrap $SUITE for $3 (minbase + ${2// /,})"
 	mkdir -p "$KUPDATE_CACHE/debootstrap-debs"
-	if ! debootstrap --variant=minbase --include="${packages// /,}" \
+	if ! debootstrap --variant=minbase --include="${2// /,}" \
 		--cache-dir="$KUPDATE_CACHE/debootstrap-debs" \
-		"$SUITE" "$root" "$m" >"$tmp/debootstrap.log" 2>&1; then
-		tail -30 "$tmp/debootstrap.log" >&2
-		log "debootstrap failed (log: $tmp/debootstrap.log)"
+		"$SUITE" "$1/root" "$m" >"$1/debootstrap.log" 2>&1; then
+		tail -30 "$1/debootstrap.log" >&2
+		log "debootstrap of $3 failed (log: $1/debootstrap.log)"
 		return 1
 	fi
+}
+
+# size: no docs, manuals, locales or package lists
+slim() {
+	chroot "$1" apt-get clean
+	rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/usr/share/info/* \
+		"$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin
+	find "$1/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias \
+		-exec rm -rf {} + 2>/dev/null || true
+}
+
+build_base() {
+	local tmp root start
+	start=$(date +%s)
+	tmp=$(mktemp -d "$KUPDATE_CACHE/rootfs/.base.XXXXXX")
+	root=$tmp/root
+	bootstrap "$tmp" "$packages" "the guest" || return 1
 
 	# identity, login (root without password on the serial console), hosts
 	echo kupdate-guest >"$root/etc/hostname"
@@ -87,16 +110,36 @@ build_base() {
 	systemctl --root="$root" disable apache2.service apache-htcacheclean.service \
 		mariadb.service ssh.service >/dev/null 2>&1 || true
 
-	# size: no docs, manuals, locales or package lists
-	chroot "$root" apt-get clean
-	rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
-		"$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
-	find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias \
-		-exec rm -rf {} + 2>/dev/null || true
+	slim "$root"
 	echo "$SUITE $packages" >"$tmp/packages"
 	rm -rf "$base"
 	mv "$tmp" "$base"
 	log "base built in $(($(date +%s) - start)) s: $base ($(du -sh "$base/root" | cut -f1))"
+}
+
+# The nspawn machine: a debootstrap root as an operator makes one for
+# /var/lib/machines, the units a container does not need masked (the
+# same boot-time savings as the guest's), no password for root.  The
+# service the cycle test runs inside is installed at test time.
+build_machine() {
+	local tmp root u
+	tmp=$(mktemp -d "$KUPDATE_CACHE/rootfs/.machine.XXXXXX")
+	root=$tmp/root
+	bootstrap "$tmp" "$machine_packages" "the nspawn machine" || return 1
+	chroot "$root" passwd -d root >/dev/null
+	echo mach1 >"$root/etc/hostname"
+	rm -f "$root/etc/machine-id" "$root/var/lib/dbus/machine-id"
+	: >"$root/etc/machine-id"
+	for u in e2scrub_all.timer e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer \
+		dpkg-db-backup.timer fstrim.timer man-db.timer systemd-journal-flush.service \
+		systemd-hwdb-update.service systemd-journal-catalog-update.service \
+		ldconfig.service systemd-firstboot.service; do
+		ln -sfn /dev/null "$root/etc/systemd/system/$u"
+	done
+	slim "$root"
+	rm -rf "$machine"
+	mv "$tmp" "$machine"
+	log "machine built: $machine ($(du -sh "$machine/root" | cut -f1))"
 }
 
 build_image() {
@@ -112,6 +155,8 @@ build_image() {
 	ln -sfn ../kupdate-agent.service "$w/sysinit.target.wants/kupdate-agent.service"
 	ln -sfn ../kupdate-net.service "$w/multi-user.target.wants/kupdate-net.service"
 	ln -sfn ../kupdate-net.service "$w/network-online.target.wants/kupdate-net.service"
+	mkdir -p "$stage/root/var/lib/machines"
+	cp -al "$machine/root" "$stage/root/var/lib/machines/mach1"
 	tmp=$img.tmp.$$
 	rm -f "$tmp"
 	mkfs.ext4 -q -F -L kupdate-root -d "$stage/root" "$tmp" "$IMG_SIZE" >/dev/null
@@ -161,9 +206,12 @@ build_stock() {
 }
 
 # keys: each stage's inputs, including the text of the function that builds it
-base_key=$( (echo "$SUITE $packages"; declare -f build_base) | sha256sum | cut -c1-16)
+base_key=$( (echo "$SUITE $packages"; declare -f build_base bootstrap slim) | sha256sum | cut -c1-16)
 base=$KUPDATE_CACHE/rootfs/base-$base_key
-img_key=$( (echo "$base_key"; declare -f build_image; sha256sum <"$agent"
+machine_key=$( (echo "$SUITE $machine_packages"; declare -f build_machine bootstrap slim) |
+	sha256sum | cut -c1-16)
+machine=$KUPDATE_CACHE/rootfs/machine-$machine_key
+img_key=$( (echo "$base_key $machine_key"; declare -f build_image; sha256sum <"$agent"
 	cd "$here/guest/overlay" && find . -type f | LC_ALL=C sort | xargs sha256sum) |
 	sha256sum | cut -c1-16)
 img=$KUPDATE_CACHE/rootfs/image-$img_key.img
@@ -181,6 +229,9 @@ flock 9
 if [ ! -d "$base/root" ]; then
 	build_base
 fi
+if [ ! -d "$machine/root" ]; then
+	build_machine
+fi
 if [ ! -f "$img" ]; then
 	build_image
 fi
@@ -189,9 +240,9 @@ if [ -n "${STOCK_DEBS:-}" ] && [ ! -f "$stock_img" ]; then
 fi
 # keep the cache from growing: entries unused for 3 days go (a running VM
 # keeps its backing image open, so removing it under one is harmless)
-touch "$base" "$img"
+touch "$base" "$machine" "$img"
 [ -n "${STOCK_DEBS:-}" ] && touch "$stock_img" "$stock_boot"
-find "$KUPDATE_CACHE/rootfs" -maxdepth 1 \( -name 'base-*' -o -name 'image-*' -o -name 'stock-*' \) -mtime +3 \
+find "$KUPDATE_CACHE/rootfs" -maxdepth 1 \( -name 'base-*' -o -name 'machine-*' -o -name 'image-*' -o -name 'stock-*' \) -mtime +3 \
 	-exec rm -rf {} + 2>/dev/null || true
 if [ -n "${STOCK_DEBS:-}" ]; then
 	ln -sfn "$stock_img" "$BUILD/qemu/rootfs-stock.img"
