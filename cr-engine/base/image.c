@@ -279,6 +279,18 @@ int img_reader_open(struct img_reader *r, int dirfd, const char *name, enum img_
 	return ret;
 }
 
+int img_read_first(struct img_reader *r, const ProtobufCMessageDescriptor *desc,
+		   ProtobufCMessage **out)
+{
+	int ret = img_read(r, desc, out);
+
+	if (ret == 0) {
+		pr_err("image %s is damaged: it is empty", r->name);
+		return -EINVAL;
+	}
+	return ret < 0 ? ret : 0;
+}
+
 int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
 {
 	uint32_t len;

@@ -117,6 +117,11 @@ int img_reader_from_buffer(struct img_reader *r, const char *name, enum img_kind
 			   unsigned char *data, size_t size);
 /* Next message: 1 and *out set, 0 at the end, or -errno (logged). */
 int img_read(struct img_reader *r, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out);
+/* The first message of an image that must have one: 0 and *out set, or
+ * -errno (logged; an empty image is damaged, -EINVAL).  The reader stays
+ * open for the records that follow. */
+int img_read_first(struct img_reader *r, const ProtobufCMessageDescriptor *desc,
+		   ProtobufCMessage **out);
 void img_reader_close(struct img_reader *r);
 
 /* What the inventory records of a file so that one swapped in from another

@@ -172,13 +172,9 @@ static int load_inventory(struct rctx *c)
 
 	if (ret)
 		return ret;
-	ret = img_read(&r, &inventory_entry__descriptor, &m);
+	ret = img_read_first(&r, &inventory_entry__descriptor, &m);
 	img_reader_close(&r);
-	if (ret == 0) {
-		pr_err("image inventory.img is damaged: it is empty");
-		return -EINVAL;
-	}
-	if (ret < 0)
+	if (ret)
 		return ret;
 	c->inv = (InventoryEntry *)m;
 	if (c->inv->format_version != IMG_FORMAT_VERSION || c->inv->page_size != PAGE_SIZE) {

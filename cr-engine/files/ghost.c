@@ -322,12 +322,10 @@ int ghost_load(int dirfd, uint32_t id, struct rghost *g)
 	ret = img_reader_open(&r, dirfd, name, IMG_GHOST);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &ghost_entry__descriptor, &m);
-	if (ret <= 0) {
+	ret = img_read_first(&r, &ghost_entry__descriptor, &m);
+	if (ret) {
 		img_reader_close(&r);
-		if (!ret)
-			pr_err("image %s is damaged: it is empty", name);
-		return ret ? ret : -EINVAL;
+		return ret;
 	}
 	g->e = (GhostEntry *)m;
 	g->chunks = calloc(r.nr ? r.nr : 1, sizeof(*g->chunks));

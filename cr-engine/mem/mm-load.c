@@ -143,12 +143,8 @@ int mem_load(int dirfd, pid_t pid, struct rmm *mm)
 	ret = img_reader_open(&r, dirfd, name, IMG_MM);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &mm_core__descriptor, &m);
-	if (ret == 0) {
-		pr_err("image %s is damaged: it is empty", name);
-		ret = -EINVAL;
-	}
-	if (ret < 0)
+	ret = img_read_first(&r, &mm_core__descriptor, &m);
+	if (ret)
 		goto out;
 	mm->core = (MmCore *)m;
 	mm->vmas = calloc(r.nr, sizeof(*mm->vmas));
@@ -166,12 +162,8 @@ int mem_load(int dirfd, pid_t pid, struct rmm *mm)
 	ret = img_reader_open(&r, dirfd, name, IMG_PAGEMAP);
 	if (ret)
 		goto out;
-	ret = img_read(&r, &pagemap_head__descriptor, &m);
-	if (ret == 0) {
-		pr_err("image %s is damaged: it is empty", name);
-		ret = -EINVAL;
-	}
-	if (ret < 0)
+	ret = img_read_first(&r, &pagemap_head__descriptor, &m);
+	if (ret)
 		goto out;
 	mm->head = (PagemapHead *)m;
 	mm->runs = calloc(r.nr, sizeof(*mm->runs));

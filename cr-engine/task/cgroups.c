@@ -441,12 +441,10 @@ static int load(struct rctx *c)
 
 	if (ret)
 		return ret;
-	ret = img_read(&r, &cgroup_entry__descriptor, &m);
+	ret = img_read_first(&r, &cgroup_entry__descriptor, &m);
 	img_reader_close(&r);
-	if (ret <= 0) {
-		pr_err("image cgroup.img is damaged: it is empty");
-		return ret ? ret : -EINVAL;
-	}
+	if (ret)
+		return ret;
 	c->cg.img = (CgroupEntry *)m;
 	return 0;
 }

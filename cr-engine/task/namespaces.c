@@ -796,12 +796,10 @@ int ns_restore_enter(struct rctx *c)
 	ret = img_reader_open(&r, c->dirfd, "namespaces.img", IMG_NS);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &ns_entry__descriptor, &m);
+	ret = img_read_first(&r, &ns_entry__descriptor, &m);
 	img_reader_close(&r);
-	if (ret <= 0) {
-		pr_err("image namespaces.img is damaged: it is empty");
-		return ret ? ret : -EINVAL;
-	}
+	if (ret)
+		return ret;
 	e = (NsEntry *)m;
 	ret = own_flags(e, &own);
 	if (!ret && !c->opts->ns_pid) {

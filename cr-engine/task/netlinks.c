@@ -399,7 +399,17 @@ static int ask(struct nl_sock *sk, int type, int flags, void *hdr, size_t len, i
 	nlmsg_free(m);
 	if (ret >= 0)
 		ret = nl_recvmsgs_default(sk);
-	return ret < 0 ? -EIO : 0;
+	return ret < 0 ? ret : 0; /* a libnl error (-NLE_*) */
+}
+
+/* the policy routing rules: none on a kernel without them (no
+ * CONFIG_FIB_RULES: the request is not supported) */
+static int ask_rules(struct nl_sock *sk, struct ns_read *r)
+{
+	struct rtmsg rt = { .rtm_family = AF_UNSPEC };
+	int ret = ask(sk, RTM_GETRULE, NLM_F_DUMP, &rt, sizeof(rt), -1, rule_cb, r);
+
+	return ret == -NLE_OPNOTSUPP ? 0 : ret;
 }
 
 /* the legacy iptables tables instantiated in the thread's namespace */
@@ -444,7 +454,7 @@ static void *read_thread(void *arg)
 	if (ask(sk, RTM_GETLINK, NLM_F_DUMP, &ifi, sizeof(ifi), -1, link_cb, r) ||
 	    ask(sk, RTM_GETADDR, NLM_F_DUMP, &ifa, sizeof(ifa), -1, addr_cb, r) ||
 	    ask(sk, RTM_GETROUTE, NLM_F_DUMP, &rt, sizeof(rt), -1, route_cb, r) ||
-	    (!r->want_index && ask(sk, RTM_GETRULE, NLM_F_DUMP, &rt, sizeof(rt), -1, rule_cb, r)) ||
+	    (!r->want_index && ask_rules(sk, r)) ||
 	    (r->other_fd >= 0 && ask(sk, RTM_GETNSID, 0, &g, sizeof(g), r->other_fd, nsid_cb, r)))
 		r->err = r->err ? r->err : -EIO;
 	nl_socket_free(sk);
@@ -558,6 +568,34 @@ struct made_links {
 	size_t n;
 };
 
+/* A device the kernel makes in every new network namespace itself: the
+ * fallback tunnel of a tunnel driver built in or loaded (sit0, tunl0,
+ * ip6tnl0, gre0...), with no configuration of the namespace's own on it
+ * (down, no address, no route): the namespace made again has it again,
+ * from the kernel, as long as the driver is there (with
+ * net.core.fb_tunnels_only_for_init_net off, the default) */
+static bool kernel_fallback(const struct link *l, const struct ns_read *in)
+{
+	static const struct {
+		const char *kind, *name;
+	} fb[] = { { "sit", "sit0" },	    { "ipip", "tunl0" },     { "ip6tnl", "ip6tnl0" },
+		   { "gre", "gre0" },	    { "gretap", "gretap0" }, { "erspan", "erspan0" },
+		   { "ip6gre", "ip6gre0" }, { "vti", "ip_vti0" },    { "vti6", "ip6_vti0" } };
+	bool named = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(fb) && !named; i++)
+		named = !strcmp(l->kind, fb[i].kind) && !strcmp(l->name, fb[i].name);
+	if (!named || (l->flags & IFF_UP))
+		return false;
+	for (size_t k = 0; k < in->nr_addrs; k++)
+		if (in->addr_if[k] == l->index)
+			return false;
+	for (size_t k = 0; k < in->nr_routes; k++)
+		if (in->route_oif[k] == l->index)
+			return false;
+	return true;
+}
+
 /* the checks and the records of the namespace's own side */
 static int inner_links(struct cr_proc *p, struct ns_read *in, struct made_links *out)
 {
@@ -577,6 +615,8 @@ static int inner_links(struct cr_proc *p, struct ns_read *in, struct made_links 
 					refuse(in, "a route through its loopback");
 			continue;
 		}
+		if (kernel_fallback(l, in))
+			continue;
 		if (strcmp(l->kind, "veth") || l->peer_nsid < 0 || l->peer_nsid != in->other_nsid)
 			refuse(in,
 			       "the interface %s (%s%s): kupdate makes again only its "

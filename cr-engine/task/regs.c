@@ -405,12 +405,8 @@ int core_load(int dirfd, const PstreeEntry *pe, struct rcore *c)
 	ret = img_reader_open(&r, dirfd, name, IMG_CORE);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &task_core__descriptor, &m);
-	if (ret == 0) {
-		pr_err("image %s is damaged: it is empty", name);
-		ret = -EINVAL;
-	}
-	if (ret < 0)
+	ret = img_read_first(&r, &task_core__descriptor, &m);
+	if (ret)
 		goto out;
 	c->task = (TaskCore *)m;
 	if (c->task->n_rlimits > 16 || (c->task->creds && c->task->creds->n_groups > 65536)) {

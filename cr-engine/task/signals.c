@@ -199,12 +199,10 @@ int signals_load(int dirfd, pid_t pid, struct rsignals *s)
 	ret = img_reader_open(&r, dirfd, name, IMG_SIGNALS);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &signals_core__descriptor, &m);
-	if (ret <= 0) {
-		if (!ret)
-			pr_err("image %s is damaged: it is empty", name);
+	ret = img_read_first(&r, &signals_core__descriptor, &m);
+	if (ret) {
 		img_reader_close(&r);
-		return ret ? ret : -EINVAL;
+		return ret;
 	}
 	s->core = (SignalsCore *)m;
 	for (size_t i = 0; i < s->core->n_pending; i++)

@@ -334,12 +334,10 @@ int timers_load(int dirfd, const PstreeEntry *pe, struct rtimers *t)
 	ret = img_reader_open(&r, dirfd, name, IMG_TIMERS);
 	if (ret)
 		return ret;
-	ret = img_read(&r, &timers_core__descriptor, &m);
-	if (ret <= 0) {
-		if (!ret)
-			pr_err("image %s is damaged: it is empty", name);
+	ret = img_read_first(&r, &timers_core__descriptor, &m);
+	if (ret) {
 		img_reader_close(&r);
-		return ret ? ret : -EINVAL;
+		return ret;
 	}
 	t->core = (TimersCore *)m;
 	t->timers = calloc(r.nr ? r.nr : 1, sizeof(*t->timers));
