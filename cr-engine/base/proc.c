@@ -583,3 +583,15 @@ int ns_parse_idmap(const char *text, struct ns_idmap *map, size_t *nr)
 	}
 	return 0;
 }
+
+int ns_read_idmaps(pid_t pid, const char *what, char **uid, char **gid, char **setgroups)
+{
+	*uid = ns_read_squeezed(pid, "uid_map");
+	*gid = ns_read_squeezed(pid, "gid_map");
+	*setgroups = ns_read_squeezed(pid, "setgroups");
+	if (!*uid || !*gid || !*setgroups) {
+		pr_err("pid %d: cannot read the id maps of %s", pid, what);
+		return -EIO;
+	}
+	return 0;
+}

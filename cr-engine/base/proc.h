@@ -104,6 +104,9 @@ int ns_parse_idmap(const char *text, struct ns_idmap *map, size_t *nr);
 /* /proc/PID/NAME (uid_map, gid_map, setgroups) with its blanks made one
  * space and its lines ";"; NULL if unreadable */
 char *ns_read_squeezed(pid_t pid, const char *name);
+/* pid's uid_map, gid_map and setgroups so (each malloc'd); 0, or -EIO
+ * logged, naming whose (what: "its user namespace"...) */
+int ns_read_idmaps(pid_t pid, const char *what, char **uid, char **gid, char **setgroups);
 
 /* the mount table (mount_table_read): public, in cr-util.h */
 

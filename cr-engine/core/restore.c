@@ -420,13 +420,11 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
 		task_main(c, rp);
-	if (r < 0) {
-		int err = errno;
+	{
+		int err = errno; /* for the messages below */
 
 		userns_spawn_end(rp);
 		errno = err;
-	} else {
-		userns_spawn_end(rp);
 	}
 	if (r > 0)
 		atomic_store(&c->sh->procs[rp - c->procs].created, 1);

@@ -296,18 +296,6 @@ static int read_mounts(struct cr_dump_ctx *ctx, struct cr_ns *ns)
 	return ret;
 }
 
-static int read_userns(pid_t pid, struct cr_ns *ns)
-{
-	ns->uid_map = ns_read_squeezed(pid, "uid_map");
-	ns->gid_map = ns_read_squeezed(pid, "gid_map");
-	ns->setgroups = ns_read_squeezed(pid, "setgroups");
-	if (!ns->uid_map || !ns->gid_map || !ns->setgroups) {
-		pr_err("pid %d: cannot read the id maps of its user namespace", pid);
-		return -EIO;
-	}
-	return 0;
-}
-
 static int enter_ipc(pid_t pid, struct cr_ns *ns)
 {
 	char path[64];
@@ -360,7 +348,8 @@ int ns_dump(struct cr_dump_ctx *ctx)
 			return ret;
 	}
 	if (ns->own & CLONE_NEWUSER) {
-		int ret = read_userns(root, ns);
+		int ret = ns_read_idmaps(root, "its user namespace", &ns->uid_map, &ns->gid_map,
+					 &ns->setgroups);
 
 		if (ret)
 			return ret;

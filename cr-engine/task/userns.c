@@ -149,13 +149,9 @@ int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 			return -EOPNOTSUPP;
 		}
 	}
-	p->made_uid_map = ns_read_squeezed(p->pid, "uid_map");
-	p->made_gid_map = ns_read_squeezed(p->pid, "gid_map");
-	p->made_setgroups = ns_read_squeezed(p->pid, "setgroups");
-	if (!p->made_uid_map || !p->made_gid_map || !p->made_setgroups) {
-		pr_err("pid %d: cannot read the id maps of the user namespace it made", p->pid);
+	if (ns_read_idmaps(p->pid, "the user namespace it made", &p->made_uid_map, &p->made_gid_map,
+			   &p->made_setgroups))
 		return -EIO;
-	}
 	if (!*p->made_uid_map || !*p->made_gid_map) {
 		pr_err("pid %d (%s) made a user namespace without id maps (%s), where its "
 		       "processes have no ids, which kupdate cannot restore",
