@@ -18,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cr-util.h"
@@ -170,4 +174,109 @@ void tid_done(struct tid_hold *h)
 		close(h->fd); /* and its lock */
 	h->fd = -1;
 	h->held = false;
+}
+
+/* ------------------------------------ host pids asked of kupdate (lp_*) */
+
+#define LP_WAIT_NS (10LL * 1000000000LL)
+
+static void lp_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* until *w is no longer val: 0, or -ETIMEDOUT after 10 s, -ECANCELED once
+ * the restore failed */
+static int lp_wait(struct shared *sh, _Atomic uint32_t *w, uint32_t val)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + LP_WAIT_NS;
+
+	while (atomic_load(w) == val) {
+		if (atomic_load(&sh->failed))
+			return -ECANCELED;
+		if (now_ns(CLOCK_MONOTONIC) > deadline)
+			return -ETIMEDOUT;
+		syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
+	}
+	return 0;
+}
+
+static void lp_unlock(struct shared *sh)
+{
+	atomic_store(&sh->lp_lock, 0);
+	lp_wake(&sh->lp_lock);
+}
+
+int lp_ask(struct shared *sh, pid_t pid)
+{
+	uint32_t st;
+	int ret;
+
+	for (;;) {
+		uint32_t free_ = 0;
+
+		if (atomic_compare_exchange_strong(&sh->lp_lock, &free_, 1))
+			break;
+		ret = lp_wait(sh, &sh->lp_lock, 1);
+		if (ret) {
+			pr_err("pid %d: kupdate gave no host pid: another process held the "
+			       "request for 10 s",
+			       pid);
+			return ret;
+		}
+	}
+	sh->lp_pid = pid;
+	atomic_store(&sh->lp_state, LP_ASKED);
+	lp_wake(&sh->count); /* kupdate waits there (lp_serve) */
+	ret = lp_wait(sh, &sh->lp_state, LP_ASKED);
+	st = atomic_load(&sh->lp_state);
+	if (!ret && st == LP_SET)
+		return 0;
+	if (!ret)
+		ret = sh->lp_err ? sh->lp_err : -EIO;
+	else
+		pr_err("pid %d: kupdate did not set ns_last_pid for it in 10 s", pid);
+	atomic_store(&sh->lp_state, LP_IDLE);
+	lp_unlock(sh);
+	return ret;
+}
+
+void lp_cloned(struct shared *sh)
+{
+	atomic_store(&sh->lp_state, LP_CLONED);
+	lp_wake(&sh->count);
+	/* ns_last_pid back and its lock let go before the next one asks */
+	if (lp_wait(sh, &sh->lp_state, LP_CLONED))
+		pr_err("pid %d: kupdate did not let ns_last_pid go in 10 s", sh->lp_pid);
+	lp_unlock(sh);
+}
+
+void lp_serve(struct rctx *c)
+{
+	struct shared *sh = c->sh;
+
+	switch (atomic_load(&sh->lp_state)) {
+	case LP_ASKED: {
+		int ret = c->lp_hold.held ? -EPROTO : tid_prepare(sh->lp_pid, &c->lp_hold);
+
+		sh->lp_err = ret;
+		atomic_store(&sh->lp_state, ret ? LP_FAILED : LP_SET);
+		lp_wake(&sh->lp_state);
+		break;
+	}
+	case LP_CLONED:
+		tid_done(&c->lp_hold);
+		atomic_store(&sh->lp_state, LP_IDLE);
+		lp_wake(&sh->lp_state);
+		break;
+	default:
+		break;
+	}
+}
+
+void lp_abandon(struct rctx *c)
+{
+	if (c->lp_hold.held)
+		tid_done(&c->lp_hold);
 }

@@ -80,7 +80,7 @@ static void *map_blob_region(struct rproc *rp, uint64_t len, uint64_t task_size)
 /* Credentials into the restorer's form; the groups go at *off in a.  The
  * uids and gids as the tree's user namespace names them (the restorer sets
  * them from inside it); the groups as the initial one does (set before it
- * enters). */
+ * enters), or, for a process born inside (userns.c), as it does. */
 static void plan_creds(const struct rctx *c, const Creds *cr, struct rst_creds *rc,
 		       uint32_t dumpable, void *a, size_t *off)
 {
@@ -105,6 +105,9 @@ static void plan_creds(const struct rctx *c, const Creds *cr, struct rst_creds *
 	rc->groups_off = *off;
 	if (cr->n_groups)
 		memcpy((char *)a + *off, cr->groups, cr->n_groups * 4);
+	/* born in the user namespace: set from inside it, as it names them */
+	for (size_t i = 0; c->ns_in_userns && i < cr->n_groups; i++)
+		((uint32_t *)((char *)a + *off))[i] = ns_id_inside(c, cr->groups[i], true);
 	*off += (cr->n_groups * 4 + 7) & ~7UL;
 }
 

@@ -17,6 +17,8 @@
 
 enum stage { ST_FORK = 1, ST_PGID, ST_PREPARE, ST_GO };
 
+enum lp_state { LP_IDLE, LP_ASKED, LP_SET, LP_FAILED, LP_CLONED };
+
 struct shared_proc {
 	uint64_t blob_start, blob_len, args_addr;
 	_Atomic uint32_t prepared; /* its rst_prepare() is done (a shared fd table) */
@@ -30,6 +32,12 @@ struct shared {
 	_Atomic uint32_t count;
 	_Atomic uint32_t failed; /* a process failed and said why */
 	pid_t tool;
+	/* lastpid.c: the host pid of a process born in a pid namespace of a
+	 * user namespace the tree made, asked of kupdate (lp_ask) */
+	_Atomic uint32_t lp_lock;   /* held by the process asking */
+	_Atomic uint32_t lp_state;  /* enum lp_state */
+	pid_t lp_pid;		    /* the pid wanted, in kupdate's namespace */
+	int32_t lp_err;		    /* LP_FAILED: why */
 	struct shared_proc procs[]; /* the tree's processes, then its helpers */
 };
 
@@ -53,6 +61,12 @@ struct rcgroups {
 	int base_fd;
 	int *fds;   /* per img->dirs */
 	bool *made; /* made by this restore */
+};
+
+/* clone3's arguments */
+struct clone_args_k {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
 };
 
 struct rctx {
@@ -88,6 +102,10 @@ struct rctx {
 	struct cr_unix_link *links;    /* cr_restore_opts.links, their fds copied */
 	size_t nr_links;
 	struct rcgroups cg;
+	/* born in the user namespace the tree made (userns.c): ids as it
+	 * names them, host pids asked of kupdate (lp_ask) */
+	bool ns_in_userns;
+	struct tid_hold lp_hold; /* kupdate: the pid it set for lp_ask */
 };
 
 /* lastpid.c: ns_last_pid set below tid for a clone without set_tid, under
@@ -95,6 +113,15 @@ struct rctx {
  * meanwhile; tid_done puts both back */
 int tid_prepare(pid_t tid, struct tid_hold *h);
 void tid_done(struct tid_hold *h);
+/* lastpid.c: a process born in the tree's user namespace, which cannot
+ * give a host pid to clone3's set_tid, asks kupdate to set ns_last_pid
+ * below pid (lp_ask), clones, and tells it (lp_cloned); kupdate serves
+ * while it waits for the tree (lp_serve) and lets go on a failure
+ * (lp_abandon) */
+int lp_ask(struct shared *sh, pid_t pid);
+void lp_cloned(struct shared *sh);
+void lp_serve(struct rctx *c);
+void lp_abandon(struct rctx *c);
 
 /* restore-images.c: every image of the tree, loaded and checked against
  * the inventory, before anything is created */

@@ -64,11 +64,6 @@ static int self_depth;
  * rst_prepare() moves), or -1 */
 static int tool_fd = -1;
 
-struct clone_args_k {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-	uint64_t set_tid, set_tid_size, cgroup;
-};
-
 static int find_helpers(struct rctx *c)
 {
 	for (size_t i = 0; i < c->nr; i++) {
@@ -370,6 +365,68 @@ static pid_t spawn_ns_last_pid(pid_t pid, unsigned long flags)
 	return r;
 }
 
+/* rp, by a process born in the tree's user namespace (userns.c), which
+ * may give set_tid the ids of the pid namespaces that user namespace owns
+ * but not kupdate's: that one through ns_last_pid, set by kupdate
+ * (lp_ask).  The child tells its pid in kupdate's namespace and waits for
+ * the verdict: one that got another (something forked in between) ends
+ * before it does anything, and the clone is tried again. */
+static long clone_in_userns(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, pid_t want)
+{
+	int sk[2];
+	long r = -1;
+	int ret = 0;
+
+	if (ca->set_tid_size)
+		ca->set_tid_size--; /* kupdate's level is the last */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sk))
+		return -1;
+	for (int k = 0; k < 50; k++) {
+		pid_t host = 0;
+		char ok;
+
+		ret = lp_ask(c->sh, rp->pid);
+		if (ret)
+			break;
+		r = syscall(SYS_clone3, ca, sizeof(*ca));
+		if (r == 0) {
+			host = proc_self_pid();
+			close(sk[0]);
+			if (write(sk[1], &host, sizeof(host)) != sizeof(host) ||
+			    read(sk[1], &ok, 1) != 1 || ok != 'y')
+				_exit(0);
+			close(sk[1]);
+			return 0;
+		}
+		ret = r < 0 ? -errno : 0;
+		lp_cloned(c->sh);
+		if (ret)
+			break;
+		if (read(sk[0], &host, sizeof(host)) != sizeof(host)) {
+			ret = -EPIPE;
+			break;
+		}
+		ok = host == rp->pid ? 'y' : 'n';
+		if (write(sk[0], &ok, 1) != 1) {
+			ret = -errno;
+			break;
+		}
+		if (ok == 'y')
+			break;
+		while (waitpid(r, NULL, __WALL) < 0 && errno == EINTR)
+			;
+		r = -1;
+		ret = -EEXIST;
+	}
+	close(sk[0]);
+	close(sk[1]);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	return r == want ? r : (errno = EEXIST, -1);
+}
+
 /* The control group pid is to be born into (cr_restore_opts.cgroups), as
  * an open directory; -1: its parent's */
 static int cgroup_of(const struct rctx *c, const struct rproc *rp)
@@ -415,7 +472,12 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)cg;
 	}
-	r = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (userns_init_born_inside(rp))
+		r = userns_clone_init(c, rp, &ca, want, !self_depth && !c->ns_in_userns);
+	else if (c->ns_in_userns)
+		r = clone_in_userns(c, rp, &ca, want);
+	else
+		r = syscall(SYS_clone3, &ca, sizeof(ca));
 	if (r < 0 && cg < 0 && ca.set_tid_size == 1 && (errno == ENOSYS || errno == E2BIG))
 		r = spawn_ns_last_pid(rp->pid, ca.flags);
 	if (r == 0)
@@ -643,6 +705,8 @@ static int wait_count(struct rctx *c, uint32_t n, const char *what, bool alive_c
 			return -ECANCELED; /* the process said why */
 		if (v >= n)
 			return 0;
+		/* a process born in the tree's user namespace asks (userns.c) */
+		lp_serve(c);
 		if (now_ns(CLOCK_MONOTONIC) > deadline) {
 			pr_err("restore timed out while %s (%u of %u processes ready)", what, v, n);
 			return -ETIMEDOUT;
@@ -1431,6 +1495,7 @@ static int run_tree(struct rctx *c)
 static void abandon_tree(struct rctx *c)
 {
 	atomic_store(&c->sh->failed, 1);
+	lp_abandon(c);
 	kill_all(c);
 	c->shm.sysv_committed = false; /* the segments created go with the tree */
 	/* reap what is ours to reap */

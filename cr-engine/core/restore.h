@@ -56,6 +56,12 @@ struct tid_hold {
 struct usermade {
 	int user;
 	int fd[5]; /* mnt (unused), uts, ipc, net, cgroup */
+	/* the init of a pid namespace its user namespace owns, born there
+	 * (userns_clone_init): its namespaces joined before its birth, its
+	 * mounts built but for those it makes itself (mntns.c: mnt_done,
+	 * mnt_late, per mount) */
+	bool born;
+	bool *mnt_done, *mnt_late;
 };
 
 struct rproc {

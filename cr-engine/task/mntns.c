@@ -38,6 +38,8 @@
 #include "images/core.pb-c.h"
 #include "log.h"
 #include "mntns.h"
+#include "namespaces.h"
+#include "restore.h"
 #include "restore-ctx.h"
 #include "tmpdir.h"
 #include "util.h"
@@ -596,6 +598,97 @@ void mntns_stage(pid_t pid, char *buf, size_t len)
 	snprintf(buf, len, "/run/kupdate-ctr-%d", pid);
 }
 
+/* path is at or below dir */
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (!strcmp(dir, "/"))
+		return true;
+	return !strncmp(path, dir, n) && (path[n] == '/' || !path[n]);
+}
+
+/* mount i is one the init of a pid namespace its user namespace owns
+ * makes itself, once born (its pid namespace's /proc), or lies on, or
+ * binds a path of, one of those */
+static bool made_by_init(const NsMade *made, size_t i, const bool *by_init)
+{
+	const MadeMount *m = made->mounts[i];
+
+	if (!m->bind && !m->bind_inside && !strcmp(m->fstype, "proc"))
+		return true;
+	for (size_t j = 1; j < i; j++)
+		if (by_init[j] &&
+		    (path_under(m->point, made->mounts[j]->point) ||
+		     (m->bind_inside && path_under(m->bind_inside, made->mounts[j]->point))))
+			return true;
+	return false;
+}
+
+/* a namespace of its own (a slave of its parent's: nothing made here goes
+ * out, and a mount that was a slave of a parent's group can be again,
+ * set_groups), its mounts under stage, parents first, but those the
+ * init makes itself (by_init: left out, with their propagation, set
+ * late); every propagation that can be set before the pivot */
+static int build(struct rctx *c, const struct rproc *rp, const char *stage, bool *by_init,
+		 bool *done, bool *is_late)
+{
+	const NsMade *made = rp->core.task->made_ns;
+	int ret = 0;
+
+	if (mkdir(stage, 0700) && errno != EEXIST)
+		return pr_errno("pid %d: cannot make %s to build its mounts in", rp->pid, stage);
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
+		return pr_errno("pid %d: cannot make its mount namespace again", rp->pid);
+	for (size_t i = 0; !ret && i < made->n_mounts; i++) {
+		if (by_init && i && made_by_init(made, i, by_init)) {
+			by_init[i] = is_late[i] = true;
+			continue;
+		}
+		ret = mount_one(c, rp, stage, made->mounts[i]);
+	}
+	if (!ret)
+		ret = set_groups(rp, made, stage, false, done, is_late);
+	return ret;
+}
+
+/* into the root built under stage: the old root goes on top of the new
+ * one, and is detached; then the propagation left */
+static int enter(const struct rproc *rp, const char *stage, bool *done, bool *is_late)
+{
+	if (chdir(stage) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
+	    chdir("/"))
+		return pr_errno("pid %d: cannot enter its root again (pivot_root)", rp->pid);
+	return set_groups(rp, rp->core.task->made_ns, "", true, done, is_late);
+}
+
+int mntns_build(struct rctx *c, struct rproc *rp)
+{
+	const NsMade *made = rp->core.task->made_ns;
+	bool *by_init;
+	char stage[64];
+	int ret;
+
+	if (!made || !made->n_mounts)
+		return 0;
+	mntns_stage(rp->pid, stage, sizeof(stage));
+	by_init = xzalloc(made->n_mounts);
+	rp->um.mnt_done = xzalloc(made->n_mounts);
+	rp->um.mnt_late = xzalloc(made->n_mounts);
+	if (!by_init || !rp->um.mnt_done || !rp->um.mnt_late)
+		return -ENOMEM;
+	ret = build(c, rp, stage, by_init, rp->um.mnt_done, rp->um.mnt_late);
+	free(by_init);
+	/* moved over the old root, which stays under it, as nspawn's outer
+	 * child does: the init may mount its pid namespace's /proc only where
+	 * a proc is fully visible (the kernel looks at the covered ones too);
+	 * pivot_root would refuse the copy's locked root anyway */
+	if (!ret &&
+	    (chdir(stage) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") || chdir("/")))
+		ret = pr_errno("pid %d: cannot move its root over the old one", rp->pid);
+	return ret;
+}
+
 int mntns_restore(struct rctx *c, const struct rproc *rp)
 {
 	const NsMade *made = rp->zombie ? NULL : rp->core.task->made_ns;
@@ -606,27 +699,31 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	if (!made || !made->n_mounts)
 		return 0;
 	mntns_stage(rp->pid, stage, sizeof(stage));
-	if (mkdir(stage, 0700) && errno != EEXIST)
-		return pr_errno("pid %d: cannot make %s to build its mounts in", rp->pid, stage);
-	/* a slave of its parent's: nothing made here goes out, and a mount
-	 * that was a slave of a parent's group can be again (set_groups) */
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
-		return pr_errno("pid %d: cannot make its mount namespace again", rp->pid);
+	if (rp->um.born) {
+		/* the init, in the copy its builder made: its own mounts */
+		bool *by_init = xzalloc(made->n_mounts);
+
+		if (!by_init)
+			return -ENOMEM;
+		for (size_t i = 1; !ret && i < made->n_mounts; i++)
+			if ((by_init[i] = made_by_init(made, i, by_init)))
+				ret = mount_one(c, rp, "", made->mounts[i]);
+		free(by_init);
+		if (!ret)
+			ret = set_groups(rp, made, "", true, rp->um.mnt_done, rp->um.mnt_late);
+		if (!ret)
+			pr_debug("pid %d: its mount namespace made again in its user namespace, "
+				 "%zu mounts",
+				 rp->pid, made->n_mounts);
+		return ret;
+	}
 	done = xzalloc(made->n_mounts);
 	is_late = xzalloc(made->n_mounts);
 	if (!done || !is_late)
 		return -ENOMEM;
-	for (size_t i = 0; !ret && i < made->n_mounts; i++)
-		ret = mount_one(c, rp, stage, made->mounts[i]);
+	ret = build(c, rp, stage, NULL, done, is_late);
 	if (!ret)
-		ret = set_groups(rp, made, stage, false, done, is_late);
-	if (ret)
-		return ret;
-	/* into it: the old root goes on top of the new one, and is detached */
-	if (chdir(stage) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
-	    chdir("/"))
-		return pr_errno("pid %d: cannot enter its root again (pivot_root)", rp->pid);
-	ret = set_groups(rp, made, "", true, done, is_late);
+		ret = enter(rp, stage, done, is_late);
 	/* in a user namespace it made: into a copy that namespace owns */
 	if (!ret)
 		ret = userns_copy_mounts(rp);

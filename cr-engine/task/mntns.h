@@ -19,6 +19,12 @@ void mntns_free_dump(struct cr_proc *p);
 /* restore, in the process rp right after its birth: its mount namespace
  * made again and entered (task_core.made_ns.mounts), if it had made one */
 int mntns_restore(struct rctx *c, const struct rproc *rp);
+/* restore, for the init of a pid namespace its user namespace owns, by
+ * its builder (userns.c) before its birth: its mounts but its /proc and
+ * what lies on it, moved over the old root and entered (chroot); the
+ * builder copies them into a namespace the user namespace owns, and
+ * mntns_restore() in the init makes the rest */
+int mntns_build(struct rctx *c, struct rproc *rp);
 /* kupdate, once the tree is restored or given up: the staging directories */
 void mntns_cleanup(const struct rctx *c);
 void mntns_stage(pid_t pid, char *buf, size_t len);

@@ -641,7 +641,7 @@ uint32_t ns_id_inside(const struct rctx *c, uint32_t id, bool gid)
 	const struct ns_idmap *map = gid ? c->ns_gidmap : c->ns_uidmap;
 	size_t nr = gid ? c->ns_nr_gidmap : c->ns_nr_uidmap;
 
-	if (c->ns_userns_fd < 0)
+	if (c->ns_userns_fd < 0 && !c->ns_in_userns)
 		return id;
 	for (size_t i = 0; i < nr; i++)
 		if (id >= map[i].outside && id - map[i].outside < map[i].count)

@@ -6,8 +6,8 @@
  *
  * Dump: the maker's uid_map, gid_map and setgroups, as kupdate's
  * namespace reads them (ns_made: uid_map...).  Kept when every namespace it
- * made is owned by it; refused, naming the process: a pid namespace it is
- * the init of (a container's: systemd-nspawn -U, below), a user namespace
+ * made is owned by it, the pid namespace it is the init of too (a
+ * container's: systemd-nspawn -U, below); refused, naming the process: a user namespace
  * inside it, a namespace made by another process inside it (a service's
  * sandbox in a booted container: not yet), a process with threads in a
  * pid namespace below the tree's and in the user namespace (kupdate makes
@@ -25,16 +25,24 @@
  * of the namespace enters it last (restorer.c: enter_userns), its ids as
  * the namespace names them (ns_id_inside).
  *
- * Not yet: a pid namespace the user namespace owns, whose init is pid 1
- * (nspawn -U clones its init into both at once).  The kernel gives a file
- * of a pid namespace (pid_for_children) only once a process lives there,
- * so a process of kupdate's user namespace cannot be born its pid 1: the
- * init must be cloned into the new user namespace, and restore itself
- * there without kupdate's privileges (its mounts built for it in a
- * namespace it is cloned from, as nspawn's outer child does; its veth made
- * from outside; the host pids of its descendants, whose set_tid would
- * need privileges there, taken through ns_last_pid, set by a process that
- * keeps them). */
+ * The init of a pid namespace the user namespace owns (systemd-nspawn -U
+ * clones its container's init into both at once): the kernel makes a new
+ * pid namespace's owner the user namespace of the process that clones it,
+ * and gives a file of one only once a process lives there, so the init is
+ * born inside, without kupdate's privileges, and restores itself there
+ * (userns_clone_init).  Its parent forks a builder, which joins the
+ * namespaces made for it, builds its mounts but its /proc (mntns.c:
+ * mntns_build), moves them over the old root as nspawn's outer child
+ * does, moves into the cgroup namespace's root, enters the user
+ * namespace, copies the mounts into a namespace it owns, and clones the
+ * init with CLONE_NEWPID and CLONE_PARENT: pid 1 inside, its parent's
+ * child.  Its pid outside comes through ns_last_pid, set by its parent
+ * (or kupdate) under the lock.  The init mounts its /proc itself, and
+ * its descendants, born inside too, get their ids inside from set_tid
+ * (root of the user namespace may set them in a pid namespace it owns)
+ * and their host pids from kupdate (lastpid.c: lp_ask).  A process with
+ * threads there is still refused: the restorer makes threads through
+ * ns_last_pid, which names one namespace's ids. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
@@ -47,6 +55,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,7 +63,9 @@
 #include "dump.h"
 #include "images/core.pb-c.h"
 #include "log.h"
+#include "mntns.h"
 #include "namespaces.h"
+#include "pidns.h"
 #include "proc.h"
 #include "restore.h"
 #include "restore-ctx.h"
@@ -121,15 +132,25 @@ int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		       p->pid, p->stat.comm);
 		return -EOPNOTSUPP;
 	}
-	if (!ns_same(p->pid, p->parent->pid, "pid")) {
-		pr_err("pid %d (%s) made a user namespace and is the init of a pid namespace "
-		       "(a container's, as systemd-nspawn -U makes it), which kupdate cannot "
-		       "restore yet",
-		       p->pid, p->stat.comm);
-		return -EOPNOTSUPP;
-	}
 	if (ns_stat(p->pid, "user", &own))
 		return pr_errno("pid %d: cannot look at its user namespace", p->pid);
+	/* the init of a pid namespace, made with it (systemd-nspawn -U) */
+	if (!ns_same(p->pid, p->parent->pid, "pid")) {
+		ino_t ino = 0;
+		int ret = owner_ino(p->pid, "pid", &ino);
+
+		if (ret)
+			return pr_err("pid %d: cannot find the owner of its pid namespace: %s",
+				      p->pid, strerror(-ret)),
+			       ret;
+		if (ino != own.st_ino) {
+			pr_err("pid %d (%s) made a user namespace and is the init of a pid "
+			       "namespace that it does not own (made before it), which kupdate "
+			       "cannot restore",
+			       p->pid, p->stat.comm);
+			return -EOPNOTSUPP;
+		}
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
 		ino_t ino = 0;
 		int ret;
@@ -219,6 +240,8 @@ void userns_fds_init(struct usermade *u)
 	for (size_t i = 0; i < ARRAY_SIZE(u->fd); i++)
 		u->fd[i] = -1;
 	u->user = -1;
+	u->born = false;
+	u->mnt_done = u->mnt_late = NULL;
 }
 
 void userns_fds_close(struct usermade *u, bool user_too)
@@ -409,6 +432,152 @@ int userns_prepare(const struct rctx *c, struct rproc *rp)
 	return ret;
 }
 
+/* ------------------------------------- the init of a pid namespace */
+
+bool userns_init_born_inside(const struct rproc *rp)
+{
+	const NsMade *m = rp->zombie ? NULL : rp->core.task->made_ns;
+
+	return made_user(m) && pidns_makes(rp);
+}
+
+/* B, the builder, for the init: the namespaces made for it joined, its
+ * mounts built (those it makes itself left) and copied into a namespace
+ * its user namespace owns, into its cgroup namespace's root, into the
+ * user namespace; then, each time it is told, it clones the init into a
+ * new pid namespace (CLONE_PARENT: the init is its parent's child) and
+ * says what clone gave.  Returns 0 in the init, once told it has its
+ * pid. */
+static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, int skb, int ski)
+{
+	const NsMade *m = rp->core.task->made_ns;
+	int v = 0, ret = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (size_t i = 0; !ret && i < m->n_kinds; i++)
+		if (!strcmp(m->kinds[i], "net") || !strcmp(m->kinds[i], "uts") ||
+		    !strcmp(m->kinds[i], "ipc"))
+			ret = userns_join(rp, m->kinds[i]);
+	if (!ret)
+		ret = mntns_build(c, rp);
+	for (size_t i = 0; !ret && i < m->n_kinds; i++)
+		if (!strcmp(m->kinds[i], "cgroup"))
+			ret = cgroups_move_pid(c, m->cgroup_root, 0);
+	if (!ret && setns(rp->um.user, CLONE_NEWUSER))
+		ret = pr_errno("pid %d: cannot enter the user namespace made for it", rp->pid);
+	/* its mounts copied into a namespace the user namespace owns, locked
+	 * together there (the root and cwd go with them) */
+	for (size_t i = 0; !ret && i < m->n_kinds; i++)
+		if (!strcmp(m->kinds[i], "mnt") && unshare(CLONE_NEWNS))
+			ret = pr_errno("pid %d: cannot copy its mounts into its user namespace",
+				       rp->pid);
+	for (size_t i = 0; !ret && i < m->n_kinds; i++)
+		if (!strcmp(m->kinds[i], "cgroup"))
+			ret = userns_join(rp, "cgroup");
+	userns_fds_close(&rp->um, true);
+	if (ret) {
+		say(skb, 'e', -ret);
+		_exit(1);
+	}
+	while (!say(skb, 'u', 0) && !hear(skb, 'g', &v)) {
+		long r = syscall(SYS_clone3, ca, sizeof(*ca));
+
+		if (r == 0) {
+			char verdict = 0;
+
+			close(skb);
+			if (read(ski, &verdict, 1) != 1 || verdict != 'y')
+				_exit(0);
+			close(ski);
+			rp->um.born = true;
+			return 0;
+		}
+		if (say(skb, r < 0 ? 'e' : 'd', r < 0 ? errno : (int)r) || r < 0)
+			break;
+	}
+	_exit(0);
+}
+
+pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, pid_t want,
+			bool privileged)
+{
+	int skb[2] = { -1, -1 }, ski[2] = { -1, -1 }, v = 0, ret = 0;
+	pid_t b, got = -1;
+	struct tid_hold hold = { .fd = -1 };
+
+	if (ca->flags & CLONE_PARENT) {
+		pr_err("pid %d: the init of a container's pid and user namespaces cannot be "
+		       "restored as a detached root",
+		       rp->pid);
+		errno = EINVAL;
+		return -1;
+	}
+	/* its pid inside is 1; its pid outside, through ns_last_pid */
+	ca->flags |= CLONE_PARENT;
+	ca->exit_signal = 0;
+	ca->set_tid = ca->set_tid_size = 0;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, skb) ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ski))
+		ret = -errno;
+	b = ret ? -1 : fork();
+	if (b == 0) {
+		close(skb[0]);
+		close(ski[0]);
+		if (!builder(c, rp, ca, skb[1], ski[1]))
+			return 0; /* the init */
+	}
+	if (b < 0 && !ret)
+		ret = -errno;
+	close(skb[1]);
+	close(ski[1]);
+	if (!ret && (ret = hear(skb[0], 'u', &v)))
+		pr_err("pid %d: cannot prepare its namespaces and mounts in the user namespace "
+		       "made for it: %s",
+		       rp->pid, strerror(-ret));
+	/* something else forking meanwhile may take the pid: tried again */
+	for (int k = 0; !ret && k < 50 && got != want; k++) {
+		char verdict;
+
+		ret = privileged ? tid_prepare(want, &hold) : lp_ask(c->sh, want);
+		if (ret)
+			break;
+		ret = say(skb[0], 'g', 0);
+		if (!ret)
+			ret = hear(skb[0], 'd', &v);
+		if (privileged)
+			tid_done(&hold);
+		else
+			lp_cloned(c->sh);
+		if (ret) {
+			pr_err("pid %d: cannot be born the init of its pid namespace in its user "
+			       "namespace: %s",
+			       rp->pid, strerror(-ret));
+			break;
+		}
+		got = v;
+		verdict = got == want ? 'y' : 'n';
+		if (write(ski[0], &verdict, 1) != 1)
+			ret = -errno;
+		if (got != want)
+			while (waitpid(got, NULL, __WALL) < 0 && errno == EINTR)
+				;
+	}
+	close(skb[0]);
+	close(ski[0]);
+	if (b > 0)
+		while (waitpid(b, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (!ret && got != want) {
+		pr_err("pid %d: its pid was taken by another process 50 times", rp->pid);
+		ret = -EEXIST;
+	}
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	return got;
+}
+
 void userns_spawn_end(struct rproc *rp)
 {
 	/* the child has its copies */
@@ -417,12 +586,15 @@ void userns_spawn_end(struct rproc *rp)
 
 bool userns_joins(const struct rproc *rp)
 {
-	return rp->um.user >= 0;
+	return rp->um.user >= 0 || rp->um.born;
 }
 
 int userns_join(struct rproc *rp, const char *kind)
 {
 	int flag = made_flag(kind);
+
+	if (rp->um.born)
+		return 0; /* born in it */
 
 	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
 		if (owned[i].flag != flag)
@@ -468,7 +640,7 @@ int userns_enter_later(struct rctx *c, struct rproc *rp)
 {
 	const NsMade *m;
 
-	if (rp->um.user < 0)
+	if (rp->um.user < 0 && !rp->um.born)
 		return 0;
 	m = rp->core.task->made_ns;
 	userns_fds_close(&rp->um, false);
@@ -479,8 +651,12 @@ int userns_enter_later(struct rctx *c, struct rproc *rp)
 		       rp->pid);
 		return -EINVAL;
 	}
-	/* this process and its descendants enter it last */
-	c->ns_userns_fd = rp->um.user;
+	/* born in it (the init of a pid namespace it owns): its descendants
+	 * too; otherwise this process and its descendants enter it last */
+	if (rp->um.born)
+		c->ns_in_userns = true;
+	else
+		c->ns_userns_fd = rp->um.user;
 	rp->um.user = -1;
 	return 0;
 }

@@ -37,8 +37,14 @@
  * (200000, 201000); init, root inside, may set its host name and mount a
  * tmpfs (its user namespace owns its UTS and mount namespaces), and may
  * neither make /usr writable nor unmount /data (locked, as before).
- * Refused: "ctrroot userpid", the same with a pid namespace (nspawn's
- * container: not yet); "ctrroot usersub", C makes a UTS namespace inside
+ * "ctrroot userpid": the same with a pid namespace (nspawn's container):
+ * the root is moved over the old one (not pivoted), and init, pid 1
+ * inside, mounts its namespace's /proc and binds /proc/sys read-only
+ * itself, from inside its user namespace, as nspawn's inner child does;
+ * after the restore, also: init is pid 1 inside with its host pid, C
+ * has its pid inside, the pid namespace is owned by the user namespace,
+ * /proc is theirs and /proc/sys read-only.
+ * Refused: "ctrroot usersub", C makes a UTS namespace inside
  * the user namespace (a service's sandbox in a booted container);
  * "ctrroot userorder", the init is cloned into the other namespaces first
  * and makes its user namespace after (they are not owned by it). */
@@ -58,6 +64,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -71,7 +78,8 @@ static struct shared {
 	volatile int go;
 	int shared_tmp, noproc, hidden, away, deleted, user, usersub, userorder, userpid;
 	pid_t init_host;
-	int maps[2]; /* user: init waits on it for its id maps */
+	pid_t pid_inside[NSLOTS]; /* as their pid namespace names them */
+	int maps[2];		  /* user: init waits on it for its id maps */
 	char dir[PATH_MAX];
 	struct {
 		volatile int ready, done, ok;
@@ -162,6 +170,7 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 	char *now = sh->noproc ? NULL : mounts("/proc/self/mountinfo"), cwd[PATH_MAX] = "";
 	char *m = sh->s[slot].msg;
 	struct stat st;
+	struct statvfs vfs;
 	size_t len = sizeof(sh->s[slot].msg);
 	int w = -1;
 
@@ -183,11 +192,14 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/usr is not read-only");
 	else if (sh->deleted && (!has("/etc/bootid", "boot-id-123") || !access("/tmp/.kdel", F_OK)))
 		snprintf(m, len, "the removed file bound at /etc/bootid is not as it was");
-	else if (!sh->noproc &&
-		 (open("/proc/sys/kernel/hostname", O_WRONLY) >= 0 || errno != EROFS))
+	/* (root of a user namespace has no write access there anyway: the
+	 * mount's flag is what counts) */
+	else if (!sh->noproc && (statvfs("/proc/sys/kernel", &vfs) || !(vfs.f_flag & ST_RDONLY)))
 		snprintf(m, len, "/proc/sys is not read-only");
 	else if (sh->noproc ? !access("/proc/1", F_OK) : !has("/proc/1/comm", "ctrroot\n"))
 		snprintf(m, len, "/proc is not its pid namespace's");
+	else if (getpid() != sh->pid_inside[slot])
+		snprintf(m, len, "pid %d inside, was %d", getpid(), sh->pid_inside[slot]);
 	else if (sh->user && !sh->userorder && getuid() != (slot == S_INIT ? 0u : 1000u))
 		snprintf(m, len, "uid %u inside its user namespace", getuid());
 	else
@@ -212,6 +224,7 @@ static void __attribute__((noreturn)) child_c(const char *before)
 	user_c();
 	if (fd < 0 || read(fd, b, 4) != 4 || chdir("/tmp"))
 		_exit(2);
+	sh->pid_inside[S_C] = getpid();
 	sh->s[S_C].ready = 1;
 	wait_go();
 	check(S_C, before, fd, 4, "/tmp");
@@ -307,16 +320,33 @@ static void build_root(void)
 				_exit(19);
 		}
 	}
-	if (!sh->noproc) {
+	if (!sh->noproc && !sh->userpid) {
 		snprintf(path, sizeof(path), "%s/proc", root);
 		MNT("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 		snprintf(path, sizeof(path), "%s/proc/sys", root);
 		MNT(path, path, NULL, MS_BIND, NULL);
 		MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
 	}
-	if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
-	    chdir("/data"))
+	/* userpid: moved over the old root, as nspawn's outer child does: the
+	 * init mounts its own /proc in its user namespace, which the kernel
+	 * allows only where a proc is fully visible (the covered one) */
+	if (sh->userpid
+		    ? chdir(root) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".")
+		    : chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH))
 		_exit(8);
+	if (chdir("/data"))
+		_exit(8);
+}
+
+/* userpid: init, root in its user and pid namespaces, mounts their /proc
+ * and binds /proc/sys read-only over itself, as nspawn's inner child */
+static void own_proc(void)
+{
+	if (!sh->userpid)
+		return;
+	MNT("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	MNT("/proc/sys", "/proc/sys", NULL, MS_BIND, NULL);
+	MNT(NULL, "/proc/sys", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
 }
 
 /* locked mounts (user): /usr stays read-only, /data cannot be unmounted */
@@ -341,6 +371,8 @@ static void __attribute__((noreturn)) init_main(void)
 	else if (!sh->userorder && (setgroups(0, NULL) || setresgid(0, 0, 0) ||
 				    setresuid(0, 0, 0) || sethostname("ctr", 3)))
 		_exit(15);
+	else
+		own_proc();
 	if (sh->shared_tmp) {
 		/* /tmp's group: a peer, a slave; then the root's, with a peer */
 		MNT(NULL, "/tmp", NULL, MS_SHARED, NULL);
@@ -363,6 +395,7 @@ static void __attribute__((noreturn)) init_main(void)
 	fd = open("/tmp/t", O_RDWR);
 	if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 		_exit(9);
+	sh->pid_inside[S_INIT] = getpid();
 	before = sh->noproc ? strdup("") : mounts("/proc/self/mountinfo");
 	c = fork();
 	if (c == 0)
@@ -510,6 +543,16 @@ static void user_checks(pid_t init, const char *when)
 			  "%s: C is not in init's %s namespace", when, owned[k]);
 	}
 	crt_check(ino_of(c, "user") == u, "%s: C is not in init's user namespace", when);
+	if (sh->userpid) {
+		char want[64], *st;
+
+		snprintf(path, sizeof(path), "/proc/%d/status", init);
+		snprintf(want, sizeof(want), "\nNSpid:\t%d\t1\n", init);
+		st = crt_read_file(path, NULL);
+		crt_check(st && strstr(st, want),
+			  "%s: init is not pid 1 of its pid namespace, pid %d outside", when, init);
+		free(st);
+	}
 	for (int k = 0; k < 2; k++) {
 		char want[80], *st;
 
@@ -546,7 +589,7 @@ int main(int argc, char **argv)
 	sh->userpid = argc > 1 && !strcmp(argv[1], "userpid");
 	sh->user = (argc > 1 && !strcmp(argv[1], "user")) || sh->usersub || sh->userorder ||
 		   sh->userpid;
-	sh->noproc |= sh->user;
+	sh->noproc |= sh->user && !sh->userpid;
 	if (!realpath(dir, sh->dir))
 		crt_fail("realpath %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/newroot", sh->dir);
@@ -592,7 +635,7 @@ int main(int argc, char **argv)
 		user_checks(sh->init_host, "before");
 	crt_ready();
 	crt_wait_term();
-	if (sh->user && !sh->userorder && !sh->usersub && !sh->userpid)
+	if (sh->user && !sh->userorder && !sh->usersub)
 		user_checks(sh->init_host, "after");
 	{
 		char *now = mounts(path);
