@@ -247,6 +247,7 @@ static int place_tool_fds(struct rctx *c, struct rproc *rp, struct rst_builder *
 	}
 	/* the user namespace it enters last (restorer.c: enter_userns) */
 	b->args.userns_fd = -1;
+	b->args.born_in_userns = c->ns_in_userns;
 	if (c->ns_userns_fd >= 0) {
 		int fd = fcntl(c->ns_userns_fd, F_DUPFD_CLOEXEC, base);
 

@@ -884,12 +884,44 @@ static int seize_all(struct rctx *c)
 	return 0;
 }
 
+/* the thread of rp that is none of those made before tid_last (the one
+ * just made with another tid), or 0 */
+static pid_t new_tid(const struct rproc *rp)
+{
+	char rel[32];
+	struct dirent *d;
+	pid_t found = 0;
+	DIR *dir;
+	int fd;
+
+	snprintf(rel, sizeof(rel), "%d/task", rp->pid);
+	fd = proc_open(rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir = fd < 0 ? NULL : fdopendir(fd);
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while (!found && (d = readdir(dir))) {
+		pid_t t = (pid_t)strtol(d->d_name, NULL, 10);
+		bool known = t <= 0;
+
+		for (int k = 0; !known && k < rp->tid_last_idx; k++)
+			known = rp->pe->tids[k] == t;
+		if (!known)
+			found = t;
+	}
+	closedir(dir);
+	return found;
+}
+
 /* A thread of a process in its own user namespace is made with its tid
  * through ns_last_pid (lastpid.c): the blob stops before the clone and
  * after it.  1 if the stop was one of those (the thread let go on), 0 if
  * not, or -errno. */
 static int tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *r)
 {
+	struct user_regs_struct set;
 	int ret;
 
 	if (r->rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
@@ -908,12 +940,25 @@ static int tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *
 		return 1;
 	}
 	if (r->rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
+		/* made, with its tid here (the blob's %rax says) */
+		bool ok = (long)r->rdi > 0 && !syscall(SYS_tgkill, rp->pid, rp->tid_last, 0);
+
 		/* another tid (a sibling's, maybe): that thread exits, unless it
-		 * is gone already (reaped: stray_event) */
-		if ((pid_t)r->rdi > 0 && (pid_t)r->rdi != rp->tid_last &&
-		    !syscall(SYS_tgkill, rp->pid, (pid_t)r->rdi, 0))
-			rp->tid_stray = (pid_t)r->rdi;
+		 * is gone already (reaped: stray_event); in a pid namespace
+		 * below, clone gave its tid there: found among the process's */
+		if (!ok && (pid_t)r->rdi > 0) {
+			pid_t stray = pidns_depth(rp) ? new_tid(rp) : (pid_t)r->rdi;
+
+			if (stray > 0 && !syscall(SYS_tgkill, rp->pid, stray, 0))
+				rp->tid_stray = stray;
+		}
 		tid_done(&rp->tid_hold);
+		set = *r;
+		set.rax = ok;
+		if (ptrace(PTRACE_SETREGS, tid, 0, &set))
+			return pr_errno("pid %d: cannot tell the restorer whether thread %d has "
+					"its tid",
+					rp->pid, rp->tid_last);
 		ptrace(PTRACE_CONT, tid, 0, 0);
 		return 1;
 	}

@@ -351,13 +351,17 @@ static void __attribute__((noreturn)) thread_main(struct rst_args *a, long idx)
 {
 	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + idx;
 
-	if (rsys0(NR_gettid) != t->self_tid) {
-		/* made through ns_last_pid, and something forked in between:
-		 * this thread goes, the main thread tries again (clone_threads) */
-		if (a->userns_fd >= 0)
+	if (a->userns_fd >= 0 || a->born_in_userns) {
+		/* made through ns_last_pid: if something forked in between took
+		 * its tid, this thread goes, the main thread tries again
+		 * (clone_by_last_pid) */
+		while (!__atomic_load_n(&t->tid_verdict, __ATOMIC_ACQUIRE))
+			rsys4(NR_futex, &t->tid_verdict, R_FUTEX_WAIT, 0, 0);
+		if (t->tid_verdict != 1)
 			rsys1(NR_exit, 0);
-		fail(a, RST_STEP_CLONE, -R_EAGAIN, 0, idx);
 	}
+	if (rsys0(NR_gettid) != t->self_tid)
+		fail(a, RST_STEP_CLONE, -R_EAGAIN, 0, idx);
 	thread_setup(a, idx);
 	park();
 }
@@ -770,33 +774,42 @@ static void enter_userns(struct rst_args *a)
 }
 
 void rst_tid_prepare(uint64_t tid);
-void rst_tid_done(long r);
+long rst_tid_done(long r);
 
 /* times a thread made through ns_last_pid is tried again when something
  * else took its tid in between (the boot forks all the while) */
 #define TID_TRIES 50
 
-/* thread i through ns_last_pid (kupdate sets it: RST_TID_PREP_OFFSET);
- * one that got another tid exits, and once it is gone (its clear_child_tid
+/* thread i through ns_last_pid (kupdate sets it: RST_TID_PREP_OFFSET) for
+ * its tid in kupdate's pid namespace, set_tid for those below; one that
+ * got another tid there exits, and once it is gone (its clear_child_tid
  * word cleared, its stack free) the next try goes */
-static long clone_by_last_pid(struct rst_args *a, struct r_clone_args *ca, uint32_t i, uint64_t tid)
+static long clone_by_last_pid(struct rst_args *a, struct r_clone_args *ca, uint32_t i)
 {
+	struct rst_thread *t = (struct rst_thread *)AT(a, a->threads_off) + i;
 	long r = -R_EAGAIN;
 
-	for (int k = 0; k < TID_TRIES && r != (long)tid; k++) {
+	for (int k = 0; k < TID_TRIES; k++) {
 		/* cleared by the kernel when the thread is gone; until then
 		 * (thread_setup gives it its own) the right one keeps it */
 		volatile int32_t gone = 1;
+		long ok;
 
 		ca->flags |= R_CLONE_CHILD_CLEARTID;
 		ca->child_tid = (uint64_t)&gone;
-		rst_tid_prepare(tid);
+		t->tid_verdict = 0;
+		rst_tid_prepare((uint64_t)t->tid);
 		r = rst_clone3(ca, sizeof(*ca), thread_main, a, i);
-		rst_tid_done(r);
+		ok = rst_tid_done(r);
 		if (r < 0)
 			return r;
-		while (r != (long)tid && gone != 0)
+		__atomic_store_n(&t->tid_verdict, ok == 1 ? 1 : 2, __ATOMIC_RELEASE);
+		rsys4(NR_futex, &t->tid_verdict, R_FUTEX_WAKE, 1, 0);
+		if (ok == 1)
+			return r;
+		while (gone != 0)
 			rsys4(NR_futex, &gone, R_FUTEX_WAIT, 1, 0);
+		r = -R_EAGAIN;
 	}
 	return r;
 }
@@ -804,11 +817,10 @@ static long clone_by_last_pid(struct rst_args *a, struct r_clone_args *ca, uint3
 static void clone_threads(struct rst_args *a)
 {
 	struct rst_thread *th = AT(a, a->threads_off);
-	int in_userns = a->userns_fd >= 0;
+	int in_userns = a->userns_fd >= 0 || a->born_in_userns;
 
 	for (uint32_t i = 1; i < a->nr_threads; i++) {
 		struct r_clone_args ca;
-		uint64_t tid = th[i].self_tid;
 		long r;
 
 		memset(&ca, 0, sizeof(ca));
@@ -819,8 +831,11 @@ static void clone_threads(struct rst_args *a)
 		ca.set_tid = (uint64_t)th[i].set_tid;
 		ca.set_tid_size = th[i].nr_set_tid;
 		if (in_userns) {
-			ca.set_tid = ca.set_tid_size = 0;
-			r = clone_by_last_pid(a, &ca, i, tid);
+			/* kupdate's level, the last, through ns_last_pid */
+			ca.set_tid_size = th[i].nr_set_tid - 1;
+			if (!ca.set_tid_size)
+				ca.set_tid = 0;
+			r = clone_by_last_pid(a, &ca, i);
 		} else {
 			r = rst_clone3(&ca, sizeof(ca), thread_main, a, i);
 		}

@@ -35,15 +35,18 @@
  * run (0 when %rsi was 0), or a negative errno. */
 #define RST_HELPER_START_OFFSET 16
 #define RST_HELPER_WAIT_OFFSET	24
-/* A thread of a process that entered its user namespace (args.userns_fd):
- * it cannot be given its tid with set_tid any more (that needs privileges
- * in the initial user namespace).  The blob stops on the int3 at
- * RST_TID_PREP_OFFSET with %rdi = the tid: kupdate takes the tid lock,
+/* A thread of a process that entered its user namespace (args.userns_fd)
+ * or was born there (args.born_in_userns): it cannot be given its tid in
+ * kupdate's pid namespace with set_tid (that needs privileges in the
+ * initial user namespace).  The blob stops on the int3 at
+ * RST_TID_PREP_OFFSET with %rdi = that tid: kupdate takes the tid lock,
  * frees the tid of the boot's pid reservation and sets ns_last_pid below
- * it; the blob clones the thread without set_tid and stops on the int3 at
+ * it; the blob clones the thread with set_tid holding its ids in the pid
+ * namespaces below (none at the top) and stops on the int3 at
  * RST_TID_DONE_OFFSET with %rdi = what clone returned: kupdate puts the
- * reservation back and lets the lock go.  A thread that got another tid
- * (something forked in between) fails the restore. */
+ * reservation back, lets the lock go, and sets %rax to 1 if the thread has
+ * its tid there, 0 if something forked in between took it (that thread
+ * goes, and the blob tries again). */
 #define RST_TID_PREP_OFFSET 32
 #define RST_TID_DONE_OFFSET 40
 
@@ -128,6 +131,9 @@ struct rst_thread {
 	uint32_t affinity_len;
 	uint8_t affinity[128];
 	uint32_t pdeathsig;
+	/* made through ns_last_pid: 0 until kupdate said whether it has its
+	 * tid in every namespace (1) or not (2: it goes) */
+	int32_t tid_verdict;
 	uint32_t nr_pending, pending_off; /* 128-byte siginfos */
 	struct rst_creds creds;		  /* its own, if present; else the process's */
 };
@@ -206,6 +212,8 @@ struct rst_args {
 					   * closes them (a shared fd table) */
 	int32_t userns_fd;		  /* >= 0: the tree's user namespace, entered before the
 			    * threads are made (task/namespaces.c); -1: none */
+	int32_t born_in_userns;		  /* born in the user namespace the tree made
+				 * (task/userns.c): threads as for userns_fd */
 	uint32_t nr_moves;
 	int32_t pages_fd;
 	struct rst_move moves[RST_MAX_MOVES];

@@ -106,6 +106,7 @@ static inline long rsys6(long nr, long a, long b, long c, long d, long e, long f
 #define R_CLONE_NEWUSER		   0x10000000
 #define R_CLONE_CHILD_CLEARTID	   0x00200000
 #define R_FUTEX_WAIT		   0
+#define R_FUTEX_WAKE		   1
 #define R_PR_SET_PDEATHSIG	   1
 #define R_PR_SET_DUMPABLE	   4
 #define R_PR_SET_KEEPCAPS	   8

@@ -10,8 +10,8 @@
  * container's: systemd-nspawn -U, below); refused, naming the process: a user namespace
  * inside it, a namespace made by another process inside it (a service's
  * sandbox in a booted container: not yet), a process with threads in a
- * pid namespace below the tree's and in the user namespace (kupdate makes
- * those threads through ns_last_pid, which names one namespace's ids).
+ * pid namespace below the tree's, made before the user namespace (root
+ * of the user namespace may not set their ids there).
  *
  * Restore: the maker's parent, before the maker is born, has a helper
  * unshare the user namespace, writes the maps, and has it unshare there
@@ -40,9 +40,10 @@
  * (or kupdate) under the lock.  The init mounts its /proc itself, and
  * its descendants, born inside too, get their ids inside from set_tid
  * (root of the user namespace may set them in a pid namespace it owns)
- * and their host pids from kupdate (lastpid.c: lp_ask).  A process with
- * threads there is still refused: the restorer makes threads through
- * ns_last_pid, which names one namespace's ids. */
+ * and their host pids from kupdate (lastpid.c: lp_ask); their threads
+ * likewise (restorer.h: RST_TID_PREP_OFFSET).  A process with threads in a
+ * pid namespace made before the user namespace is refused: root of the
+ * user namespace may not set its ids there. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
@@ -201,9 +202,12 @@ int userns_check_member(struct cr_proc *p, const char *made_what)
 		       p->pid, p->stat.comm, made_what, m->pid);
 		return -EOPNOTSUPP;
 	}
-	if (p->pid_depth > 0 && p->nr_threads > 1) {
-		pr_err("pid %d (%s) has %d threads in the pid and user namespaces pid %d made: "
-		       "kupdate cannot make its threads again there yet",
+	/* threads get their ids from set_tid in a pid namespace the user
+	 * namespace owns (its maker is the init), not in one made before it */
+	if (p->pid_depth > 0 && p->nr_threads > 1 &&
+	    !(m->parent && m->pid_depth > m->parent->pid_depth && p->pid_depth == m->pid_depth)) {
+		pr_err("pid %d (%s) has %d threads in a pid namespace made before the user "
+		       "namespace pid %d made: kupdate cannot make its threads again there",
 		       p->pid, p->stat.comm, p->nr_threads, m->pid);
 		return -EOPNOTSUPP;
 	}
@@ -479,7 +483,9 @@ static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, in
 		say(skb, 'e', -ret);
 		_exit(1);
 	}
-	while (!say(skb, 'u', 0) && !hear(skb, 'g', &v)) {
+	if (say(skb, 'u', 0))
+		_exit(1);
+	while (!hear(skb, 'g', &v)) {
 		long r = syscall(SYS_clone3, ca, sizeof(*ca));
 
 		if (r == 0) {

@@ -42,8 +42,11 @@
  * inside, mounts its namespace's /proc and binds /proc/sys read-only
  * itself, from inside its user namespace, as nspawn's inner child does;
  * after the restore, also: init is pid 1 inside with its host pid, C
- * has its pid inside, the pid namespace is owned by the user namespace,
- * /proc is theirs and /proc/sys read-only.
+ * has its pid inside, and its two threads their tids inside (and out:
+ * crrun), the pid namespace is owned by the user namespace, /proc is
+ * theirs and /proc/sys read-only.  "ctrroot-userpid-busy": the same while
+ * something forks all the time: each host pid and tid, taken through
+ * ns_last_pid, is made again when another process took it.
  * Refused: "ctrroot usersub", C makes a UTS namespace inside
  * the user namespace (a service's sandbox in a booted container);
  * "ctrroot userorder", the init is cloned into the other namespaces first
@@ -52,6 +55,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -79,6 +83,7 @@ static struct shared {
 	int shared_tmp, noproc, hidden, away, deleted, user, usersub, userorder, userpid;
 	pid_t init_host;
 	pid_t pid_inside[NSLOTS]; /* as their pid namespace names them */
+	volatile pid_t c_tids[2]; /* userpid: C's threads, inside */
 	int maps[2];		  /* user: init waits on it for its id maps */
 	char dir[PATH_MAX];
 	struct {
@@ -164,6 +169,23 @@ static bool has(const char *path, const char *text)
 	return ok;
 }
 
+static bool has_task(pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d", tid);
+	return tid > 0 && !access(path, F_OK);
+}
+
+/* userpid: C's threads, each with its tid in both pid namespaces */
+static void *c_thread(void *arg)
+{
+	sh->c_tids[(long)arg] = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
 /* the container's view, checked by init and by C */
 static void check(int slot, const char *before, int fd, off_t off, const char *cwd_want)
 {
@@ -200,6 +222,10 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/proc is not its pid namespace's");
 	else if (getpid() != sh->pid_inside[slot])
 		snprintf(m, len, "pid %d inside, was %d", getpid(), sh->pid_inside[slot]);
+	else if (slot == S_C && sh->userpid &&
+		 (!has_task(sh->c_tids[0]) || !has_task(sh->c_tids[1])))
+		snprintf(m, len, "its threads %d and %d are not there inside", sh->c_tids[0],
+			 sh->c_tids[1]);
 	else if (sh->user && !sh->userorder && getuid() != (slot == S_INIT ? 0u : 1000u))
 		snprintf(m, len, "uid %u inside its user namespace", getuid());
 	else
@@ -225,6 +251,14 @@ static void __attribute__((noreturn)) child_c(const char *before)
 	if (fd < 0 || read(fd, b, 4) != 4 || chdir("/tmp"))
 		_exit(2);
 	sh->pid_inside[S_C] = getpid();
+	for (long k = 0; sh->userpid && k < 2; k++) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, c_thread, (void *)k))
+			_exit(2);
+		while (!sh->c_tids[k])
+			usleep(1000);
+	}
 	sh->s[S_C].ready = 1;
 	wait_go();
 	check(S_C, before, fd, 4, "/tmp");
