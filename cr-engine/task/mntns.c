@@ -22,6 +22,7 @@
  * directory of /run (/run/kupdate-ctr-PID, which kupdate removes once the
  * tree is restored), parents first, and enters it with pivot_root, the old
  * root detached.  Its descendants inherit it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -37,6 +38,7 @@
 #include "dump.h"
 #include "images/core.pb-c.h"
 #include "log.h"
+#include "proc.h"
 #include "mntns.h"
 #include "namespaces.h"
 #include "restore.h"
@@ -152,6 +154,87 @@ static void free_mounts(MadeMount **m, size_t n)
 	free(m);
 }
 
+/* disk id d as an idmapped mount shows it in kupdate's namespace */
+static uint32_t idmapped(const struct ns_idmap *map, size_t nr, uint32_t d)
+{
+	for (size_t i = 0; i < nr; i++)
+		if (d >= map[i].inside && d - map[i].inside < map[i].count)
+			return map[i].outside + (d - map[i].inside);
+	return 65534; /* unmapped: the overflow id */
+}
+
+/* the owner of name (or of the directories themselves) through the mount
+ * (via) and on the host agree with the maps */
+static bool same_owner(const char *via, const char *host, const char *name,
+		       const struct ns_idmap *u, size_t nu, const struct ns_idmap *g, size_t ng)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	struct stat sa, sb;
+
+	snprintf(a, sizeof(a), "%s/%s", via, name);
+	snprintf(b, sizeof(b), "%s/%s", host, name);
+	if (lstat(a, &sa) || lstat(b, &sb))
+		return true; /* gone meanwhile: nothing to compare */
+	return sa.st_uid == idmapped(u, nu, sb.st_uid) && sa.st_gid == idmapped(g, ng, sb.st_gid);
+}
+
+/* An idmapped bind (nspawn's root with --private-users and idmapping):
+ * kept when its ids map as those of the user namespace p made (nspawn
+ * maps its root so): the owners of its root and of the first 64 entries
+ * in it, through the mount and on the host, agree with those maps (the
+ * kernel does not show a mount's mapping itself). */
+static int check_idmap(struct cr_proc *p, const struct mount_entry *e, const char *host_path,
+		       MadeMount *x)
+{
+	struct ns_idmap u[NS_IDMAP_MAX], g[NS_IDMAP_MAX];
+	char via[PATH_MAX], *um = NULL, *gm = NULL, *sg = NULL;
+	size_t nu = 0, ng = 0;
+	int n = 0;
+	bool ok;
+	DIR *d;
+
+	if (!p->parent || ns_same(p->pid, p->parent->pid, "user")) {
+		pr_err("pid %d (%s): its mount namespace's mount on %s is idmapped, and it made no "
+		       "user namespace whose ids it could take; kupdate cannot restore it",
+		       p->pid, p->stat.comm, e->mp);
+		return -EOPNOTSUPP;
+	}
+	if (ns_read_idmaps(p->pid, "the user namespace it made", &um, &gm, &sg))
+		return -EIO;
+	ok = !ns_parse_idmap(um, u, &nu) && !ns_parse_idmap(gm, g, &ng);
+	free(um);
+	free(gm);
+	free(sg);
+	snprintf(via, sizeof(via), "/proc/%d/root%s", p->pid, e->mp);
+	ok = ok && same_owner(via, host_path, ".", u, nu, g, ng);
+	d = ok ? opendir(host_path) : NULL;
+	for (struct dirent *de; d && ok && n < 64 && (de = readdir(d)); n++)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			ok = same_owner(via, host_path, de->d_name, u, nu, g, ng);
+	if (d)
+		closedir(d);
+	if (!ok) {
+		pr_err("pid %d (%s): its mount namespace's mount on %s is idmapped otherwise than "
+		       "the user namespace it made maps ids; kupdate cannot restore it",
+		       p->pid, p->stat.comm, e->mp);
+		return -EOPNOTSUPP;
+	}
+	x->has_idmap_maker = x->idmap_maker = 1;
+	return 0;
+}
+
+static bool is_idmapped(const struct mount_entry *e)
+{
+	char *s = xstrdup(e->vfs), *save = NULL;
+	bool found = false;
+
+	for (char *t = s ? strtok_r(s, ",", &save) : NULL; t && !found;
+	     t = strtok_r(NULL, ",", &save))
+		found = !strcmp(t, "idmapped");
+	free(s);
+	return found;
+}
+
 /* one mount of p's namespace, i its index in t, into x */
 static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mount_table *t,
 		     size_t i, const struct mount_table *host, const char *host_root, MadeMount *x)
@@ -215,7 +298,13 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 			       p->pid, p->stat.comm, e->mp, x->bind);
 			return -EOPNOTSUPP;
 		}
-		return 0;
+		return is_idmapped(e) ? check_idmap(p, e, path, x) : 0;
+	}
+	if (is_idmapped(e)) {
+		pr_err("pid %d (%s): its mount namespace's mount of %s on %s is idmapped and not a "
+		       "bind of a path its parent sees; kupdate cannot restore it",
+		       p->pid, p->stat.comm, e->fstype, e->mp);
+		return -EOPNOTSUPP;
 	}
 	if (!strcmp(e->fstype, "tmpfs") && !strcmp(e->root, "/"))
 		fresh = true;
@@ -538,6 +627,33 @@ static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *
 	return ret;
 }
 
+/* src bound on target with the ids of the user namespace rp made (made
+ * for it before, userns.c); -1 with errno */
+static int bind_idmapped(const struct rproc *rp, const char *src, const char *target)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP };
+	int fd, ret = 0;
+
+	if (rp->um.user < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	attr.userns_fd = (uint64_t)rp->um.user;
+	fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) ||
+	    move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH))
+		ret = -1;
+	{
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return ret;
+}
+
 static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
 {
 	unsigned long flags = m->has_flags ? m->flags : 0;
@@ -561,9 +677,11 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 			if (ret)
 				return ret;
 		}
-		if (mount(src, target, NULL, MS_BIND, NULL))
-			return pr_errno("pid %d: cannot bind %s on %s again", rp->pid,
-					m->bind ? m->bind : m->bind_inside, m->point);
+		if (m->idmap_maker ? bind_idmapped(rp, src, target)
+				   : mount(src, target, NULL, MS_BIND, NULL))
+			return pr_errno("pid %d: cannot bind %s on %s again%s", rp->pid,
+					m->bind ? m->bind : m->bind_inside, m->point,
+					m->idmap_maker ? " (idmapped)" : "");
 		/* removed again: the bind keeps it */
 		if (m->has_deleted_data && m->bind_inside && unlink(src))
 			return pr_errno("pid %d: cannot remove %s again", rp->pid, m->bind_inside);
