@@ -55,10 +55,13 @@ check-cr: $(KUPDATE) $(CR_BINS)
 	$(Q)tools/run-suite $(BUILD)/results cr tests/cr/run-tests.sh $(KUPDATE) $(TBIN)/cr
 
 # the same tests driven by the sanitized kupdate (the 1 GiB one is left
-# to the plain run: it tests throughput, not code paths)
+# to the plain run: it tests throughput, not code paths; and so is the
+# container's restore under a fork storm, whose pids inside a user
+# namespace are taken through ns_last_pid, a handoff between two processes
+# that a sanitized restore loses to the storm every time: docs/decisions.md)
 check-cr-asan: asan $(CR_BINS)
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tools/run-suite $(BUILD)/results cr-asan \
-		tests/cr/run-tests.sh $(ASAN_KUPDATE) $(TBIN)/cr 'bigmem'
+		tests/cr/run-tests.sh $(ASAN_KUPDATE) $(TBIN)/cr 'bigmem|ctrroot-userpid-busy'
 
 # The update cycle in QEMU (tests/cycle/cycle.sh): the demo services, the
 # host's TCP client, and the payload the guest installs kupdate from.

@@ -190,8 +190,16 @@ static void lp_wake(_Atomic uint32_t *w)
 static int lp_wait(struct shared *sh, _Atomic uint32_t *w, uint32_t val)
 {
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
-	int64_t deadline = now_ns(CLOCK_MONOTONIC) + LP_WAIT_NS;
+	int64_t now = now_ns(CLOCK_MONOTONIC), deadline = now + LP_WAIT_NS;
 
+	/* spinning first, 20 ms at most: the clone must follow kupdate's
+	 * setting of ns_last_pid closely, before something else forks */
+	for (int64_t spin = now + 20 * 1000000LL; atomic_load(w) == val;) {
+		for (int k = 0; k < 256 && atomic_load(w) == val; k++)
+			__builtin_ia32_pause();
+		if (now_ns(CLOCK_MONOTONIC) > spin)
+			break;
+	}
 	while (atomic_load(w) == val) {
 		if (atomic_load(&sh->failed))
 			return -ECANCELED;

@@ -48,11 +48,13 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -452,10 +454,26 @@ bool userns_init_born_inside(const struct rproc *rp)
  * new pid namespace (CLONE_PARENT: the init is its parent's child) and
  * says what clone gave.  Returns 0 in the init, once told it has its
  * pid. */
-static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, int skb, int ski)
+#define GO_END UINT32_MAX /* the init has its pid, or its parent gave up */
+
+static int wait_go(_Atomic uint32_t *go, uint32_t seen)
+{
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + 10LL * 1000000000LL;
+
+	while (atomic_load(go) == seen) {
+		for (int k = 0; k < 1024 && atomic_load(go) == seen; k++)
+			__builtin_ia32_pause();
+		if (now_ns(CLOCK_MONOTONIC) > deadline)
+			return -ETIMEDOUT;
+	}
+	return atomic_load(go) == GO_END ? 1 : 0;
+}
+
+static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, int skb, int ski,
+		   _Atomic uint32_t *go)
 {
 	const NsMade *m = rp->core.task->made_ns;
-	int v = 0, ret = 0;
+	int ret = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	for (size_t i = 0; !ret && i < m->n_kinds; i++)
@@ -485,8 +503,15 @@ static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, in
 	}
 	if (say(skb, 'u', 0))
 		_exit(1);
-	while (!hear(skb, 'g', &v)) {
-		long r = syscall(SYS_clone3, ca, sizeof(*ca));
+	for (uint32_t seen = 0;; seen++) {
+		long r;
+
+		/* spinning: the clone must follow the setting of ns_last_pid
+		 * closely, before something else forks (a socket's wakeup is
+		 * too slow for a busy boot); 10 s at most */
+		if (wait_go(go, seen))
+			_exit(0);
+		r = syscall(SYS_clone3, ca, sizeof(*ca));
 
 		if (r == 0) {
 			char verdict = 0;
@@ -510,6 +535,7 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 	int skb[2] = { -1, -1 }, ski[2] = { -1, -1 }, v = 0, ret = 0;
 	pid_t b, got = -1;
 	struct tid_hold hold = { .fd = -1 };
+	_Atomic uint32_t *go;
 
 	if (ca->flags & CLONE_PARENT) {
 		pr_err("pid %d: the init of a container's pid and user namespaces cannot be "
@@ -522,6 +548,10 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 	ca->flags |= CLONE_PARENT;
 	ca->exit_signal = 0;
 	ca->set_tid = ca->set_tid_size = 0;
+	go = mmap(NULL, sizeof(*go), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (go == MAP_FAILED)
+		return -1;
+	atomic_store(go, 0);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, skb) ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ski))
 		ret = -errno;
@@ -529,8 +559,10 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 	if (b == 0) {
 		close(skb[0]);
 		close(ski[0]);
-		if (!builder(c, rp, ca, skb[1], ski[1]))
+		if (!builder(c, rp, ca, skb[1], ski[1], go)) {
+			munmap(go, sizeof(*go));
 			return 0; /* the init */
+		}
 	}
 	if (b < 0 && !ret)
 		ret = -errno;
@@ -547,9 +579,8 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 		ret = privileged ? tid_prepare(want, &hold) : lp_ask(c->sh, want);
 		if (ret)
 			break;
-		ret = say(skb[0], 'g', 0);
-		if (!ret)
-			ret = hear(skb[0], 'd', &v);
+		atomic_fetch_add(go, 1);
+		ret = hear(skb[0], 'd', &v);
 		if (privileged)
 			tid_done(&hold);
 		else
@@ -568,11 +599,13 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 			while (waitpid(got, NULL, __WALL) < 0 && errno == EINTR)
 				;
 	}
+	atomic_store(go, GO_END);
 	close(skb[0]);
 	close(ski[0]);
 	if (b > 0)
 		while (waitpid(b, NULL, 0) < 0 && errno == EINTR)
 			;
+	munmap(go, sizeof(*go));
 	if (!ret && got != want) {
 		pr_err("pid %d: its pid was taken by another process 50 times", rp->pid);
 		ret = -EEXIST;
