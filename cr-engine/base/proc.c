@@ -513,6 +513,9 @@ int proc_run_in_ns(pid_t pid, const char *name, void *(*fn)(void *), void *arg)
 	ret = -pthread_create(&th, NULL, ns_thread_main, &t);
 	if (!ret)
 		pthread_join(th, NULL);
+	else
+		pr_err("pid %d: cannot make a thread to enter its %s namespace: %s", pid, name,
+		       strerror(-ret));
 	close(t.fd);
 	if (!ret && t.err) {
 		pr_err("pid %d: cannot enter its %s namespace: %s", pid, name, strerror(-t.err));

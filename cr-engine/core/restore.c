@@ -1591,6 +1591,12 @@ int cr_restore(const struct cr_restore_opts *o, pid_t *root_pid, int *root_statu
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
 	ret = create_tree(&c, root_pid, &subreaper);
+	/* every process is born in it: ours again, for the threads kupdate
+	 * makes from now on (to join a container's network namespace, to
+	 * fill pages): 6.1 refuses a thread while the time namespace for
+	 * children differs from the caller's (6.12 allows it) */
+	timens_leave(timens_fd);
+	timens_fd = -1;
 	if (!ret)
 		ret = run_tree(&c);
 	if (ret) {

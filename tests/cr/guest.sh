@@ -20,9 +20,12 @@ BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
 # unix, pipes, timers, signals, seccomp, System V segments, fd kinds, pages
 # shared copy-on-write; a pid namespace (set_tid at two levels, 5.9) and a
 # container's mount namespace with its propagation (MOVE_MOUNT_SET_GROUP, 5.15),
-# a subtree of control groups with a cgroup namespace (CLONE_INTO_CGROUP, 5.7)
+# a subtree of control groups with a cgroup namespace (CLONE_INTO_CGROUP, 5.7);
+# a container's network namespace made again (its veth to the host, a
+# stream through it), a container's user namespace with its pid namespace
+# (set_tid inside it, ns_last_pid outside, an idmapped bind)
 # (CR_GUEST_ONLY: a prefix regex of test names instead, for a developer)
-only=${CR_GUEST_ONLY:-'predump-softdirty|loop|tree|mem|zeropages|threads|vdso|clocks|tcploop|tcpstream-lo|unixsk|pipes|timerfd|signals|ptimers|seccomp|sysvshm-new|memfd|epoll|cow |cow-noshare|cow-pre-softdirty|pidns |ctrroot-shared|cgtree '}
+only=${CR_GUEST_ONLY:-'predump-softdirty|loop|tree|mem|zeropages|threads|vdso|clocks|tcploop|tcpstream-lo|unixsk|pipes|timerfd|signals|ptimers|seccomp|sysvshm-new|memfd|epoll|cow |cow-noshare|cow-pre-softdirty|pidns |ctrroot-shared|cgtree |netmade |tcpstream-ctr |ctrroot-user |ctrroot-userpid '}
 
 stage=$(mktemp -d /tmp/kupdate-crguest.XXXXXX)
 n=0 failed=0

@@ -64,6 +64,23 @@ static int sh(const char *cmd)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* dev settled: its link up (the kernel's link watch sets that a moment
+ * after the carrier, 1 s later on 6.1) and its IPv6 link-local address
+ * made; what a snapshot compares is no passing state (10 s at most) */
+static void settled(const char *dev)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd),
+		 "for i in $(seq 100); do ip -o link show dev %s | grep -q 'state UP' && "
+		 "ip -6 -o addr show dev %s scope link | grep -qv tentative && exit 0; "
+		 "sleep 0.1; done; exit 1",
+		 dev, dev);
+	if (sh(cmd))
+		crt_fail("%s did not settle (its link up, its link-local address made) in 10 s",
+			 dev);
+}
+
 static int serve(bool v6, bool quiet, bool in_ctr);
 static int ready_fd = -1; /* C's: tells the root */
 
@@ -110,6 +127,7 @@ static int ctr(bool v6, bool quiet)
 	 * started once the port file is there) */
 	if (read(up[0], &c, 1) != 1)
 		crt_fail("C did not get ready");
+	settled("kc0");
 	snprintf(before, sizeof(before), "%s", snap(SNAP_ROOT));
 	crt_ready();
 	crt_wait_term();
@@ -180,6 +198,7 @@ static int serve(bool v6, bool quiet, bool in_ctr)
 		if (stream_step(&s, 1, 2, 2))
 			crt_fail("%s", s.err);
 	if (in_ctr) {
+		settled("kc1");
 		snprintf(before, sizeof(before), "%s", snap(SNAP_C));
 		if (write(ready_fd, "r", 1) != 1)
 			crt_fail("C cannot tell the root it is ready");
