@@ -241,7 +241,9 @@ int files_plan(struct rfiles *f, struct rproc *procs, size_t nr, int fd_floor)
 
 		if (f->files[i]->kind != FILE_KIND__FILE_UNIX || f->desc[i].pair >= 0)
 			continue;
-		if (u->pending) {
+		/* pending, or bound in a container's mount namespace, which
+		 * is made after its owner's files (unix_bind_late) */
+		if (u->pending || u->has_bound_in) {
 			f->desc[i].late = true;
 			continue;
 		}

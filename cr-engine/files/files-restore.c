@@ -131,6 +131,8 @@ static int late_desc(const struct rfiles *f, size_t i, int sk, pid_t pid, int fd
 	if (!f->desc[i].late)
 		return 0;
 	snprintf(what, sizeof(what), "pid %d: fd %d", pid, fd);
+	if (f->files[i]->usk->has_bound_in)
+		return unix_bind_late(sk, f->files[i]->usk, what);
 	return unix_connect_late(sk, f->files[i]->usk, what);
 }
 
@@ -294,6 +296,31 @@ int files_create_owned(struct rfiles *f, struct rproc *rp)
 	ret = fill_carriers(f, rp);
 	close_ghosts(f);
 	return ret;
+}
+
+int files_bind_in_container(const struct rfiles *f, pid_t maker)
+{
+	for (size_t i = 0; i < f->nr_files; i++) {
+		const UnixSk *u =
+			f->files[i]->kind == FILE_KIND__FILE_UNIX ? f->files[i]->usk : NULL;
+		char what[96];
+		int ret;
+
+		if (!u || !u->has_bound_in || u->bound_in != maker)
+			continue;
+		snprintf(what, sizeof(what), "unix socket %u", u->ino);
+		/* its holder, an ancestor, made it before it forked */
+		if (f->desc[i].tfd < 0 || fcntl(f->desc[i].tfd, F_GETFD) < 0) {
+			pr_err("%s: bound in the container pid %d made, is not held by an ancestor "
+			       "of it; kupdate cannot bind it there",
+			       what, maker);
+			return -EOPNOTSUPP;
+		}
+		ret = unix_bind_in_built(f->desc[i].tfd, u, what);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 int files_prepare_owned(struct rfiles *f, struct rproc *rp)

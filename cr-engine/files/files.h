@@ -71,6 +71,9 @@ int files_finish_tool(struct rfiles *f);
 /* In a restoring process, once every process has done the above: what
  * needs other processes' sockets (connecting to a bound unix socket). */
 int files_prepare_owned(struct rfiles *f, struct rproc *rp);
+/* In the process that built the mount namespace maker made, its root
+ * entered: the unix sockets of maker's ancestors bound there */
+int files_bind_in_container(const struct rfiles *f, pid_t maker);
 /* In kupdate, once every process has done that (or the restore failed):
  * the paths of sockets bound at paths since removed are removed again. */
 void files_unlink_removed(const struct rfiles *f, bool failed);

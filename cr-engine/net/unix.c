@@ -28,18 +28,23 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 
 #include "dump.h"
 #include "files.h"
 #include "log.h"
+#include "namespaces.h"
 #include "sockdiag.h"
 #include "sockets.h"
 #include "unix.h"
@@ -470,6 +475,26 @@ static int removed_path(struct cr_proc *p, int fd, const char *path, const char 
 	return 0;
 }
 
+/* A socket bound at path in the mount namespace a container's init made
+ * (nspawn's outer child binds its notify socket at /run/host/notify
+ * there), which its holder does not see: the process that made it, found
+ * through its root; 0 if none */
+static pid_t bound_in_container(struct cr_dump_ctx *ctx, const char *path, uint32_t ino,
+				struct stat *st)
+{
+	for (int i = 0; i < ctx->nr_procs; i++) {
+		struct cr_proc *q = ctx->procs[i];
+		char rpath[sizeof(((struct sockaddr_un *)0)->sun_path) + 48];
+
+		if (!ns_proc_made_mnt(ctx, q))
+			continue;
+		snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", q->pid, path);
+		if (!lstat(rpath, st) && st->st_ino == ino && S_ISSOCK(st->st_mode))
+			return q->pid;
+	}
+	return 0;
+}
+
 /* "/proc/self/fd/N/FILE": N and FILE (one component); false otherwise */
 static bool through_fd(const char *name, int *n, const char **file)
 {
@@ -591,7 +616,22 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			else
 				snprintf(rpath, sizeof(rpath), "%s", path);
 			/* the socket file's owner and mode, if it is still ours */
-			if (!lstat(rpath, &st) && st.st_ino == d->vfs_ino && S_ISSOCK(st.st_mode)) {
+			if ((!lstat(rpath, &st) && st.st_ino == d->vfs_ino &&
+			     S_ISSOCK(st.st_mode)) ||
+			    (path[0] == '/' && d->vfs_ino &&
+			     (u->bound_in = bound_in_container(ctx, path, d->vfs_ino, &st)))) {
+				u->has_bound_in = u->bound_in != 0;
+				if (u->has_bound_in &&
+				    (d->type != SOCK_DGRAM || d->peer || d->rqlen)) {
+					pr_err("pid %d: fd %d: the unix socket bound at %s in the "
+					       "container pid %d made is %s; kupdate binds there "
+					       "again only a datagram socket with nothing queued",
+					       p->pid, fd, path, u->bound_in,
+					       d->type != SOCK_DGRAM ? "no datagram socket"
+					       : d->peer	     ? "connected"
+								     : "holding datagrams");
+					return -EOPNOTSUPP;
+				}
 				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
 				u->file_mode = st.st_mode & 07777;
 				u->file_uid = st.st_uid;
@@ -927,6 +967,86 @@ static int bind_through_fd(int sk, const UnixSk *u, const char *what)
 	return ret;
 }
 
+/* the nearest mount root at or above dir (a path of ours), read-only:
+ * its path into out; false if dir is writable */
+static bool ro_cover(const char *dir, char *out, size_t len)
+{
+	struct statvfs vfs;
+
+	if (statvfs(dir[0] ? dir : "/", &vfs) || !(vfs.f_flag & ST_RDONLY))
+		return false;
+	snprintf(out, len, "%s", dir);
+	for (;;) {
+		struct statx sx;
+		char *slash;
+
+		if (!statx(AT_FDCWD, out[0] ? out : "/", 0, STATX_BASIC_STATS, &sx) &&
+		    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+		    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+			return out[0] != 0; /* not the root itself */
+		slash = strrchr(out, '/');
+		if (!slash)
+			return false;
+		*slash = 0;
+	}
+}
+
+/* the helper of unix_bind_in_built(): 0, or an errno */
+static int bind_built_helper(int sk, const UnixSk *u, const struct sockaddr_un *a, socklen_t len)
+{
+	char dir[sizeof(a->sun_path)], cover[sizeof(a->sun_path)];
+
+	snprintf(dir, sizeof(dir), "%s", a->sun_path);
+	*strrchr(dir, '/') = 0;
+	/* a copy of its own, private: what it unmounts goes nowhere */
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return errno;
+	for (int k = 0; k < 8 && ro_cover(dir, cover, sizeof(cover)); k++)
+		if (umount2(cover, MNT_DETACH))
+			return errno;
+	if (bind(sk, (const struct sockaddr *)a, len))
+		return errno;
+	if (u->has_file_mode &&
+	    (chown(a->sun_path, u->file_uid, u->file_gid) || chmod(a->sun_path, u->file_mode)))
+		return errno;
+	return 0;
+}
+
+int unix_bind_in_built(int sk, const UnixSk *u, const char *what)
+{
+	struct sockaddr_un a;
+	socklen_t len = make_addr(&a, &u->name);
+	int res = 0, pfd[2], st;
+	pid_t h;
+
+	if (u->name.len < 2 || a.sun_path[0] != '/') {
+		pr_err("%s: image files.img is damaged: a unix socket bound in a container has "
+		       "no absolute path",
+		       what);
+		return -EINVAL;
+	}
+	if (pipe2(pfd, O_CLOEXEC))
+		return pr_errno("%s: cannot bind the unix socket in its container", what);
+	h = fork();
+	if (h == 0) {
+		close(pfd[0]);
+		res = bind_built_helper(sk, u, &a, len);
+		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) && !res ? 0 : 1);
+	}
+	close(pfd[1]);
+	if (h > 0 && read(pfd[0], &res, sizeof(res)) != sizeof(res))
+		res = EPIPE;
+	close(pfd[0]);
+	if (h < 0)
+		return pr_errno("%s: cannot fork to bind the unix socket in its container", what);
+	while (waitpid(h, &st, 0) < 0 && errno == EINTR)
+		;
+	if (res)
+		pr_err("%s: cannot bind the unix socket to %s in its container: %s", what,
+		       a.sun_path, strerror(res));
+	return -res;
+}
+
 static int do_bind(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a;
@@ -935,6 +1055,9 @@ static int do_bind(int sk, const UnixSk *u, const char *what)
 
 	if (u->bound_dir)
 		return bind_through_fd(sk, u, what);
+	/* in a container's mount namespace: once it exists (unix_bind_late) */
+	if (u->has_bound_in)
+		return 0;
 	addr_str(&u->name, name, sizeof(name));
 	if (bind(sk, (struct sockaddr *)&a, len) == 0)
 		goto bound;
@@ -1389,6 +1512,21 @@ int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct u
 	if (via >= 0)
 		return orphan_fill(sk, via, u, what, res);
 	return bound_fill(sk, u, what, res);
+}
+
+int unix_bind_late(int sk, const UnixSk *u, const char *what)
+{
+	struct sockaddr_un a, got;
+	socklen_t len = make_addr(&a, &u->name), glen = sizeof(got);
+
+	/* bound by the process that built the container's mounts */
+	if (getsockname(sk, (struct sockaddr *)&got, &glen) || glen != len ||
+	    memcmp(&got, &a, len)) {
+		pr_err("%s: the unix socket was not bound at %s in the container pid %d made", what,
+		       a.sun_path, u->bound_in);
+		return -EIO;
+	}
+	return 0;
 }
 
 int unix_connect_late(int sk, const UnixSk *u, const char *what)

@@ -39,6 +39,14 @@ int unix_create(const UnixSk *u, struct sk_listeners *l, const char *what, int *
 int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct unix_fds *res);
 /* connect to the (restored) bound socket it was connected to */
 int unix_connect_late(int sk, const UnixSk *u, const char *what);
+/* a socket bound in the mount namespace a container's init made (its
+ * bound_in): bound by the process that built that namespace, its root
+ * entered, before its mounts are locked in a user namespace's copy
+ * (files_bind_in_container), through a private copy where the read-only
+ * binds over its directory are unmounted (nspawn's /run/host); checked by
+ * its holder once every process exists (unix_bind_late) */
+int unix_bind_in_built(int sk, const UnixSk *u, const char *what);
+int unix_bind_late(int sk, const UnixSk *u, const char *what);
 /* a socket bound at a path since removed: its path removed again, once
  * every connection to it is made; after a failed restore, only if nothing
  * is bound there any more (it may not have been bound by the restore) */

@@ -36,6 +36,7 @@
 
 #include "cr-util.h"
 #include "dump.h"
+#include "files.h"
 #include "images/core.pb-c.h"
 #include "log.h"
 #include "proc.h"
@@ -804,6 +805,9 @@ int mntns_build(struct rctx *c, struct rproc *rp)
 	if (!ret &&
 	    (chdir(stage) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") || chdir("/")))
 		ret = pr_errno("pid %d: cannot move its root over the old one", rp->pid);
+	/* the sockets bound there, before the copy locks its mounts */
+	if (!ret)
+		ret = files_bind_in_container(&c->files, rp->pid);
 	return ret;
 }
 
@@ -842,6 +846,9 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	ret = build(c, rp, stage, NULL, done, is_late);
 	if (!ret)
 		ret = enter(rp, stage, done, is_late);
+	/* the sockets of its ancestors bound there (nspawn's notify socket) */
+	if (!ret)
+		ret = files_bind_in_container(&c->files, rp->pid);
 	/* in a user namespace it made: into a copy that namespace owns */
 	if (!ret)
 		ret = userns_copy_mounts(rp);

@@ -50,6 +50,11 @@
  * idmapped bind there (0 -> 200000, as the user namespace maps ids, as
  * nspawn's root): root inside owns /data/f, owned by 0 on the disk.
  * "ctrroot idmapother": /data idmapped otherwise (0 -> 300000): refused.
+ * The monitor holds a datagram socket the maker bound at /tmp/host/notify
+ * in the container, /tmp/host then bound read-only over itself (nspawn's
+ * notify socket at /run/host/notify, which the monitor does not see):
+ * after the restore it is bound there again, and init's datagram sent to
+ * that path from inside reaches it.
  * Refused: "ctrroot usersub", C makes a UTS namespace inside
  * the user namespace (a service's sandbox in a booted container);
  * "ctrroot userorder", the init is cloned into the other namespaces first
@@ -70,6 +75,8 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -190,6 +197,8 @@ static void *c_thread(void *arg)
 	return NULL;
 }
 
+static bool send_notify(void);
+
 /* the container's view, checked by init and by C */
 static void check(int slot, const char *before, int fd, off_t off, const char *cwd_want)
 {
@@ -224,6 +233,9 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/proc/sys is not read-only");
 	else if (sh->noproc ? !access("/proc/1", F_OK) : !has("/proc/1/comm", "ctrroot\n"))
 		snprintf(m, len, "/proc is not its pid namespace's");
+	else if (slot == S_INIT && sh->userpid && !send_notify())
+		snprintf(m, len, "cannot send to the monitor's /tmp/host/notify: %s",
+			 strerror(errno));
 	else if (sh->userpid && !sh->idmapother &&
 		 (stat("/data/f", &st) || st.st_uid != 0 || st.st_gid != 0))
 		snprintf(m, len,
@@ -279,6 +291,95 @@ static void __attribute__((noreturn)) child_c(const char *before)
 		if (mount(src, dst, type, flags, data)) \
 			_exit(10 + __LINE__ % 80);      \
 	} while (0)
+
+/* userpid: the maker hands the monitor a datagram socket it bound at
+ * /tmp/host/notify in the container, /tmp/host then bound read-only over
+ * itself: nspawn's notify socket at /run/host/notify */
+static int pass[2] = { -1, -1 };
+
+static void make_notify(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = "n", .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/host/notify");
+	if (mkdir("/tmp/host", 0755) || s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) ||
+	    chmod(a.sun_path, 0755) || lchown(a.sun_path, 200000, 200000))
+		_exit(33);
+	MNT("/tmp/host", "/tmp/host", NULL, MS_BIND, NULL);
+	MNT(NULL, "/tmp/host", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &s, sizeof(int));
+	if (sendmsg(pass[1], &mh, 0) != 1)
+		_exit(34);
+	close(s);
+}
+
+static int take_notify(void)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char b;
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm;
+	int fd = -1;
+
+	if (recvmsg(pass[0], &mh, 0) != 1 || !(cm = CMSG_FIRSTHDR(&mh)))
+		crt_fail("the maker handed no notify socket");
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	close(pass[0]);
+	close(pass[1]);
+	return fd;
+}
+
+/* the monitor: its notify socket bound at /tmp/host/notify, where init's
+ * datagram came */
+static void check_notify(int fd, const char *when, bool ping)
+{
+	struct sockaddr_un a;
+	socklen_t len = sizeof(a);
+	char b[8] = "";
+
+	crt_check(!getsockname(fd, (struct sockaddr *)&a, &len) &&
+			  !strcmp(a.sun_path, "/tmp/host/notify"),
+		  "%s: the monitor's notify socket is not bound at /tmp/host/notify", when);
+	if (ping)
+		crt_check(recv(fd, b, sizeof(b), MSG_DONTWAIT) == 4 && !memcmp(b, "ping", 4),
+			  "%s: init's datagram to /tmp/host/notify did not reach the monitor's "
+			  "socket",
+			  when);
+}
+
+/* init: a datagram to the monitor's notify socket */
+static bool send_notify(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+	bool ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/host/notify");
+	ok = s >= 0 && sendto(s, "ping", 4, 0, (struct sockaddr *)&a, sizeof(a)) == 4;
+	close(s);
+	return ok;
+}
 
 /* userpid: host bound at path with ids mapped as the container's user
  * namespace maps them (0 -> 200000), through a user namespace of those
@@ -434,6 +535,8 @@ static void build_root(void)
 		    ? chdir(root) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".")
 		    : chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH))
 		_exit(8);
+	if (sh->userpid)
+		make_notify();
 	if (chdir("/data"))
 		_exit(8);
 }
@@ -676,6 +779,7 @@ int main(int argc, char **argv)
 	char path[PATH_MAX + 32], run[64], *mi;
 	struct stat a, b;
 	pid_t h;
+	int notify;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
@@ -702,6 +806,8 @@ int main(int argc, char **argv)
 	if (put(path, "hostdata"))
 		crt_fail("cannot write %s", path);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (sh->userpid && socketpair(AF_UNIX, SOCK_STREAM, 0, pass))
+		crt_fail("socketpair: %s", strerror(errno));
 	if ((h = fork()) == 0) {
 		pid_t i;
 
@@ -720,6 +826,7 @@ int main(int argc, char **argv)
 		_exit(i > 0 ? 0 : 5);
 	}
 	crt_wait_ok(h, "the namespace's maker");
+	notify = sh->userpid ? take_notify() : -1;
 	crt_own_child(sh->init_host);
 	for (int n = 0; !sh->s[S_INIT].ready; n++) {
 		int st;
@@ -756,6 +863,8 @@ int main(int argc, char **argv)
 	snprintf(run, sizeof(run), "/run/kupdate-ctr-%d", sh->init_host);
 	crt_check(access(run, F_OK) && errno == ENOENT, "%s is still there", run);
 
+	if (notify >= 0)
+		check_notify(notify, "after", false);
 	sh->go = 1;
 	for (int n = 0; !(sh->s[S_INIT].done && sh->s[S_C].done); n++) {
 		if (n > 1000)
@@ -763,6 +872,8 @@ int main(int argc, char **argv)
 		usleep(10000);
 	}
 	crt_wait_ok(sh->init_host, "init");
+	if (notify >= 0)
+		check_notify(notify, "after", true);
 	for (int i = 0; i < NSLOTS; i++)
 		crt_check(sh->s[i].ok, "%s: %s", i ? "C" : "init", sh->s[i].msg);
 	snprintf(path, sizeof(path), "%s/hostdata/g", sh->dir);
