@@ -169,6 +169,7 @@ struct cr_file {
 	int *ep_where; /* for each target of ep: the fd of the process holding it */
 	InotifyFile *ify;
 	TtyFile *tty;	   /* a pseudo-terminal end (tty.c) */
+	NsfsFile *nsf;	   /* a namespace file (nsfs.c) */
 	uint32_t shmid;	   /* FILE_MEMFD: the shared memory object (shmem.c) */
 	uint32_t ghost_id; /* an unlinked file (ghost.c) */
 	bool fifo_removed; /* a FIFO whose path was unlinked (pipes.c) */

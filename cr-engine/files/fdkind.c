@@ -13,6 +13,7 @@
 #include "files.h"
 #include "inotify.h"
 #include "log.h"
+#include "nsfs.h"
 #include "packet.h"
 #include "pipes.h"
 #include "regfile.h"
@@ -281,6 +282,17 @@ const struct fd_kind fd_kinds[] = {
 		.validate = inotify_validate,
 		.restore = inotify_restore,
 	},
+	{
+		.kind = FILE_KIND__FILE_NSFS,
+		.name = "a namespace file",
+		.link_match = nsfs_link,
+		.dump = nsfs_dump,
+		.save = nsfs_save,
+		.free = nsfs_free_dump,
+		.validate = nsfs_validate,
+		.restore = nsfs_restore,
+		.finish = nsfs_finish,
+	},
 };
 
 const size_t nr_fd_kinds = ARRAY_SIZE(fd_kinds);
@@ -296,7 +308,8 @@ const struct fd_kind *fd_kind(int kind)
 const struct fd_kind *fd_kind_by_link(const char *link)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(fd_kinds); i++)
-		if (fd_kinds[i].link && !strcmp(link, fd_kinds[i].link))
+		if ((fd_kinds[i].link && !strcmp(link, fd_kinds[i].link)) ||
+		    (fd_kinds[i].link_match && fd_kinds[i].link_match(link)))
 			return &fd_kinds[i];
 	return NULL;
 }

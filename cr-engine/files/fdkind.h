@@ -21,8 +21,10 @@ struct sk_diag;
 struct fd_kind {
 	int kind;	  /* FILE_KIND__* */
 	const char *name; /* what it is, for messages: "an eventfd" */
-	/* an anonymous-inode kind: the whole /proc/PID/fd link that names it */
+	/* an anonymous-inode kind: the whole /proc/PID/fd link that names it;
+	 * or a test of the link (a namespace file's) */
 	const char *link;
+	bool (*link_match)(const char *link);
 	bool lockable;	   /* its descriptions may hold flock and OFD locks */
 	bool needs_holder; /* cannot be dumped in flight in a unix socket that no
 			    * process holds it beside (its restore needs one) */

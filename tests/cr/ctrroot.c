@@ -54,7 +54,10 @@
  * in the container, /tmp/host then bound read-only over itself (nspawn's
  * notify socket at /run/host/notify, which the monitor does not see):
  * after the restore it is bound there again, and init's datagram sent to
- * that path from inside reaches it.
+ * that path from inside reaches it; it holds init's network namespace at
+ * two fds (one close-on-exec), each that namespace again after the restore.
+ * "ctrroot nsaway": the monitor holds the network namespace of a process
+ * gone: refused.
  * Refused: "ctrroot usersub", C makes a UTS namespace inside
  * the user namespace (a service's sandbox in a booted container);
  * "ctrroot userorder", the init is cloned into the other namespaces first
@@ -779,7 +782,7 @@ int main(int argc, char **argv)
 	char path[PATH_MAX + 32], run[64], *mi;
 	struct stat a, b;
 	pid_t h;
-	int notify;
+	int notify, netns[2] = { -1, -1 };
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
@@ -805,6 +808,29 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/hostdata/f", sh->dir);
 	if (put(path, "hostdata"))
 		crt_fail("cannot write %s", path);
+	/* "nsaway": the monitor holds the network namespace of a process gone
+	 * (refused: nothing of the tree lives there) */
+	if (argc > 1 && !strcmp(argv[1], "nsaway")) {
+		int gate[2];
+		pid_t g;
+		char b;
+
+		if (pipe(gate) || (g = fork()) < 0)
+			crt_fail("cannot start the holder of a network namespace");
+		if (g == 0) {
+			if (unshare(CLONE_NEWNET) || write(gate[1], "u", 1) != 1)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		if (read(gate[0], &b, 1) != 1)
+			crt_fail("the holder made no network namespace");
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", g);
+		if (open(path, O_RDONLY) < 0)
+			crt_fail("cannot open %s: %s", path, strerror(errno));
+		kill(g, SIGKILL);
+		waitpid(g, NULL, 0);
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (sh->userpid && socketpair(AF_UNIX, SOCK_STREAM, 0, pass))
 		crt_fail("socketpair: %s", strerror(errno));
@@ -827,6 +853,15 @@ int main(int argc, char **argv)
 	}
 	crt_wait_ok(h, "the namespace's maker");
 	notify = sh->userpid ? take_notify() : -1;
+	/* userpid: the monitor holds init's network namespace at two fds, one
+	 * close-on-exec (nspawn holds its container's) */
+	if (sh->userpid) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", sh->init_host);
+		netns[0] = open(path, O_RDONLY | O_CLOEXEC);
+		netns[1] = netns[0] < 0 ? -1 : dup(netns[0]);
+		if (netns[1] < 0)
+			crt_fail("cannot hold init's network namespace: %s", strerror(errno));
+	}
 	crt_own_child(sh->init_host);
 	for (int n = 0; !sh->s[S_INIT].ready; n++) {
 		int st;
@@ -865,6 +900,18 @@ int main(int argc, char **argv)
 
 	if (notify >= 0)
 		check_notify(notify, "after", false);
+	for (int k = 0; sh->userpid && k < 2; k++) {
+		struct stat x, y;
+		int fl = fcntl(netns[k], F_GETFD);
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", sh->init_host);
+		crt_check(!fstat(netns[k], &x) && !stat(path, &y) && x.st_ino == y.st_ino &&
+				  x.st_dev == y.st_dev,
+			  "after: the monitor's fd %d is not init's network namespace", netns[k]);
+		crt_check(fl >= 0 && !!(fl & FD_CLOEXEC) == !k,
+			  "after: the monitor's fd %d has lost its close-on-exec flag (%d)",
+			  netns[k], fl);
+	}
 	sh->go = 1;
 	for (int n = 0; !(sh->s[S_INIT].done && sh->s[S_C].done); n++) {
 		if (n > 1000)
