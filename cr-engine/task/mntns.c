@@ -165,17 +165,19 @@ static uint32_t idmapped(const struct ns_idmap *map, size_t nr, uint32_t d)
 }
 
 /* the owner of name (or of the directories themselves) through the mount
- * (via) and on the host agree with the maps */
+ * (via) and on the host agree with the maps; one that is another mount's
+ * root there (its /proc, its /dev) is not compared */
 static bool same_owner(const char *via, const char *host, const char *name,
-		       const struct ns_idmap *u, size_t nu, const struct ns_idmap *g, size_t ng)
+		       const struct ns_idmap *u, size_t nu, const struct ns_idmap *g, size_t ng,
+		       dev_t dev)
 {
 	char a[PATH_MAX], b[PATH_MAX];
 	struct stat sa, sb;
 
 	snprintf(a, sizeof(a), "%s/%s", via, name);
 	snprintf(b, sizeof(b), "%s/%s", host, name);
-	if (lstat(a, &sa) || lstat(b, &sb))
-		return true; /* gone meanwhile: nothing to compare */
+	if (lstat(a, &sa) || lstat(b, &sb) || sa.st_dev != dev)
+		return true; /* gone meanwhile, or another mount: nothing to compare */
 	return sa.st_uid == idmapped(u, nu, sb.st_uid) && sa.st_gid == idmapped(g, ng, sb.st_gid);
 }
 
@@ -190,6 +192,7 @@ static int check_idmap(struct cr_proc *p, const struct mount_entry *e, const cha
 	struct ns_idmap u[NS_IDMAP_MAX], g[NS_IDMAP_MAX];
 	char via[PATH_MAX], *um = NULL, *gm = NULL, *sg = NULL;
 	size_t nu = 0, ng = 0;
+	struct stat vst;
 	int n = 0;
 	bool ok;
 	DIR *d;
@@ -207,11 +210,11 @@ static int check_idmap(struct cr_proc *p, const struct mount_entry *e, const cha
 	free(gm);
 	free(sg);
 	snprintf(via, sizeof(via), "/proc/%d/root%s", p->pid, e->mp);
-	ok = ok && same_owner(via, host_path, ".", u, nu, g, ng);
+	ok = ok && !stat(via, &vst) && same_owner(via, host_path, ".", u, nu, g, ng, vst.st_dev);
 	d = ok ? opendir(host_path) : NULL;
 	for (struct dirent *de; d && ok && n < 64 && (de = readdir(d)); n++)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			ok = same_owner(via, host_path, de->d_name, u, nu, g, ng);
+			ok = same_owner(via, host_path, de->d_name, u, nu, g, ng, vst.st_dev);
 	if (d)
 		closedir(d);
 	if (!ok) {
