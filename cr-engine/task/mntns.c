@@ -310,7 +310,9 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		       p->pid, p->stat.comm, e->fstype, e->mp);
 		return -EOPNOTSUPP;
 	}
-	if (!strcmp(e->fstype, "tmpfs") && !strcmp(e->root, "/"))
+	/* a file system in memory, its contents saved (ramfs: a unit's
+	 * credentials, /run/credentials/UNIT in a booted container) */
+	if ((!strcmp(e->fstype, "tmpfs") || !strcmp(e->fstype, "ramfs")) && !strcmp(e->root, "/"))
 		fresh = true;
 	if (!fresh) {
 		pr_err("pid %d (%s): its mount namespace's mount of %s (%s) on %s is neither a new "
@@ -323,7 +325,7 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 	x->fs_options = fs_options(e->super);
 	if (!x->source || !x->fs_options)
 		return -ENOMEM;
-	if (!strcmp(e->fstype, "tmpfs")) {
+	if (!strcmp(e->fstype, "tmpfs") || !strcmp(e->fstype, "ramfs")) {
 		int idx = tmpdir_dump_in(ctx, p->pid, e->mp);
 
 		if (idx < 0)

@@ -2,7 +2,8 @@
  * a monitor, as in pidns.c) made a mount namespace and pivoted into a
  * tmpfs root holding files, with host /usr bound read-only, the test's own
  * directory and a host data directory bound read-write, a tmpfs /tmp with
- * a file, a symlink and a hard link, a tmpfs /dev with a null node, its
+ * a file, a symlink and a hard link, a read-only ramfs /etc/cred with a
+ * file (a unit's credentials), a tmpfs /dev with a null node, its
  * namespace's /proc and /proc/sys bound read-only over itself.  Init holds
  * /tmp/t open at offset 3 and /data as its cwd; its child C holds
  * /data/f.
@@ -217,7 +218,8 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 			 before);
 	else if (!has("/etc/hostname", "ctr\n") || !has("/tmp/t", "tmpdata") ||
 		 !has("/tmp/hard", "tmpdata") || !has("/tmp/sym", "tmpdata") ||
-		 !has("/data/f", "hostdata"))
+		 !has("/data/f", "hostdata") ||
+		 (slot == S_INIT && !has("/etc/cred/key", "secret-1")))
 		snprintf(m, len, "contents differ");
 	else if (lseek(fd, 0, SEEK_CUR) != off)
 		snprintf(m, len, "offset %ld, not %ld", (long)lseek(fd, 0, SEEK_CUR), (long)off);
@@ -499,6 +501,19 @@ static void build_root(void)
 		if (unlink(src))
 			_exit(14);
 	}
+	/* a unit's credentials, as systemd gives them: a read-only ramfs */
+	snprintf(path, sizeof(path), "%s/etc/cred", root);
+	if (mkdir(path, 0755))
+		_exit(35);
+	MNT("ramfs", path, "ramfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=700");
+	snprintf(path, sizeof(path), "%s/etc/cred/key", root);
+	if (put(path, "secret-1") || (sh->user && !sh->userorder && lchown(path, 200000, 200000)))
+		_exit(36);
+	snprintf(path, sizeof(path), "%s/etc/cred", root);
+	if (sh->user && !sh->userorder && lchown(path, 200000, 200000))
+		_exit(36);
+	MNT(NULL, path, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    "mode=700");
 	snprintf(path, sizeof(path), "%s/dev", root);
 	MNT("dev", path, "tmpfs", MS_NOSUID, "mode=755");
 	snprintf(path, sizeof(path), "%s/dev/null", root);
