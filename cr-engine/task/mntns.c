@@ -336,9 +336,62 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 	return 0;
 }
 
+/* path lies strictly below dir */
+static bool strictly_under(const char *path, const char *dir)
+{
+	size_t n = strcmp(dir, "/") ? strlen(dir) : 0;
+
+	return !strncmp(path, dir, n) && path[n] == '/' && path[n + 1];
+}
+
+/* A directory bound recursively over itself (nspawn's /run/host): mount r,
+ * whose parent also holds mounts below r's path (hidden under r), and
+ * whose children are their copies (same point, file system and root).
+ * Each hidden mount and each copy is marked; false if r is no such bind
+ * (a copy missing: then the hidden ones are refused as such). */
+static bool find_rbind(const struct mount_table *t, size_t r, MadeMount **m)
+{
+	const struct mount_entry *e = &t->e[r];
+	bool any = false;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t h = 1; h < t->n; h++) {
+			const struct mount_entry *x = &t->e[h];
+			bool copied = false;
+
+			if (h == r || x->parent != e->parent || !strictly_under(x->mp, e->mp))
+				continue;
+			for (size_t c = 1; c < t->n && !copied; c++) {
+				const struct mount_entry *y = &t->e[c];
+
+				if (y->parent != e->id || strcmp(y->mp, x->mp) ||
+				    y->maj != x->maj || y->min != x->min ||
+				    strcmp(y->root, x->root) ||
+				    (m[c]->has_copy_of && m[c]->copy_of != (int32_t)h))
+					continue;
+				copied = true;
+				if (pass) {
+					m[c]->has_copy_of = 1;
+					m[c]->copy_of = (int32_t)h;
+				}
+			}
+			if (!copied)
+				return false; /* (first pass: nothing marked) */
+			if (pass) {
+				m[h]->has_hidden_by = 1;
+				m[h]->hidden_by = (int32_t)r;
+			}
+			any = true;
+		}
+	if (any)
+		m[r]->has_rbind = m[r]->rbind = 1;
+	return any;
+}
+
 /* Mount i is made on its path in mountinfo's order: the mount it lies on
  * must be the topmost one there by then (not one that another hides) */
-static int check_hidden(const struct cr_proc *p, const struct mount_table *t, size_t i)
+static int check_hidden(const struct cr_proc *p, const struct mount_table *t, size_t i,
+			MadeMount *const *m)
 {
 	const struct mount_entry *e = &t->e[i];
 	size_t best = 0, blen = 0;
@@ -350,6 +403,8 @@ static int check_hidden(const struct cr_proc *p, const struct mount_table *t, si
 		const char *mp = t->e[k].mp;
 		size_t l = strcmp(mp, "/") ? strlen(mp) : 0;
 
+		if (m[k]->has_hidden_by)
+			continue; /* under a recursive bind that copies it */
 		if (strncmp(e->mp, mp, l) || (e->mp[l] && e->mp[l] != '/') || (found && l < blen))
 			continue;
 		best = k;
@@ -443,14 +498,28 @@ int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		ret = -ENOMEM;
 	for (size_t i = 0; !ret && i < t.n; i++) {
 		m[i] = xzalloc(sizeof(**m));
-		if (!m[i]) {
+		if (!m[i])
 			ret = -ENOMEM;
-			break;
-		}
-		made_mount__init(m[i]);
-		ret = check_hidden(p, &t, i);
+		else
+			made_mount__init(m[i]);
+	}
+	/* recursive binds over themselves: what they hide is made first */
+	for (size_t i = 1; !ret && i < t.n; i++)
+		if (!m[i]->has_hidden_by && !m[i]->has_copy_of)
+			find_rbind(&t, i, m);
+	for (size_t i = 0; !ret && i < t.n; i++) {
+		if (!m[i]->has_hidden_by)
+			ret = check_hidden(p, &t, i, m);
 		if (!ret)
 			ret = one_mount(ctx, p, &t, i, &host, host_root, m[i]);
+		if (!ret && m[i]->rbind &&
+		    (!m[i]->bind_inside || strcmp(m[i]->bind_inside, t.e[i].mp))) {
+			pr_err("pid %d (%s): its mount namespace's mount on %s hides mounts it "
+			       "copies, and is no bind of its own path; kupdate cannot make it "
+			       "again",
+			       p->pid, p->stat.comm, t.e[i].mp);
+			ret = -EOPNOTSUPP;
+		}
 		if (!ret)
 			ret = propagation(p, &t, i, &host, m[i]);
 	}
@@ -499,6 +568,21 @@ static int make_point(const char *path, bool file)
 
 static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 		      const MadeMount *m);
+
+/* a copy a recursive bind made (made_mount.copy_of): private first, as
+ * mount_one() leaves a mount, then its own flags */
+static int copy_flags(const struct rproc *rp, const char *stage, const MadeMount *m)
+{
+	unsigned long flags = m->has_flags ? m->flags : 0;
+	char target[PATH_MAX];
+
+	snprintf(target, sizeof(target), "%s%s", stage, m->point);
+	if (mount(NULL, target, NULL, MS_PRIVATE, NULL) ||
+	    mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL))
+		return pr_errno("pid %d: cannot set the flags of %s, made by the bind over %s",
+				rp->pid, m->point, m->point);
+	return 0;
+}
 
 /* made private first: a bind of its parent's mount is a slave of that
  * one's group (the namespace was made a slave of its parent's); its
@@ -683,8 +767,9 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 			if (ret)
 				return ret;
 		}
-		if (m->idmap_maker ? bind_idmapped(rp, src, target)
-				   : mount(src, target, NULL, MS_BIND, NULL))
+		if (m->idmap_maker
+			    ? bind_idmapped(rp, src, target)
+			    : mount(src, target, NULL, MS_BIND | (m->rbind ? MS_REC : 0), NULL))
 			return pr_errno("pid %d: cannot bind %s on %s again%s", rp->pid,
 					m->bind ? m->bind : m->bind_inside, m->point,
 					m->idmap_maker ? " (idmapped)" : "");
@@ -765,11 +850,24 @@ static int build(struct rctx *c, const struct rproc *rp, const char *stage, bool
 	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
 		return pr_errno("pid %d: cannot make its mount namespace again", rp->pid);
 	for (size_t i = 0; !ret && i < made->n_mounts; i++) {
+		const MadeMount *m = made->mounts[i];
+
 		if (by_init && i && made_by_init(made, i, by_init)) {
 			by_init[i] = is_late[i] = true;
 			continue;
 		}
-		ret = mount_one(c, rp, stage, made->mounts[i]);
+		/* made with the recursive bind over them, before it */
+		if (m->has_hidden_by)
+			continue;
+		if (m->rbind)
+			for (size_t h = 0; !ret && h < made->n_mounts; h++)
+				if (made->mounts[h]->has_hidden_by &&
+				    made->mounts[h]->hidden_by == (int32_t)i)
+					ret = mount_one(c, rp, stage, made->mounts[h]);
+		/* made by it: its own flags */
+		ret = ret	       ? ret
+		      : m->has_copy_of ? copy_flags(rp, stage, m)
+				       : mount_one(c, rp, stage, m);
 	}
 	if (!ret)
 		ret = set_groups(rp, made, stage, false, done, is_late);

@@ -2,7 +2,9 @@
  * a monitor, as in pidns.c) made a mount namespace and pivoted into a
  * tmpfs root holding files, with host /usr bound read-only, the test's own
  * directory and a host data directory bound read-write, a tmpfs /tmp with
- * a file, a symlink and a hard link, a read-only ramfs /etc/cred with a
+ * a file, a symlink and a hard link, /tmp/rh bound recursively over itself
+ * read-only with a host file bound in it before (nspawn's /run/host: the
+ * first bind hidden under the copy), a read-only ramfs /etc/cred with a
  * file (a unit's credentials), a tmpfs /dev with a null node, its
  * namespace's /proc and /proc/sys bound read-only over itself.  Init holds
  * /tmp/t open at offset 3 and /data as its cwd; its child C holds
@@ -218,7 +220,7 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 			 before);
 	else if (!has("/etc/hostname", "ctr\n") || !has("/tmp/t", "tmpdata") ||
 		 !has("/tmp/hard", "tmpdata") || !has("/tmp/sym", "tmpdata") ||
-		 !has("/data/f", "hostdata") ||
+		 !has("/data/f", "hostdata") || !has("/tmp/rh/f", "hostdata") ||
 		 (slot == S_INIT && !has("/etc/cred/key", "secret-1")))
 		snprintf(m, len, "contents differ");
 	else if (lseek(fd, 0, SEEK_CUR) != off)
@@ -501,6 +503,28 @@ static void build_root(void)
 		if (unlink(src))
 			_exit(14);
 	}
+	/* nspawn's /run/host: a host file bound into a directory of the
+	 * container's tmpfs, then that directory bound recursively over
+	 * itself, read-only, its copy of the file read-only, nosuid, nodev,
+	 * noexec: the first bind of the file hidden under the second */
+	snprintf(path, sizeof(path), "%s/tmp/rh", root);
+	if (mkdir(path, 0755))
+		_exit(37);
+	snprintf(path, sizeof(path), "%s/tmp/rh/f", root);
+	if (put(path, ""))
+		_exit(37);
+	{
+		char host[PATH_MAX + 32];
+
+		snprintf(host, sizeof(host), "%s/hostdata/f", sh->dir);
+		MNT(host, path, NULL, MS_BIND, NULL);
+	}
+	snprintf(path, sizeof(path), "%s/tmp/rh", root);
+	MNT(path, path, NULL, MS_BIND | MS_REC, NULL);
+	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	snprintf(path, sizeof(path), "%s/tmp/rh/f", root);
+	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    NULL);
 	/* a unit's credentials, as systemd gives them: a read-only ramfs */
 	snprintf(path, sizeof(path), "%s/etc/cred", root);
 	if (mkdir(path, 0755))
