@@ -133,8 +133,20 @@ static int walk(struct tmpdir *d, int dfd, const char *rel, dev_t dev)
 			ret = pr_errno("%s/%s: cannot look at it", d->path, sub);
 			break;
 		}
-		if (st.st_dev != dev)
-			continue; /* another mount, recorded on its own */
+		if (st.st_dev != dev) {
+			/* another mount, recorded on its own; the directory it
+			 * is on is kept, empty (its own mode and owner are
+			 * hidden: the tmpfs root's, 0755), that the mount has
+			 * its point in a tmpfs made read-only (nspawn's /sys) */
+			if (de->d_type == DT_DIR) {
+				struct stat pt = d->st;
+
+				pt.st_mode = S_IFDIR | 0755;
+				pt.st_nlink = 2;
+				ret = add_node(d, sub, &pt, dirfd(dir), de->d_name);
+			}
+			continue;
+		}
 		if (S_ISSOCK(st.st_mode))
 			continue;
 		if ((S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) && !d->owner) {

@@ -310,6 +310,16 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 		       p->pid, p->stat.comm, e->fstype, e->mp);
 		return -EOPNOTSUPP;
 	}
+	/* a directory of a new mount of a kind that needs no source, which
+	 * is not mounted itself (nspawn's /sys/block...: of a sysfs of the
+	 * container's network namespace) */
+	for (size_t k = 0; k < ARRAY_SIZE(fresh_kinds) && !fresh; k++)
+		if (!strcmp(e->fstype, fresh_kinds[k]) && strcmp(e->fstype, "overlay")) {
+			x->fresh_root = xstrdup(e->root);
+			if (!x->fresh_root)
+				return -ENOMEM;
+			fresh = true;
+		}
 	/* a file system in memory, its contents saved (ramfs: a unit's
 	 * credentials, /run/credentials/UNIT in a booted container) */
 	if ((!strcmp(e->fstype, "tmpfs") || !strcmp(e->fstype, "ramfs")) && !strcmp(e->root, "/"))
@@ -717,6 +727,38 @@ static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *
 	return ret;
 }
 
+/* m, a directory of a new mount of its kind (made_mount.fresh_root): that
+ * mount made on a directory beside the stage, the directory bound on
+ * target, the mount gone */
+static int fresh_dir(const struct rproc *rp, const char *stage, const MadeMount *m,
+		     const char *target, unsigned long flags)
+{
+	char tmp[PATH_MAX], src[PATH_MAX];
+	int ret = 0;
+
+	if (!stage[0]) {
+		pr_err("pid %d: a directory of a new %s on %s, on its /proc: kupdate cannot make "
+		       "that again",
+		       rp->pid, m->fstype, m->point);
+		return -EOPNOTSUPP;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.fresh", stage);
+	snprintf(src, sizeof(src), "%s%s", tmp, m->fresh_root);
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return pr_errno("pid %d: cannot make %s", rp->pid, tmp);
+	if (mount(m->source ? m->source : "none", tmp, m->fstype, 0,
+		  m->fs_options && *m->fs_options ? m->fs_options : NULL))
+		ret = pr_errno("pid %d: cannot mount a %s to bind its %s on %s", rp->pid, m->fstype,
+			       m->fresh_root, m->point);
+	else if (mount(src, target, NULL, MS_BIND, NULL) ||
+		 (flags && mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL)))
+		ret = pr_errno("pid %d: cannot bind the %s of a new %s on %s", rp->pid,
+			       m->fresh_root, m->fstype, m->point);
+	umount2(tmp, MNT_DETACH);
+	rmdir(tmp);
+	return ret;
+}
+
 /* src bound on target with the ids of the user namespace rp made (made
  * for it before, userns.c); -1 with errno */
 static int bind_idmapped(const struct rproc *rp, const char *src, const char *target)
@@ -781,6 +823,8 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 					m->point);
 		return 0;
 	}
+	if (m->fresh_root)
+		return fresh_dir(rp, stage, m, target, flags);
 	if (mount(m->source ? m->source : "none", target, m->fstype, flags,
 		  m->fs_options && *m->fs_options ? m->fs_options : NULL))
 		return pr_errno("pid %d: cannot mount %s on %s again (options %s)", rp->pid,

@@ -52,6 +52,8 @@
  * ns_last_pid, is made again when another process took it.  /data is an
  * idmapped bind there (0 -> 200000, as the user namespace maps ids, as
  * nspawn's root): root inside owns /data/f, owned by 0 on the disk.
+ * /sys is a read-only tmpfs with /sys/class a read-only bind of a directory
+ * of a sysfs that is not mounted itself (nspawn's /sys).
  * "ctrroot idmapother": /data idmapped otherwise (0 -> 300000): refused.
  * The monitor holds a datagram socket the maker bound at /tmp/host/notify
  * in the container, /tmp/host then bound read-only over itself (nspawn's
@@ -221,6 +223,7 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 	else if (!has("/etc/hostname", "ctr\n") || !has("/tmp/t", "tmpdata") ||
 		 !has("/tmp/hard", "tmpdata") || !has("/tmp/sym", "tmpdata") ||
 		 !has("/data/f", "hostdata") || !has("/tmp/rh/f", "hostdata") ||
+		 (sh->userpid && access("/sys/class/net", F_OK)) ||
 		 (slot == S_INIT && !has("/etc/cred/key", "secret-1")))
 		snprintf(m, len, "contents differ");
 	else if (lseek(fd, 0, SEEK_CUR) != off)
@@ -525,6 +528,43 @@ static void build_root(void)
 	snprintf(path, sizeof(path), "%s/tmp/rh/f", root);
 	MNT(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL);
+	/* userpid: nspawn's /sys, a read-only tmpfs with a directory of a
+	 * sysfs (of a network namespace of the maker's) bound read-only on
+	 * it, the sysfs itself not mounted */
+	if (sh->userpid) {
+		char tmp[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/sys", root);
+		if (mkdir(path, 0755))
+			_exit(38);
+		MNT("sys", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755");
+		snprintf(path, sizeof(path), "%s/sys/class", root);
+		snprintf(tmp, sizeof(tmp), "%s/sysfs", sh->dir);
+		if (mkdir(path, 0755) || mkdir(tmp, 0755))
+			_exit(38);
+		/* mounted by a child in a network namespace of its own */
+		{
+			pid_t k = fork();
+			int st;
+
+			if (k == 0)
+				_exit(unshare(CLONE_NEWNET) ||
+				      mount("sysfs", tmp, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+					    NULL));
+			if (k < 0 || waitpid(k, &st, 0) != k || st)
+				_exit(39);
+		}
+		strcat(tmp, "/class");
+		MNT(tmp, path, NULL, MS_BIND, NULL);
+		MNT(NULL, path, NULL,
+		    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		snprintf(tmp, sizeof(tmp), "%s/sysfs", sh->dir);
+		if (umount2(tmp, MNT_DETACH))
+			_exit(38);
+		snprintf(path, sizeof(path), "%s/sys", root);
+		MNT(NULL, path, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "mode=755");
+	}
 	/* a unit's credentials, as systemd gives them: a read-only ramfs */
 	snprintf(path, sizeof(path), "%s/etc/cred", root);
 	if (mkdir(path, 0755))
