@@ -117,9 +117,10 @@ static bool is_deleted(const char *root)
 #define DELETED_MAX (1U << 20)
 
 /* e binds a file since removed from src, a tmpfs of the namespace's own
- * (nspawn binds such files over /proc/sys/kernel/random/boot_id and
- * /proc/kmsg): its contents and mode, read through the mount itself.
- * Anything else removed is refused. */
+ * (nspawn binds such files over /proc/sys/kernel/random/boot_id and, a
+ * FIFO, over /proc/kmsg): its contents, mode and owner, read through the
+ * mount itself (a FIFO's queued bytes are not kept).  Anything else
+ * removed is refused. */
 static int deleted_file(const struct cr_proc *p, const struct mount_entry *e,
 			const struct mount_entry *src, MadeMount *x)
 {
@@ -130,13 +131,22 @@ static int deleted_file(const struct cr_proc *p, const struct mount_entry *e,
 	int ret;
 
 	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, e->mp);
-	if (!src || strcmp(src->fstype, "tmpfs") || lstat(path, &st) || !S_ISREG(st.st_mode) ||
-	    st.st_size > (off_t)DELETED_MAX) {
+	if (!src || strcmp(src->fstype, "tmpfs") || lstat(path, &st) ||
+	    !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) || st.st_size > (off_t)DELETED_MAX) {
 		pr_err("pid %d (%s): its mount namespace's mount on %s binds %s, which was "
-		       "removed since; kupdate makes again only a file of a tmpfs of the "
+		       "removed since; kupdate makes again only a file or FIFO of a tmpfs of the "
 		       "namespace's own, of %u KiB at most",
 		       p->pid, p->stat.comm, e->mp, e->root, DELETED_MAX >> 10);
 		return -EOPNOTSUPP;
+	}
+	x->has_deleted_uid = x->has_deleted_gid = 1;
+	x->deleted_uid = st.st_uid;
+	x->deleted_gid = st.st_gid;
+	if (S_ISFIFO(st.st_mode)) {
+		x->has_deleted_fifo = x->deleted_fifo = 1;
+		x->has_deleted_data = x->has_deleted_mode = 1;
+		x->deleted_mode = st.st_mode & 07777;
+		return 0;
 	}
 	ret = read_file_at(AT_FDCWD, path, &buf, &len);
 	if (ret)
@@ -716,12 +726,21 @@ static int set_groups(const struct rproc *rp, const NsMade *made, const char *st
 /* the removed file m binds, made again at path with its contents */
 static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), ret = 0;
+	int fd, ret = 0;
 
+	if (m->deleted_fifo) {
+		if (mkfifo(path, 0600) || chmod(path, m->deleted_mode & 07777) ||
+		    (m->has_deleted_uid && lchown(path, m->deleted_uid, m->deleted_gid)))
+			return pr_errno("pid %d: cannot make the FIFO %s again", rp->pid,
+					m->bind_inside);
+		return 0;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return pr_errno("pid %d: cannot make %s again", rp->pid, m->bind_inside);
 	if (write(fd, m->deleted_data.data, m->deleted_data.len) != (ssize_t)m->deleted_data.len ||
-	    fchmod(fd, m->deleted_mode & 07777))
+	    fchmod(fd, m->deleted_mode & 07777) ||
+	    (m->has_deleted_uid && fchown(fd, m->deleted_uid, m->deleted_gid)))
 		ret = pr_errno("pid %d: cannot fill %s again", rp->pid, m->bind_inside);
 	close(fd);
 	return ret;

@@ -24,7 +24,9 @@
  * groups, numbered by first appearance); "ctrroot hidden": a tmpfs mounted
  * over another on /hid: refused; "ctrroot away": the test's own directory
  * is not bound in, its binary is outside the container's root: refused;
- * "ctrroot deleted": a file of /tmp bound at /etc/bootid, then removed (as
+ * "ctrroot deleted": a FIFO of /tmp (mode 0620, owner 4242:4343) bound at
+ * /etc/kfifo, then removed (as nspawn's /proc/kmsg), made again so; and
+ * a file of /tmp bound at /etc/bootid, then removed (as
  * nspawn's boot_id): made again, bound, removed.
  *
  * "ctrroot user": a sandbox in a user namespace, built the way
@@ -235,7 +237,11 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 		snprintf(m, len, "/dev/null is not a working null device (%s)", strerror(errno));
 	else if (close(w), open("/usr/.kupdate-w", O_WRONLY | O_CREAT, 0600) >= 0 || errno != EROFS)
 		snprintf(m, len, "/usr is not read-only");
-	else if (sh->deleted && (!has("/etc/bootid", "boot-id-123") || !access("/tmp/.kdel", F_OK)))
+	else if (sh->deleted &&
+		 (!has("/etc/bootid", "boot-id-123") || !access("/tmp/.kdel", F_OK) ||
+		  stat("/etc/kfifo", &st) || !S_ISFIFO(st.st_mode) ||
+		  (st.st_mode & 07777) != 0620 || st.st_uid != 4242 || st.st_gid != 4343 ||
+		  !access("/tmp/.kfifo", F_OK)))
 		snprintf(m, len, "the removed file bound at /etc/bootid is not as it was");
 	/* (root of a user namespace has no write access there anyway: the
 	 * mount's flag is what counts) */
@@ -501,6 +507,15 @@ static void build_root(void)
 		snprintf(src, sizeof(src), "%s/tmp/.kdel", root);
 		snprintf(path, sizeof(path), "%s/etc/bootid", root);
 		if (put(src, "boot-id-123") || put(path, ""))
+			_exit(13);
+		MNT(src, path, NULL, MS_BIND, NULL);
+		if (unlink(src))
+			_exit(14);
+		/* and nspawn's /proc/kmsg: a FIFO so, owned by another */
+		snprintf(src, sizeof(src), "%s/tmp/.kfifo", root);
+		snprintf(path, sizeof(path), "%s/etc/kfifo", root);
+		if (mkfifo(src, 0600) || chmod(src, 0620) || lchown(src, 4242, 4343) ||
+		    put(path, ""))
 			_exit(13);
 		MNT(src, path, NULL, MS_BIND, NULL);
 		if (unlink(src))
