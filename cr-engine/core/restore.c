@@ -473,7 +473,8 @@ static int spawn(struct rctx *c, struct rproc *rp, bool clone_parent)
 		ca.cgroup = (uint64_t)cg;
 	}
 	if (userns_init_born_inside(rp))
-		r = userns_clone_init(c, rp, &ca, want, !self_depth && !c->ns_in_userns);
+		r = userns_clone_init(c, rp, &ca, want, !self_depth && !c->ns_in_userns,
+				      mntns_build);
 	else if (c->ns_in_userns)
 		r = clone_in_userns(c, rp, &ca, want);
 	else

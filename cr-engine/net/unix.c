@@ -29,7 +29,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <netinet/tcp.h>
@@ -44,7 +43,7 @@
 #include "dump.h"
 #include "files.h"
 #include "log.h"
-#include "namespaces.h"
+#include "proc.h"
 #include "sockdiag.h"
 #include "sockets.h"
 #include "unix.h"
@@ -486,7 +485,9 @@ static pid_t bound_in_container(struct cr_dump_ctx *ctx, const char *path, uint3
 		struct cr_proc *q = ctx->procs[i];
 		char rpath[sizeof(((struct sockaddr_un *)0)->sun_path) + 48];
 
-		if (!ns_proc_made_mnt(ctx, q))
+		/* a mount namespace q made: not its parent's, not the root's */
+		if (!q->parent || ns_same(q->pid, q->parent->pid, "mnt") ||
+		    ns_same(q->pid, ctx->procs[0]->pid, "mnt"))
 			continue;
 		snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", q->pid, path);
 		if (!lstat(rpath, st) && st->st_ino == ino && S_ISSOCK(st->st_mode))

@@ -181,13 +181,14 @@ int userns_prepare(const struct rctx *c, struct rproc *rp);
 void userns_spawn_end(struct rproc *rp);
 /* restore, in the parent of rp, the init of a pid namespace its user
  * namespace owns (nspawn -U's container): rp cloned by a helper that
- * joined them, with want as its pid in our namespace (ns_last_pid: set
- * here if privileged, else asked of kupdate).  0 in rp, its pid here,
+ * joined them and built its mounts (build_mounts: mntns_build), with want
+ * as its pid in our namespace (ns_last_pid: set here if privileged, else
+ * asked of kupdate).  0 in rp, its pid here,
  * or -1 with errno */
 struct clone_args_k;
 bool userns_init_born_inside(const struct rproc *rp);
 pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, pid_t want,
-			bool privileged);
+			bool privileged, int (*build_mounts)(struct rctx *, struct rproc *));
 /* restore, in rp: it joins what its parent made (kind "net", "uts",
  * "ipc", "cgroup") instead of making it; its mounts, built in a namespace
  * of its own, copied into one its user namespace owns; and the user

@@ -66,7 +66,6 @@
 #include "dump.h"
 #include "images/core.pb-c.h"
 #include "log.h"
-#include "mntns.h"
 #include "namespaces.h"
 #include "pidns.h"
 #include "proc.h"
@@ -470,7 +469,7 @@ static int wait_go(_Atomic uint32_t *go, uint32_t seen)
 }
 
 static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, int skb, int ski,
-		   _Atomic uint32_t *go)
+		   _Atomic uint32_t *go, int (*build_mounts)(struct rctx *, struct rproc *))
 {
 	const NsMade *m = rp->core.task->made_ns;
 	int ret = 0;
@@ -481,7 +480,7 @@ static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, in
 		    !strcmp(m->kinds[i], "ipc"))
 			ret = userns_join(rp, m->kinds[i]);
 	if (!ret)
-		ret = mntns_build(c, rp);
+		ret = build_mounts(c, rp);
 	for (size_t i = 0; !ret && i < m->n_kinds; i++)
 		if (!strcmp(m->kinds[i], "cgroup"))
 			ret = cgroups_move_pid(c, m->cgroup_root, 0);
@@ -530,7 +529,7 @@ static int builder(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, in
 }
 
 pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *ca, pid_t want,
-			bool privileged)
+			bool privileged, int (*build_mounts)(struct rctx *, struct rproc *))
 {
 	int skb[2] = { -1, -1 }, ski[2] = { -1, -1 }, v = 0, ret = 0;
 	pid_t b, got = -1;
@@ -559,7 +558,7 @@ pid_t userns_clone_init(struct rctx *c, struct rproc *rp, struct clone_args_k *c
 	if (b == 0) {
 		close(skb[0]);
 		close(ski[0]);
-		if (!builder(c, rp, ca, skb[1], ski[1], go)) {
+		if (!builder(c, rp, ca, skb[1], ski[1], go, build_mounts)) {
 			munmap(go, sizeof(*go));
 			return 0; /* the init */
 		}
