@@ -134,11 +134,13 @@ static int walk(struct tmpdir *d, int dfd, const char *rel, dev_t dev)
 			break;
 		}
 		if (st.st_dev != dev) {
-			/* another mount, recorded on its own; the directory it
-			 * is on is kept, empty (its own mode and owner are
-			 * hidden: the tmpfs root's, 0755), that the mount has
-			 * its point in a tmpfs made read-only (nspawn's /sys) */
-			if (de->d_type == DT_DIR) {
+			/* another mount, recorded on its own; in a container's
+			 * tmpfs (made new at the restore) the directory it is
+			 * on is kept, empty (its own mode and owner are hidden:
+			 * the tmpfs root's, 0755), that the mount has its
+			 * point in a tmpfs made read-only (nspawn's /sys); a
+			 * unit's namespace has its points already */
+			if (de->d_type == DT_DIR && d->owner) {
 				struct stat pt = d->st;
 
 				pt.st_mode = S_IFDIR | 0755;
