@@ -190,16 +190,11 @@ static void lp_wake(_Atomic uint32_t *w)
 static int lp_wait(struct shared *sh, _Atomic uint32_t *w, uint32_t val)
 {
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
-	int64_t now = now_ns(CLOCK_MONOTONIC), deadline = now + LP_WAIT_NS;
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + LP_WAIT_NS;
 
 	/* spinning first, 20 ms at most: the clone must follow kupdate's
 	 * setting of ns_last_pid closely, before something else forks */
-	for (int64_t spin = now + 20 * 1000000LL; atomic_load(w) == val;) {
-		for (int k = 0; k < 256 && atomic_load(w) == val; k++)
-			__builtin_ia32_pause();
-		if (now_ns(CLOCK_MONOTONIC) > spin)
-			break;
-	}
+	lp_spin(w, val, 20 * 1000000LL);
 	while (atomic_load(w) == val) {
 		if (atomic_load(&sh->failed))
 			return -ECANCELED;
@@ -208,6 +203,19 @@ static int lp_wait(struct shared *sh, _Atomic uint32_t *w, uint32_t val)
 		syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
 	}
 	return 0;
+}
+
+bool lp_spin(_Atomic uint32_t *w, uint32_t val, int64_t ns)
+{
+	int64_t until = now_ns(CLOCK_MONOTONIC) + ns;
+
+	while (atomic_load(w) == val) {
+		for (int k = 0; k < 256 && atomic_load(w) == val; k++)
+			__builtin_ia32_pause();
+		if (now_ns(CLOCK_MONOTONIC) > until)
+			return atomic_load(w) != val;
+	}
+	return true;
 }
 
 static void lp_unlock(struct shared *sh)

@@ -122,6 +122,9 @@ int lp_ask(struct shared *sh, pid_t pid);
 void lp_cloned(struct shared *sh);
 void lp_serve(struct rctx *c);
 void lp_abandon(struct rctx *c);
+/* spin until *w is no longer val, ns at most: false if it still is (the
+ * clones that follow a setting of ns_last_pid wait so, not woken late) */
+bool lp_spin(_Atomic uint32_t *w, uint32_t val, int64_t ns);
 
 /* restore-images.c: every image of the tree, loaded and checked against
  * the inventory, before anything is created */

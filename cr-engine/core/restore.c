@@ -889,30 +889,18 @@ static int seize_all(struct rctx *c)
  * just made with another tid), or 0 */
 static pid_t new_tid(const struct rproc *rp)
 {
-	char rel[32];
-	struct dirent *d;
-	pid_t found = 0;
-	DIR *dir;
-	int fd;
+	pid_t *tids = NULL, found = 0;
+	int n = list_tasks(rp->pid, &tids);
 
-	snprintf(rel, sizeof(rel), "%d/task", rp->pid);
-	fd = proc_open(rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	dir = fd < 0 ? NULL : fdopendir(fd);
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	while (!found && (d = readdir(dir))) {
-		pid_t t = (pid_t)strtol(d->d_name, NULL, 10);
-		bool known = t <= 0;
+	for (int i = 0; i < n && !found; i++) {
+		bool known = false;
 
 		for (int k = 0; !known && k < rp->tid_last_idx; k++)
-			known = rp->pe->tids[k] == t;
+			known = rp->pe->tids[k] == tids[i];
 		if (!known)
-			found = t;
+			found = tids[i];
 	}
-	closedir(dir);
+	free(tids);
 	return found;
 }
 

@@ -359,9 +359,9 @@ static int one_mount(struct cr_dump_ctx *ctx, struct cr_proc *p, const struct mo
 /* path lies strictly below dir */
 static bool strictly_under(const char *path, const char *dir)
 {
-	size_t n = strcmp(dir, "/") ? strlen(dir) : 0;
+	const char *rest = under(path, dir);
 
-	return !strncmp(path, dir, n) && path[n] == '/' && path[n + 1];
+	return rest && rest[0] == '/' && rest[1];
 }
 
 /* A directory bound recursively over itself (nspawn's /run/host): mount r,
@@ -870,16 +870,6 @@ void mntns_stage(pid_t pid, char *buf, size_t len)
 	snprintf(buf, len, "/run/kupdate-ctr-%d", pid);
 }
 
-/* path is at or below dir */
-static bool path_under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (!strcmp(dir, "/"))
-		return true;
-	return !strncmp(path, dir, n) && (path[n] == '/' || !path[n]);
-}
-
 /* mount i is one the init of a pid namespace its user namespace owns
  * makes itself, once born (its pid namespace's /proc), or lies on, or
  * binds a path of, one of those */
@@ -891,8 +881,8 @@ static bool made_by_init(const NsMade *made, size_t i, const bool *by_init)
 		return true;
 	for (size_t j = 1; j < i; j++)
 		if (by_init[j] &&
-		    (path_under(m->point, made->mounts[j]->point) ||
-		     (m->bind_inside && path_under(m->bind_inside, made->mounts[j]->point))))
+		    (under(m->point, made->mounts[j]->point) ||
+		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
 			return true;
 	return false;
 }

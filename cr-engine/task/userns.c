@@ -457,14 +457,8 @@ bool userns_init_born_inside(const struct rproc *rp)
 
 static int wait_go(_Atomic uint32_t *go, uint32_t seen)
 {
-	int64_t deadline = now_ns(CLOCK_MONOTONIC) + 10LL * 1000000000LL;
-
-	while (atomic_load(go) == seen) {
-		for (int k = 0; k < 1024 && atomic_load(go) == seen; k++)
-			__builtin_ia32_pause();
-		if (now_ns(CLOCK_MONOTONIC) > deadline)
-			return -ETIMEDOUT;
-	}
+	if (!lp_spin(go, seen, 10LL * 1000000000LL))
+		return -ETIMEDOUT;
 	return atomic_load(go) == GO_END ? 1 : 0;
 }
 
