@@ -428,9 +428,13 @@ static long clone_in_userns(struct rctx *c, struct rproc *rp, struct clone_args_
 }
 
 /* The control group pid is to be born into (cr_restore_opts.cgroups), as
- * an open directory; -1: its parent's */
+ * an open directory; -1: its parent's.  A root recorded in a group of its
+ * own below the tree's (cgroups.c: tree_base) goes there, below the place
+ * the caller gives. */
 static int cgroup_of(const struct rctx *c, const struct rproc *rp)
 {
+	if (rp->cg_fd >= 0 && rp->pe->cgroup && rp->pe->cgroup[0])
+		return rp->cg_fd;
 	for (size_t i = 0; i < c->opts->nr_cgroups; i++)
 		if (c->opts->cgroups[i].pid == rp->pid)
 			return c->opts->cgroups[i].fd;

@@ -6,7 +6,9 @@
  * Dump: each process's control group is read from /proc/PID/cgroup; one
  * below the root's is recorded relative to it (pstree_entry.cgroup), one
  * elsewhere (a login session's scope) is left to the caller's placing, as
- * before.  The groups that hold a process of the tree, and those between
+ * before.  When the root moved itself into a group beside the rest of the
+ * tree (nspawn's supervisor), the groups are recorded below their common
+ * parent, the root's own too, and the root is born there again.  The groups that hold a process of the tree, and those between
  * them and the root's, are recorded (cgroup.img), parents first, with
  * their cgroup.subtree_control and the limits of the controllers each
  * one's parent enables for it (a known set of knobs: memory.max, pids.max,
@@ -232,18 +234,54 @@ static int add_path(struct cr_dump_ctx *ctx, const char *rel)
 	return ret;
 }
 
+/* The group the others are recorded below: the root's, or its parent when
+ * the root moved itself into a group of its own beside the rest of the
+ * tree (systemd-nspawn's "supervisor", its container in "payload", both in
+ * the unit's group).  A slice holds units, never a tree of one: the base
+ * does not go up to one, nor to the top. */
+static char *tree_base(struct cr_dump_ctx *ctx, const char *root)
+{
+	_cleanup_free_ char *parent = xstrdup(root);
+	char *slash = parent ? strrchr(parent, '/') : NULL;
+	size_t n;
+	char file[64];
+
+	if (!slash || slash == parent)
+		return xstrdup(root);
+	*slash = 0;
+	n = strlen(parent);
+	if (n >= 6 && !strcmp(parent + n - 6, ".slice"))
+		return xstrdup(root);
+	for (int i = 1; i < ctx->nr_procs; i++) {
+		_cleanup_free_ char *path = NULL;
+
+		snprintf(file, sizeof(file), "/proc/%d/cgroup", ctx->procs[i]->pid);
+		path = v2_path(file);
+		if (path && !below(path, root) && below(path, parent)) {
+			pr_debug("pid %d is in %s, beside the root's %s: the groups are recorded "
+				 "below %s",
+				 ctx->procs[i]->pid, path, root, parent);
+			return xstrdup(parent);
+		}
+	}
+	return xstrdup(root);
+}
+
 int cgroups_dump(struct cr_dump_ctx *ctx)
 {
 	struct cr_cgroups *g = &ctx->cg;
 	char file[64], mnt[PATH_MAX];
-	_cleanup_free_ char *base = NULL;
+	_cleanup_free_ char *root = NULL, *base = NULL;
 	bool any = false;
 	int ret = 0;
 
 	snprintf(file, sizeof(file), "/proc/%d/cgroup", ctx->procs[0]->pid);
-	base = v2_path(file);
-	if (!base || cgroup2_mount(mnt, sizeof(mnt)))
+	root = v2_path(file);
+	if (!root || cgroup2_mount(mnt, sizeof(mnt)))
 		return 0; /* no cgroup v2: nothing recorded, nothing placed */
+	base = tree_base(ctx, root);
+	if (!base)
+		return -ENOMEM;
 	for (int i = 0; i < ctx->nr_procs; i++) {
 		struct cr_proc *p = ctx->procs[i];
 		_cleanup_free_ char *path = NULL;

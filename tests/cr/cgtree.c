@@ -12,7 +12,13 @@
  * pids.max as they were.
  *
  * "flat": A makes its cgroup namespace in the root's own group, B stays
- * there too: both see themselves at "/" after the restore. */
+ * there too: both see themselves at "/" after the restore.
+ *
+ * "super": the root moves itself into T/super, beside the container, as
+ * systemd-nspawn does in its unit's group; A's namespace is rooted at
+ * T/ctr, A in T/ctr/a, B in T/ctr/b.  The restore is given T as the
+ * root's place (--cgroup ROOT=T, written to the file "cgroup"): the root
+ * is born in T/super again, A and B below T/ctr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -31,19 +37,8 @@ static struct shared {
 	char a_in[256], b_in[256], msg[600];
 } * sh;
 
-static char t[1200], host_t[600];
-static bool pids, flat;
-
-static void rm_groups(void)
-{
-	char p[1300];
-
-	snprintf(p, sizeof(p), "%s/b", t);
-	rmdir(p);
-	snprintf(p, sizeof(p), "%s/a", t);
-	rmdir(p);
-	rmdir(t);
-}
+static char t[1200], host_t[600], nsroot[1250];
+static bool pids, flat, super;
 
 static int move_to(const char *dir)
 {
@@ -56,6 +51,25 @@ static int move_to(const char *dir)
 	if (fd >= 0)
 		close(fd);
 	return ok ? 0 : -1;
+}
+
+static void rm_groups(void)
+{
+	char p[1300];
+
+	snprintf(p, sizeof(p), "%s/b", nsroot);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/a", nsroot);
+	rmdir(p);
+	if (super) {
+		/* the root leaves T/super first */
+		snprintf(p, sizeof(p), "%s/..", t);
+		move_to(p);
+		rmdir(nsroot);
+		snprintf(p, sizeof(p), "%s/super", t);
+		rmdir(p);
+	}
+	rmdir(t);
 }
 
 static unsigned long ns_ino(pid_t pid)
@@ -71,7 +85,7 @@ static void __attribute__((noreturn)) b_main(void)
 {
 	char dir[1300];
 
-	snprintf(dir, sizeof(dir), "%s/b", t);
+	snprintf(dir, sizeof(dir), "%s/b", nsroot);
 	if (!flat && move_to(dir))
 		_exit(3);
 	snprintf(sh->b_in, sizeof(sh->b_in), "%s", crt_cgroup_of(getpid()));
@@ -87,9 +101,9 @@ static void __attribute__((noreturn)) a_main(void)
 	pid_t b;
 	int st;
 
-	snprintf(dir, sizeof(dir), "%s/a", t);
+	snprintf(dir, sizeof(dir), "%s/a", nsroot);
 	if (flat ? unshare(CLONE_NEWCGROUP)
-		 : move_to(t) || unshare(CLONE_NEWCGROUP) || move_to(dir))
+		 : move_to(nsroot) || unshare(CLONE_NEWCGROUP) || move_to(dir))
 		_exit(2);
 	b = fork();
 	if (b == 0)
@@ -126,6 +140,7 @@ int main(int argc, char **argv)
 	FILE *f;
 
 	flat = argc > 1 && !strcmp(argv[1], "flat");
+	super = argc > 1 && !strcmp(argv[1], "super");
 	crt_init();
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
@@ -138,21 +153,27 @@ int main(int argc, char **argv)
 	snprintf(t, sizeof(t), "%s%s", mnt, host_t);
 	if (mkdir(t, 0755))
 		crt_skip("cannot make the control group %s: %s", t, strerror(errno));
+	snprintf(nsroot, sizeof(nsroot), "%s%s", t, super ? "/ctr" : "");
 	atexit(rm_groups);
-	snprintf(p, sizeof(p), "%s/a", t);
+	if (super) {
+		snprintf(p, sizeof(p), "%s/super", t);
+		if (mkdir(p, 0755) || mkdir(nsroot, 0755))
+			crt_fail("mkdir %s and %s: %s", p, nsroot, strerror(errno));
+	}
+	snprintf(p, sizeof(p), "%s/a", nsroot);
 	if (mkdir(p, 0755))
 		crt_fail("mkdir %s: %s", p, strerror(errno));
-	snprintf(p, sizeof(p), "%s/b", t);
+	snprintf(p, sizeof(p), "%s/b", nsroot);
 	if (mkdir(p, 0755))
 		crt_fail("mkdir %s: %s", p, strerror(errno));
 	/* the pids controller for T's children, where the root's group has it */
-	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", t);
+	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", nsroot);
 	f = fopen(p, "w");
 	pids = f && fputs("+pids", f) >= 0 && fflush(f) == 0;
 	if (f)
 		fclose(f);
 	if (pids) {
-		snprintf(p, sizeof(p), "%s/b/pids.max", t);
+		snprintf(p, sizeof(p), "%s/b/pids.max", nsroot);
 		f = fopen(p, "w");
 		pids = f && fputs("7", f) >= 0 && fflush(f) == 0;
 		if (f)
@@ -163,6 +184,14 @@ int main(int argc, char **argv)
 	f = fopen(crt_path("cgdirs"), "w");
 	if (!f || fprintf(f, "%s\n%s/a\n%s/b\n", t, t, t) < 0 || fclose(f))
 		crt_fail("cannot write %s", crt_path("cgdirs"));
+	if (super) {
+		f = fopen(crt_path("cgroup"), "w");
+		if (!f || fprintf(f, "%d=%s\n", getpid(), t) < 0 || fclose(f))
+			crt_fail("cannot write %s", crt_path("cgroup"));
+		snprintf(p, sizeof(p), "%s/super", t);
+		if (move_to(p))
+			crt_fail("cannot move into %s: %s", p, strerror(errno));
+	}
 	a = fork();
 	if (a == 0)
 		a_main();
@@ -175,7 +204,10 @@ int main(int argc, char **argv)
 	crt_ready();
 	crt_wait_term();
 
-	snprintf(want, sizeof(want), "%s/a", host_t);
+	snprintf(want, sizeof(want), "%s%s/a", host_t, super ? "/ctr" : "");
+	if (super)
+		crt_check(!strcmp(crt_cgroup_of(getpid()), strcat(strcpy(p, host_t), "/super")),
+			  "the root is in %s, not %s", crt_cgroup_of(getpid()), p);
 	if (flat)
 		snprintf(want, sizeof(want), "%s", own);
 	crt_check(!strcmp(crt_cgroup_of(a), want), "A is in %s, not %s", crt_cgroup_of(a), want);
@@ -184,9 +216,9 @@ int main(int argc, char **argv)
 	crt_check(ns_ino(a) && ns_ino(a) != ns_ino(getpid()),
 		  "A is in the root's cgroup namespace");
 	if (pids) {
-		char *ctl = knob(t, "cgroup.subtree_control"), *max = NULL;
+		char *ctl = knob(nsroot, "cgroup.subtree_control"), *max = NULL;
 
-		snprintf(p, sizeof(p), "%s/b", t);
+		snprintf(p, sizeof(p), "%s/b", nsroot);
 		max = knob(p, "pids.max");
 		crt_check(ctl && strstr(ctl, "pids"), "T's controllers are '%s', not pids",
 			  ctl ? ctl : "?");
