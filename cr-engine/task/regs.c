@@ -5,6 +5,8 @@
 #include <sys/ptrace.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <elf.h>
 #include <sys/wait.h>
@@ -85,36 +87,165 @@ static int get_clear_child_tid(struct cr_proc *p, struct cr_thread *t)
 
 /* A thread stopped inside the vDSO would resume in the middle of code that
  * reads the old kernel's data pages, which another kernel does not have:
- * let it run, one instruction at a time with its signals blocked, until it
- * is out (a vDSO function is a few dozen instructions). */
-static int step_out_of_vdso(struct cr_proc *p, struct cr_thread *t)
-{
-	uint64_t mask, all = ~0ULL;
-	int steps, ret = 0;
+ * it is let run, its signals blocked, until it is out.
+ *
+ * One instruction at a time at first: a vDSO function is a few dozen
+ * instructions.  But its clock reads retry while the kernel updates the
+ * time, which it does at every tick: a thread stepped through that loop
+ * more slowly than the ticks come never leaves it (seen under an emulator,
+ * and in a virtual machine: 150 us a step, the loop never left in 100000).
+ * So past a few steps the thread runs freely to its return into its
+ * caller, where a breakpoint stops it.  The vDSO keeps frame pointers (the
+ * kernel builds it with -fno-omit-frame-pointer): the chain through %rbp
+ * gives the first return address outside it, which must follow a call
+ * instruction. */
+#define VDSO_STEPS  64
+#define VDSO_RUN_MS 2000
 
-	if (t->orig_regs.rip < p->vdso_range[0] || t->orig_regs.rip >= p->vdso_range[1])
-		return 0;
-	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(mask), &mask) ||
-	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(all), &all))
-		return -errno;
-	for (steps = 0; steps < 100000; steps++) {
+static bool in_vdso(const struct cr_proc *p, uint64_t ip)
+{
+	return ip >= p->vdso_range[0] && ip < p->vdso_range[1];
+}
+
+static int step_vdso(struct cr_proc *p, struct cr_thread *t, int max, int *steps)
+{
+	for (*steps = 0; *steps < max && in_vdso(p, t->orig_regs.rip); (*steps)++) {
 		int st;
 
 		if (ptrace(PTRACE_SINGLESTEP, t->tid, 0, 0) || wait_stop(t->tid, &st) ||
 		    !WIFSTOPPED(st) || ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs)) {
-			ret = -ESRCH;
-			break;
+			pr_err("pid %d: thread %d was lost while it was stepped out of the vDSO",
+			       p->pid, t->tid);
+			return -ESRCH;
 		}
-		if (t->orig_regs.rip < p->vdso_range[0] || t->orig_regs.rip >= p->vdso_range[1])
-			break;
 	}
-	if (!ret && steps == 100000)
+	return 0;
+}
+
+/* does the code before ip end with a call (e8 rel32, or ff /2)? */
+static bool after_call(pid_t pid, uint64_t ip)
+{
+	uint8_t b[8];
+	struct iovec l = { b, sizeof(b) }, r = { (void *)(ip - sizeof(b)), sizeof(b) };
+
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(b))
+		return false;
+	if (b[3] == 0xe8)
+		return true;
+	for (int k = 2; k <= 7; k++)
+		if (b[8 - k] == 0xff && (b[8 - k + 1] & 0x38) == 0x10)
+			return true;
+	return false;
+}
+
+/* the return address into the vDSO's caller, and the stack pointer there */
+static bool vdso_return(const struct cr_proc *p, const struct cr_thread *t, uint64_t *ip,
+			uint64_t *sp)
+{
+	uint64_t fp = t->orig_regs.rbp;
+
+	for (int depth = 0; depth < 8; depth++) {
+		uint64_t fr[2];
+		struct iovec l = { fr, sizeof(fr) }, r = { (void *)fp, sizeof(fr) };
+
+		if (fp < t->orig_regs.rsp || fp - t->orig_regs.rsp > (1 << 16) || fp & 7 ||
+		    process_vm_readv(t->tid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(fr))
+			return false;
+		if (!in_vdso(p, fr[1])) {
+			*ip = fr[1];
+			*sp = fp + 16;
+			return after_call(t->tid, fr[1]);
+		}
+		fp = fr[0];
+	}
+	return false;
+}
+
+/* run to the return address ip, where a breakpoint (int3) stops it; the
+ * byte is put back after (the page of the caller's code is the process's
+ * own copy from then on, as after a debugger's breakpoint).  1: no
+ * breakpoint could be set, the thread is where it was. */
+static int run_to(struct cr_proc *p, struct cr_thread *t, uint64_t ip, uint64_t sp)
+{
+	int64_t end = now_ns(CLOCK_MONOTONIC) + VDSO_RUN_MS * 1000000LL;
+	uint64_t at = ip & ~7ULL, shift = (ip - at) * 8;
+	long word, trap;
+	int ret = 0, st = 0;
+	pid_t r = 0;
+
+	errno = 0;
+	word = ptrace(PTRACE_PEEKDATA, t->tid, at, 0);
+	if (errno)
+		return 1;
+	trap = (long)(((uint64_t)word & ~(0xffULL << shift)) | (0xccULL << shift));
+	if (ptrace(PTRACE_POKEDATA, t->tid, at, trap))
+		return 1;
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0))
+		ret = -errno;
+	while (!ret && (r = waitpid(t->tid, &st, __WALL | WNOHANG)) == 0 &&
+	       now_ns(CLOCK_MONOTONIC) < end)
+		usleep(100);
+	if (!ret && r == 0) {
+		/* not back in time: stopped where it is, the dump refused */
+		ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+		wait_stop(t->tid, &st);
+		ret = -ETIMEDOUT;
+	} else if (!ret && (r < 0 || !WIFSTOPPED(st)))
+		ret = -ESRCH;
+	if (!ret && ptrace(PTRACE_GETREGS, t->tid, 0, &t->orig_regs))
+		ret = -errno;
+	if (ptrace(PTRACE_POKEDATA, t->tid, at, word) && !ret)
+		ret = pr_errno("pid %d: thread %d: cannot take its breakpoint away at %#lx", p->pid,
+			       t->tid, (unsigned long)ip);
+	if (ret == -ETIMEDOUT)
+		pr_err("pid %d: thread %d did not return from the vDSO to %#lx within %d ms",
+		       p->pid, t->tid, (unsigned long)ip, VDSO_RUN_MS);
+	else if (ret == -ESRCH)
+		pr_err("pid %d: thread %d was lost while it ran out of the vDSO", p->pid, t->tid);
+	else if (!ret && (t->orig_regs.rip != ip + 1 || t->orig_regs.rsp != sp ||
+			  WSTOPSIG(st) != SIGTRAP)) {
+		pr_err("pid %d: thread %d ran out of the vDSO to %#llx (sp %#llx), not to its "
+		       "return address %#lx (sp %#lx): it stopped on %s",
+		       p->pid, t->tid, t->orig_regs.rip, t->orig_regs.rsp, (unsigned long)ip,
+		       (unsigned long)sp, strsignal(WSTOPSIG(st)));
+		ret = -EIO;
+	} else if (!ret) {
+		/* back on the instruction the breakpoint took */
+		t->orig_regs.rip = ip;
+		if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->orig_regs))
+			ret = pr_errno("pid %d: thread %d: cannot set its registers", p->pid,
+				       t->tid);
+	}
+	return ret;
+}
+
+static int step_out_of_vdso(struct cr_proc *p, struct cr_thread *t)
+{
+	uint64_t mask, all = ~0ULL, ip, sp;
+	int steps = 0, more = 0, ret;
+	const char *how = "stepped";
+
+	if (!in_vdso(p, t->orig_regs.rip))
+		return 0;
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(mask), &mask) ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(all), &all))
+		return -errno;
+	ret = step_vdso(p, t, VDSO_STEPS, &steps);
+	if (!ret && in_vdso(p, t->orig_regs.rip)) {
+		ret = vdso_return(p, t, &ip, &sp) ? run_to(p, t, ip, sp) : 1;
+		if (!ret)
+			how = "ran";
+		else if (ret > 0)
+			/* no frame to go by, or no breakpoint: step on */
+			ret = step_vdso(p, t, 100000, &more);
+	}
+	if (!ret && in_vdso(p, t->orig_regs.rip)) {
+		pr_err("pid %d: thread %d cannot be brought out of the vDSO (ip %llx, %d steps)",
+		       p->pid, t->tid, t->orig_regs.rip, steps + more);
 		ret = -ELOOP;
-	if (ret)
-		pr_err("pid %d: thread %d cannot be brought out of the vDSO (ip %llx)", p->pid,
-		       t->tid, t->orig_regs.rip);
-	else
-		pr_debug("pid %d: thread %d left the vDSO in %d steps", p->pid, t->tid, steps + 1);
+	} else if (!ret)
+		pr_debug("pid %d: thread %d left the vDSO (%s, after %d steps)", p->pid, t->tid,
+			 how, steps + more);
 	ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(mask), &mask);
 	return ret;
 }
