@@ -21,6 +21,8 @@
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <sys/file.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +30,8 @@
 #include "cr-util.h"
 #include "log.h"
 #include "proc.h"
+#include "pidns.h"
+#include "restore.h"
 #include "restore-ctx.h"
 
 /* ranges "a-b,c" without tid, into out; false if tid is in none */
@@ -295,4 +299,89 @@ void lp_abandon(struct rctx *c)
 {
 	if (c->lp_hold.held)
 		tid_done(&c->lp_hold);
+}
+
+/* the thread of rp that is none of those made before tid_last (the one
+ * just made with another tid), or 0 */
+static pid_t new_tid(const struct rproc *rp)
+{
+	pid_t *tids = NULL, found = 0;
+	int n = list_tasks(rp->pid, &tids);
+
+	for (int i = 0; i < n && !found; i++) {
+		bool known = false;
+
+		for (int k = 0; !known && k < rp->tid_last_idx; k++)
+			known = rp->pe->tids[k] == tids[i];
+		if (!known)
+			found = tids[i];
+	}
+	free(tids);
+	return found;
+}
+
+/* A thread of a process in its own user namespace is made with its tid
+ * through ns_last_pid (lastpid.c): the blob stops before the clone and
+ * after it.  1 if the stop was one of those (the thread let go on), 0 if
+ * not, or -errno. */
+int lp_tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *r)
+{
+	struct user_regs_struct set;
+	int ret;
+
+	if (r->rip == rp->blob_start + RST_TID_PREP_OFFSET + 1) {
+		if (rp->tid_last == (pid_t)r->rdi)
+			pr_info("pid %d: thread %d lost its tid to a process forked meanwhile; "
+				"made again",
+				rp->pid, (pid_t)r->rdi);
+		rp->tid_last = (pid_t)r->rdi;
+		for (size_t k = 0; k < rp->pe->n_tids; k++)
+			if (rp->pe->tids[k] == rp->tid_last)
+				rp->tid_last_idx = (int)k;
+		ret = rp->tid_hold.held ? -EPROTO : tid_prepare(rp->tid_last, &rp->tid_hold);
+		if (ret)
+			return ret;
+		ptrace(PTRACE_CONT, tid, 0, 0);
+		return 1;
+	}
+	if (r->rip == rp->blob_start + RST_TID_DONE_OFFSET + 1) {
+		/* made, with its tid here (the blob's %rax says) */
+		bool ok = (long)r->rdi > 0 && !syscall(SYS_tgkill, rp->pid, rp->tid_last, 0);
+
+		/* another tid (a sibling's, maybe): that thread exits, unless it
+		 * is gone already (reaped: lp_stray_event); in a pid namespace
+		 * below, clone gave its tid there: found among the process's */
+		if (!ok && (pid_t)r->rdi > 0) {
+			pid_t stray = pidns_depth(rp) ? new_tid(rp) : (pid_t)r->rdi;
+
+			if (stray > 0 && !syscall(SYS_tgkill, rp->pid, stray, 0))
+				rp->tid_stray = stray;
+		}
+		tid_done(&rp->tid_hold);
+		set = *r;
+		set.rax = ok;
+		if (ptrace(PTRACE_SETREGS, tid, 0, &set))
+			return pr_errno("pid %d: cannot tell the restorer whether thread %d has "
+					"its tid",
+					rp->pid, rp->tid_last);
+		ptrace(PTRACE_CONT, tid, 0, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* An event of the thread that missed its tid (a sibling's, maybe) on its
+ * way out, met before the clone's end (the tid lock still held: a thread
+ * not made yet) or after it: let go on, forgotten once it is gone. */
+bool lp_stray_event(struct rproc *rp, pid_t tid, int ti, int st)
+{
+	if (tid == rp->pid ||
+	    (tid != rp->tid_stray && !(rp->tid_hold.held && ti > rp->tid_last_idx)))
+		return false;
+	rp->tid_stray = tid;
+	if (WIFEXITED(st) || WIFSIGNALED(st))
+		rp->tid_stray = 0;
+	else if (WIFSTOPPED(st))
+		ptrace(PTRACE_CONT, tid, 0, 0);
+	return true;
 }

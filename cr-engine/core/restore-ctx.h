@@ -125,6 +125,13 @@ void lp_abandon(struct rctx *c);
 /* spin until *w is no longer val, ns at most: false if it still is (the
  * clones that follow a setting of ns_last_pid wait so, not woken late) */
 bool lp_spin(_Atomic uint32_t *w, uint32_t val, int64_t ns);
+/* lastpid.c, kupdate's side of a thread's making (restorer.h:
+ * RST_TID_PREP): a stop of the blob before or after the clone (1: it was,
+ * the thread let go on), and an event of the thread that missed its tid
+ * (true: it was, let go on) */
+struct user_regs_struct;
+int lp_tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *r);
+bool lp_stray_event(struct rproc *rp, pid_t tid, int ti, int st);
 
 /* restore-images.c: every image of the tree, loaded and checked against
  * the inventory, before anything is created */
