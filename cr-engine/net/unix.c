@@ -47,6 +47,7 @@
 #include "sockdiag.h"
 #include "sockets.h"
 #include "unix.h"
+#include "unix-int.h"
 #include "util.h"
 
 #define PEEK_BUF (1 << 20)
@@ -445,131 +446,6 @@ out:
 	return ret;
 }
 
-/* A socket bound at path, which is gone: the path must be free and its
- * directory still there, for the restore to bind it there again. */
-static int removed_path(struct cr_proc *p, int fd, const char *path, const char *rpath, UnixSk *u)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 40];
-	struct stat st;
-	char *slash;
-
-	if (!lstat(rpath, &st)) {
-		pr_err("pid %d: fd %d: the unix socket was bound at %s, which was removed and is "
-		       "now another file; it cannot be bound there again",
-		       p->pid, fd, path);
-		return -EOPNOTSUPP;
-	}
-	/* rpath is /proc/PID/root and path: its last slash is path's */
-	snprintf(dir, sizeof(dir), "%s", rpath);
-	slash = strrchr(dir, '/');
-	if (slash)
-		slash[1] = 0;
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		pr_err("pid %d: fd %d: the unix socket was bound at %s, removed with its "
-		       "directory; it cannot be bound there again",
-		       p->pid, fd, path);
-		return -EOPNOTSUPP;
-	}
-	u->has_removed = u->removed = 1;
-	return 0;
-}
-
-/* A socket bound at path in the mount namespace a container's init made
- * (nspawn's outer child binds its notify socket at /run/host/notify
- * there), which its holder does not see: the process that made it, found
- * through its root; 0 if none */
-static pid_t bound_in_container(struct cr_dump_ctx *ctx, const char *path, uint32_t ino,
-				struct stat *st)
-{
-	for (int i = 0; i < ctx->nr_procs; i++) {
-		struct cr_proc *q = ctx->procs[i];
-		char rpath[sizeof(((struct sockaddr_un *)0)->sun_path) + 48];
-
-		/* a mount namespace q made: not its parent's, not the root's */
-		if (!q->parent || ns_same(q->pid, q->parent->pid, "mnt") ||
-		    ns_same(q->pid, ctx->procs[0]->pid, "mnt"))
-			continue;
-		snprintf(rpath, sizeof(rpath), "/proc/%d/root%s", q->pid, path);
-		if (!lstat(rpath, st) && st->st_ino == ino && S_ISSOCK(st->st_mode))
-			return q->pid;
-	}
-	return 0;
-}
-
-/* "/proc/self/fd/N/FILE": N and FILE (one component); false otherwise */
-static bool through_fd(const char *name, int *n, const char **file)
-{
-	const char *s = name + 14;
-	char *end;
-	long v;
-
-	if (strncmp(name, "/proc/self/fd/", 14))
-		return false;
-	v = strtol(s, &end, 10);
-	if (end == s || *end != '/' || v < 0 || v > INT_MAX || !end[1] || strchr(end + 1, '/'))
-		return false;
-	*n = v;
-	*file = end + 1;
-	return true;
-}
-
-/* A socket bound through a descriptor of a directory (name: /proc/self/
- * fd/N/FILE): the directory, found among those of p's open files and its
- * cwd by the socket file's inode; into u->bound_dir */
-static int find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file,
-			  uint64_t ino, UnixSk *u)
-{
-	char lpath[320], link[PATH_MAX], cand[PATH_MAX + 32];
-	struct dirent *de;
-	DIR *d;
-
-	snprintf(lpath, sizeof(lpath), "/proc/%d/fd", p->pid);
-	d = opendir(lpath);
-	for (bool cwd = true; d;) {
-		struct stat st;
-		ssize_t n;
-
-		if (cwd) {
-			snprintf(lpath, sizeof(lpath), "/proc/%d/cwd", p->pid);
-			cwd = false;
-		} else if ((de = readdir(d))) {
-			snprintf(lpath, sizeof(lpath), "/proc/%d/fd/%s", p->pid, de->d_name);
-		} else {
-			break;
-		}
-		n = readlink(lpath, link, sizeof(link) - 1);
-		if (n <= 0 || link[0] != '/')
-			continue;
-		link[n] = 0;
-		/* the directory itself, or the one a file of it is in */
-		for (int up = 0; up < 2; up++) {
-			char *slash;
-
-			snprintf(cand, sizeof(cand), "/proc/%d/root%s/%s", p->pid, link, file);
-			if (!lstat(cand, &st) && S_ISSOCK(st.st_mode) && st.st_ino == ino) {
-				closedir(d);
-				u->bound_dir = xstrdup(link);
-				u->has_file_mode = u->has_file_uid = u->has_file_gid = 1;
-				u->file_mode = st.st_mode & 07777;
-				u->file_uid = st.st_uid;
-				u->file_gid = st.st_gid;
-				return u->bound_dir ? 0 : -ENOMEM;
-			}
-			slash = strrchr(link, '/');
-			if (!slash || slash == link)
-				break;
-			*slash = 0;
-		}
-	}
-	if (d)
-		closedir(d);
-	pr_err("pid %d: fd %d: the unix socket was bound as %s, through a directory's "
-	       "descriptor, and no open file of the process is in a directory that holds its "
-	       "socket file now; kupdate cannot bind it there again",
-	       p->pid, fd, name);
-	return -EOPNOTSUPP;
-}
-
 int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct sk_diag *d,
 	      struct cr_file *f)
 {
@@ -604,8 +480,8 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			u->has_vfs_ino = 1;
 			u->vfs_ino = d->vfs_ino;
 			snprintf(path, sizeof(path), "%.*s", d->name_len, d->name);
-			if (through_fd(path, &n, &file)) {
-				int err = find_bound_dir(p, fd, path, file, d->vfs_ino, u);
+			if (unix_through_fd(path, &n, &file)) {
+				int err = unix_find_bound_dir(p, fd, path, file, d->vfs_ino, u);
 
 				if (err)
 					return err;
@@ -620,7 +496,7 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 			if ((!lstat(rpath, &st) && st.st_ino == d->vfs_ino &&
 			     S_ISSOCK(st.st_mode)) ||
 			    (path[0] == '/' && d->vfs_ino &&
-			     (u->bound_in = bound_in_container(ctx, path, d->vfs_ino, &st)))) {
+			     (u->bound_in = unix_bound_in_container(ctx, path, d->vfs_ino, &st)))) {
 				u->has_bound_in = u->bound_in != 0;
 				if (u->has_bound_in &&
 				    (d->type != SOCK_DGRAM || d->peer || d->rqlen)) {
@@ -643,7 +519,7 @@ int unix_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const struct s
 				 * restore (its name is the path) and unlinked again
 				 * once every connection to it is made.  A connected
 				 * stream socket's name is its listener's: not bound */
-				int err = removed_path(p, fd, path, rpath, u);
+				int err = unix_removed_path(p, fd, path, rpath, u);
 
 				if (err)
 					return err;
@@ -867,14 +743,6 @@ int unix_check_peers(struct cr_dump_ctx *ctx)
 
 /* ------------------------------------------------------------- restore */
 
-static socklen_t make_addr(struct sockaddr_un *a, const ProtobufCBinaryData *name)
-{
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	memcpy(a->sun_path, name->data, MIN(name->len, sizeof(a->sun_path)));
-	return offsetof(struct sockaddr_un, sun_path) + MIN(name->len, sizeof(a->sun_path));
-}
-
 static void addr_str(const ProtobufCBinaryData *name, char *buf, size_t len)
 {
 	if (name->len && name->data[0])
@@ -916,146 +784,14 @@ static bool stale_socket_file(const char *path)
 	return stale;
 }
 
-/* bound through /proc/self/fd/N/FILE, with fd N the directory for that
- * moment (whatever N is in this process meanwhile is put back): the same
- * name, the file in the same directory */
-static int bind_through_fd(int sk, const UnixSk *u, const char *what)
-{
-	struct sockaddr_un a;
-	socklen_t len = make_addr(&a, &u->name);
-	const char *file;
-	struct stat st;
-	int n, dfd, saved = -1, flags = 0, ret = 0;
-
-	if (!through_fd(a.sun_path, &n, &file)) {
-		pr_err("%s: image is damaged: a socket bound through %s is named %s", what,
-		       u->bound_dir, a.sun_path);
-		return -EINVAL;
-	}
-	dfd = open(u->bound_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return pr_errno("%s: cannot open %s to bind its unix socket in", what,
-				u->bound_dir);
-	/* the dead socket file of the dump is replaced */
-	if (!fstatat(dfd, file, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode))
-		unlinkat(dfd, file, 0);
-	if (dfd != n) {
-		flags = fcntl(n, F_GETFD);
-		if (flags >= 0)
-			saved = fcntl(n, F_DUPFD_CLOEXEC, 0);
-		if ((flags >= 0 && saved < 0) || dup2(dfd, n) < 0)
-			ret = -errno;
-	}
-	if (!ret && bind(sk, (struct sockaddr *)&a, len))
-		ret = -errno;
-	if (dfd != n) {
-		if (saved >= 0) {
-			dup2(saved, n);
-			fcntl(n, F_SETFD, flags);
-			close(saved);
-		} else {
-			close(n);
-		}
-	}
-	if (!ret && u->has_file_mode &&
-	    (fchownat(dfd, file, u->file_uid, u->file_gid, AT_SYMLINK_NOFOLLOW) ||
-	     fchmodat(dfd, file, u->file_mode, 0)))
-		ret = -errno;
-	close(dfd);
-	if (ret)
-		pr_err("%s: cannot bind the unix socket to %s in %s: %s", what, file, u->bound_dir,
-		       strerror(-ret));
-	return ret;
-}
-
-/* the nearest mount root at or above dir (a path of ours), read-only:
- * its path into out; false if dir is writable */
-static bool ro_cover(const char *dir, char *out, size_t len)
-{
-	struct statvfs vfs;
-
-	if (statvfs(dir[0] ? dir : "/", &vfs) || !(vfs.f_flag & ST_RDONLY))
-		return false;
-	snprintf(out, len, "%s", dir);
-	for (;;) {
-		struct statx sx;
-		char *slash;
-
-		if (!statx(AT_FDCWD, out[0] ? out : "/", 0, STATX_BASIC_STATS, &sx) &&
-		    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-		    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-			return out[0] != 0; /* not the root itself */
-		slash = strrchr(out, '/');
-		if (!slash)
-			return false;
-		*slash = 0;
-	}
-}
-
-/* the helper of unix_bind_in_built(): 0, or an errno */
-static int bind_built_helper(int sk, const UnixSk *u, const struct sockaddr_un *a, socklen_t len)
-{
-	char dir[sizeof(a->sun_path)], cover[sizeof(a->sun_path)];
-
-	snprintf(dir, sizeof(dir), "%s", a->sun_path);
-	*strrchr(dir, '/') = 0;
-	/* a copy of its own, private: what it unmounts goes nowhere */
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return errno;
-	for (int k = 0; k < 8 && ro_cover(dir, cover, sizeof(cover)); k++)
-		if (umount2(cover, MNT_DETACH))
-			return errno;
-	if (bind(sk, (const struct sockaddr *)a, len))
-		return errno;
-	if (u->has_file_mode &&
-	    (chown(a->sun_path, u->file_uid, u->file_gid) || chmod(a->sun_path, u->file_mode)))
-		return errno;
-	return 0;
-}
-
-int unix_bind_in_built(int sk, const UnixSk *u, const char *what)
-{
-	struct sockaddr_un a;
-	socklen_t len = make_addr(&a, &u->name);
-	int res = 0, pfd[2], st;
-	pid_t h;
-
-	if (u->name.len < 2 || a.sun_path[0] != '/') {
-		pr_err("%s: image files.img is damaged: a unix socket bound in a container has "
-		       "no absolute path",
-		       what);
-		return -EINVAL;
-	}
-	if (pipe2(pfd, O_CLOEXEC))
-		return pr_errno("%s: cannot bind the unix socket in its container", what);
-	h = fork();
-	if (h == 0) {
-		close(pfd[0]);
-		res = bind_built_helper(sk, u, &a, len);
-		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) && !res ? 0 : 1);
-	}
-	close(pfd[1]);
-	if (h > 0 && read(pfd[0], &res, sizeof(res)) != sizeof(res))
-		res = EPIPE;
-	close(pfd[0]);
-	if (h < 0)
-		return pr_errno("%s: cannot fork to bind the unix socket in its container", what);
-	while (waitpid(h, &st, 0) < 0 && errno == EINTR)
-		;
-	if (res)
-		pr_err("%s: cannot bind the unix socket to %s in its container: %s", what,
-		       a.sun_path, strerror(res));
-	return -res;
-}
-
 static int do_bind(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a;
-	socklen_t len = make_addr(&a, &u->name);
+	socklen_t len = unix_make_addr(&a, &u->name);
 	char name[120];
 
 	if (u->bound_dir)
-		return bind_through_fd(sk, u, what);
+		return unix_bind_through_fd(sk, u, what);
 	/* in a container's mount namespace: once it exists (unix_bind_late) */
 	if (u->has_bound_in)
 		return 0;
@@ -1449,7 +1185,7 @@ static int bound_fill(int sk, const UnixSk *u, const char *what, const struct un
 	if (u->n_queue && u->type == SOCK_DGRAM && u->has_name && u->name.len) {
 		int tmp = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a;
-		socklen_t len = make_addr(&a, &u->name);
+		socklen_t len = unix_make_addr(&a, &u->name);
 
 		if (tmp < 0 || connect(tmp, (struct sockaddr *)&a, len)) {
 			ret = pr_errno("%s: cannot refill the datagram queue", what);
@@ -1481,7 +1217,7 @@ int unix_create(const UnixSk *u, struct sk_listeners *l, const char *what, int *
 	/* a listener the service manager made in this boot (socket activation) */
 	if (u->state == TCP_LISTEN && u->has_name && u->name.len) {
 		struct sockaddr_un a;
-		socklen_t len = make_addr(&a, &u->name);
+		socklen_t len = unix_make_addr(&a, &u->name);
 
 		sk = sk_take_listener(l, u->type, (struct sockaddr *)&a, len, what);
 		if (sk >= 0 && listen(sk, u->has_backlog ? (int)u->backlog : 128)) {
@@ -1518,7 +1254,7 @@ int unix_fill(int sk, int via, const UnixSk *u, const char *what, const struct u
 int unix_bind_late(int sk, const UnixSk *u, const char *what)
 {
 	struct sockaddr_un a, got;
-	socklen_t len = make_addr(&a, &u->name), glen = sizeof(got);
+	socklen_t len = unix_make_addr(&a, &u->name), glen = sizeof(got);
 
 	/* bound by the process that built the container's mounts */
 	if (getsockname(sk, (struct sockaddr *)&got, &glen) || glen != len ||
@@ -1541,7 +1277,7 @@ int unix_connect_late(int sk, const UnixSk *u, const char *what)
 		pr_err("%s: its peer has no name to connect to again", what);
 		return -EOPNOTSUPP;
 	}
-	len = make_addr(&a, &u->peer_name);
+	len = unix_make_addr(&a, &u->peer_name);
 	addr_str(&u->peer_name, name, sizeof(name));
 	/* not waiting: a listener whose backlog is full (somaxconn lowered
 	 * since the dump) says EAGAIN */
@@ -1575,7 +1311,7 @@ void unix_unlink_removed(const UnixSk *u, bool failed)
 
 	if (!u->removed || !u->has_name || u->name.len < 2 || !u->name.data[0])
 		return;
-	make_addr(&a, &u->name);
+	unix_make_addr(&a, &u->name);
 	if (!lstat(a.sun_path, &st) && S_ISSOCK(st.st_mode) &&
 	    (!failed || stale_socket_file(a.sun_path)) && unlink(a.sun_path))
 		pr_warn("cannot remove %s again: %s", a.sun_path, strerror(errno));
