@@ -2,7 +2,8 @@
 
 TBIN        := $(BUILD)/tests
 # the runner, in three files (not test programs)
-CRRUN_SRC   := tests/cr/crrun.c tests/cr/crrun-damage.c tests/cr/crrun-net.c tests/cr/crrun-ns.c
+CRRUN_SRC   := tests/cr/crrun.c tests/cr/crrun-damage.c tests/cr/crrun-net.c tests/cr/crrun-ns.c \
+	       tests/cr/crrun-procs.c
 CR_PROGS    := $(patsubst tests/cr/%.c,%,$(filter-out tests/cr/crt.c $(CRRUN_SRC),$(wildcard tests/cr/*.c)))
 CR_BINS     := $(addprefix $(TBIN)/cr/,$(CR_PROGS)) $(TBIN)/cr/crrun
 # test programs: plain C, no sanitizers (they are what gets dumped)

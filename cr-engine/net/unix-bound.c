@@ -61,7 +61,7 @@ int unix_removed_path(struct cr_proc *p, int fd, const char *path, const char *r
  * there), which its holder does not see: the process that made it, found
  * through its root; 0 if none */
 pid_t unix_bound_in_container(struct cr_dump_ctx *ctx, const char *path, uint32_t ino,
-				struct stat *st)
+			      struct stat *st)
 {
 	for (int i = 0; i < ctx->nr_procs; i++) {
 		struct cr_proc *q = ctx->procs[i];
@@ -98,8 +98,8 @@ bool unix_through_fd(const char *name, int *n, const char **file)
 /* A socket bound through a descriptor of a directory (name: /proc/self/
  * fd/N/FILE): the directory, found among those of p's open files and its
  * cwd by the socket file's inode; into u->bound_dir */
-int unix_find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file,
-			  uint64_t ino, UnixSk *u)
+int unix_find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file, uint64_t ino,
+			UnixSk *u)
 {
 	char lpath[320], link[PATH_MAX], cand[PATH_MAX + 32];
 	struct dirent *de;

@@ -24,8 +24,8 @@ socklen_t unix_make_addr(struct sockaddr_un *a, const ProtobufCBinaryData *name)
  * at path, removed since (u->removed), refused if the path was taken or
  * its directory is gone */
 bool unix_through_fd(const char *name, int *n, const char **file);
-int unix_find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file,
-			uint64_t ino, UnixSk *u);
+int unix_find_bound_dir(struct cr_proc *p, int fd, const char *name, const char *file, uint64_t ino,
+			UnixSk *u);
 pid_t unix_bound_in_container(struct cr_dump_ctx *ctx, const char *path, uint32_t ino,
 			      struct stat *st);
 int unix_removed_path(struct cr_proc *p, int fd, const char *path, const char *rpath, UnixSk *u);

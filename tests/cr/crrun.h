@@ -5,7 +5,8 @@
  * checks around them and the options); crrun-damage.c what the runner does
  * to the dumped state between the dump and the restore (damaged images,
  * the System V segments a kexec takes away); crrun-net.c the network side
- * (a namespace of our own, the peer outside the tree).
+ * (a namespace of our own, the peer outside the tree); crrun-procs.c the
+ * processes of the tree as /proc shows them.
  */
 #ifndef CRRUN_H
 #define CRRUN_H
@@ -79,6 +80,21 @@ struct proc_info {
 	pid_t pid, ppid;
 	char state; /* as in /proc/PID/stat */
 };
+
+/* crrun-procs.c: the processes of the tree rooted at root (up to max, all
+ * threads' children); pid lives (not a zombie); the tree killed; our
+ * children reaped, and killed first with their trees at the end of a run;
+ * pid waited for, timeout seconds at most (-1: not ended); every thread of
+ * pid runs on, not traced nor stopped (-1: why says) */
+int read_ppid(pid_t pid, pid_t *ppid, char *state);
+int collect_tree(pid_t root, struct proc_info *out, int max);
+bool alive(pid_t pid);
+void kill_tree(pid_t root);
+void reap_all(void);
+void kill_leftovers(void);
+int wait_exit(pid_t pid, int timeout, int *status);
+int tracer_of(pid_t pid, int tid);
+int runs_free(pid_t pid, char *why, size_t wl);
 
 /* crrun.c */
 void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
