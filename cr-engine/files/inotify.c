@@ -2,8 +2,9 @@
  *
  * Dump: fdinfo gives, for each watch, its wd, the inode (number and
  * superblock) and the mask, and a file handle of the inode.  The path is
- * found with open_by_handle_at(2) from a mount of that superblock, and
- * checked (same device and inode).  A watch whose inode has no path any
+ * found with open_by_handle_at(2) from a mount of that superblock (the
+ * process's own, for a process in a mount namespace of its own: a
+ * sandboxed unit's, a container's), and checked (same device and inode).  A watch whose inode has no path any
  * more (a file deleted while the tree holds it open) watches the ghost
  * saved for that fd (ghost.c); one that nothing else holds is refused.
  * Restore: the path must still lead to the same inode; a deleted one is
@@ -32,13 +33,18 @@
 #define MAX_WATCHES (1 << 20)
 #define MAX_HANDLE  128
 
-/* an fd of a mount of the filesystem with kernel device number sdev */
-static int open_mount(unsigned sdev)
+/* an fd of a mount of the filesystem with kernel device number sdev, one
+ * of kupdate's own or, with root ("/proc/PID/root": a process in a mount
+ * namespace of its own), one of that process's */
+static int open_mount(const char *root, pid_t pid, unsigned sdev)
 {
 	struct mount_table t;
 	unsigned maj = sdev >> 20, min = sdev & 0xfffff;
-	int ret = mount_table_read(NULL, &t);
-	int best = -1;
+	char info[64], mp[PATH_MAX + 64];
+	int ret, best = -1;
+
+	snprintf(info, sizeof(info), "/proc/%d/mountinfo", pid);
+	ret = mount_table_read(root[0] ? info : NULL, &t);
 
 	if (ret)
 		return ret;
@@ -53,7 +59,8 @@ static int open_mount(unsigned sdev)
 				continue;
 			close(best);
 		}
-		best = open(m->mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		snprintf(mp, sizeof(mp), "%s%s", root, m->mp);
+		best = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (best >= 0 && !strcmp(m->root, "/"))
 			break;
 	}
@@ -73,15 +80,19 @@ static int hexbytes(const char *s, unsigned char *out, unsigned n)
 	return 0;
 }
 
-static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t ino,
-		      const char *hline, char **path, bool *deleted)
+/* The path of a watch's inode, as the process sees it: its file handle
+ * opened on a mount of its filesystem (the process's own, through its
+ * root, when it has a mount namespace of its own: the kernel then names the
+ * file from that namespace's root, the process's) */
+static int watch_path(const struct cr_dump_ctx *ctx, pid_t pid, int fd, unsigned wd, unsigned sdev,
+		      uint64_t ino, const char *hline, char **path, bool *deleted)
 {
 	struct {
 		struct file_handle fh;
 		unsigned char bytes[MAX_HANDLE];
 	} h;
 	unsigned hbytes, htype;
-	char handle[2 * MAX_HANDLE + 1], lpath[64], buf[PATH_MAX + 1];
+	char handle[2 * MAX_HANDLE + 1], lpath[64], buf[PATH_MAX + 1], seen[PATH_MAX + 64];
 	_cleanup_close_ int mfd = -1, wfd = -1;
 	struct stat st;
 	ssize_t n;
@@ -99,7 +110,7 @@ static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t in
 	h.fh.handle_bytes = hbytes;
 	h.fh.handle_type = htype;
 	memcpy(h.fh.f_handle, h.bytes, hbytes);
-	mfd = open_mount(sdev);
+	mfd = open_mount(ctx->root_prefix, pid, sdev);
 	if (mfd >= 0)
 		wfd = open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
 	if (wfd < 0) {
@@ -118,8 +129,22 @@ static int watch_path(pid_t pid, int fd, unsigned wd, unsigned sdev, uint64_t in
 		return -EOPNOTSUPP;
 	}
 	buf[n] = 0;
-	if (stat(buf, &st) || st.st_ino != ino || major(st.st_dev) != sdev >> 20 ||
-	    minor(st.st_dev) != (sdev & 0xfffff)) {
+	/* a filesystem of the namespace's own (a private tmpfs) is made anew
+	 * at the restore, its files with other inodes */
+	if (ctx->root_prefix[0]) {
+		int own = open_mount("", 0, sdev);
+
+		if (own < 0) {
+			pr_err("pid %d: fd %d: inotify watch %u watches %s, on a filesystem only "
+			       "its mount namespace has (a private tmpfs), whose files the restore "
+			       "makes anew; kupdate cannot restore the watch",
+			       pid, fd, wd, buf);
+			return -EOPNOTSUPP;
+		}
+		close(own);
+	}
+	if (stat(dump_path(ctx, buf, seen, sizeof(seen)), &st) || st.st_ino != ino ||
+	    major(st.st_dev) != sdev >> 20 || minor(st.st_dev) != (sdev & 0xfffff)) {
 		/* deleted: its ghost is looked for once every fd is dumped */
 		if (n > 10 && !strcmp(buf + n - 10, " (deleted)"))
 			buf[n - 10] = 0;
@@ -167,13 +192,6 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 		return -ENOMEM;
 	f->ify = in;
 	inotify_file__init(in);
-	/* its watches are found by handle through kupdate's own mounts */
-	if (ctx->root_prefix[0]) {
-		pr_err("pid %d: fd %d: an inotify instance of a process in its own mount "
-		       "namespace; kupdate does not restore its watches yet",
-		       p->pid, fd);
-		return -EOPNOTSUPP;
-	}
 	ret = events_queued(p, fd);
 	if (ret)
 		return ret;
@@ -205,7 +223,7 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 		w->mask = mask;
 		w->ino = ino;
 		w->path = NULL;
-		ret = watch_path(p->pid, fd, wd, sdev, ino, l + off, &w->path, &deleted);
+		ret = watch_path(ctx, p->pid, fd, wd, sdev, ino, l + off, &w->path, &deleted);
 		if (ret)
 			return ret;
 		if (deleted) {

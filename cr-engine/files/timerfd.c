@@ -5,7 +5,8 @@
  * expired stays expired (time left 0) until it is read.  So the time left
  * and the interval come from timerfd_gettime(2) on kupdate's own
  * descriptor of it (pidfd_getfd), which moves such a timer on to its next
- * expiry, counting the ones missed; fdinfo is read after that.
+ * expiry, counting the ones missed; fdinfo is read after that.  The time
+ * left is taken back to the moment the tree was seized.
  * Restore: the timer is armed with the time it had left, like every timer
  * of the tree (timers.c): the time spent checkpointed does not count.  A
  * TFD_TIMER_CANCEL_ON_SET timer is armed at the absolute time that many
@@ -69,6 +70,15 @@ int timerfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 	t->interval_ns = its.it_interval.tv_sec * NSEC + its.it_interval.tv_nsec;
 	t->clock = strtoul(clk, NULL, 10);
 	t->settime_flags = strtoul(fl, NULL, 8);
+	/* the time left when the tree was seized: it ran on meanwhile, and
+	 * the time spent checkpointed does not count (unless it expired in
+	 * between, which the kernel counted; an absolute one keeps its date) */
+	if (t->value_ns && ctx->t_seized > 0 && !(t->settime_flags & TFD_TIMER_ABSTIME)) {
+		uint64_t ran = (uint64_t)(now_ns(CLOCK_MONOTONIC) - ctx->t_seized);
+
+		if (!t->interval_ns || t->value_ns + ran <= t->interval_ns)
+			t->value_ns += ran;
+	}
 	t->ticks = strtoull(ticks, NULL, 10);
 	t->has_ticks = t->ticks != 0;
 	return 0;

@@ -7,7 +7,9 @@
  * and a second, non-blocking instance shared with a child (fork), which
  * reads an event on it after the restore.  After the restore fdinfo lists
  * the same watches, and creating a file or writing one gives the events
- * with the old watch descriptors. */
+ * with the old watch descriptors.  "private" (with --own-ns): the watched
+ * files are on a tmpfs of the test's own mount namespace, as a sandboxed
+ * service's PrivateTmp= is, which the restore makes anew: refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -89,8 +91,11 @@ int main(int argc, char **argv)
 	int in, in2, f, st, w1, w2, w3, w4;
 	pid_t child;
 
-	/* not the runner's work directory, where it makes files meanwhile */
-	snprintf(dir, sizeof(dir), "%s/w", crt_init());
+	/* not the runner's work directory, where it makes files meanwhile;
+	 * "private": on the tmpfs only the test's mount namespace has
+	 * (--own-ns), which kupdate's own mounts do not show */
+	snprintf(dir, sizeof(dir), "%s%s/w", crt_init(),
+		 argc > 1 && !strcmp(argv[1], "private") ? "/private" : "");
 	if (mkdir(dir, 0755))
 		crt_fail("mkdir %s: %s", dir, strerror(errno));
 	if (argc > 1 && !strcmp(argv[1], "queued"))
@@ -121,8 +126,11 @@ int main(int argc, char **argv)
 
 	child = fork();
 	if (child == 0) {
+		char d[PATH_MAX + 8];
+
 		crt_wait_term();
-		if (mkdir(crt_path("w/sub/d"), 0755))
+		snprintf(d, sizeof(d), "%s/d", sub);
+		if (mkdir(d, 0755))
 			_exit(3);
 		ev = next_event(in2, buf, sizeof(buf));
 		_exit(ev && ev->wd == 1 && (ev->mask & IN_CREATE) && !strcmp(ev->name, "d") ? 0
