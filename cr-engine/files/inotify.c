@@ -4,17 +4,21 @@
  * superblock) and the mask, and a file handle of the inode.  The path is
  * found with open_by_handle_at(2) from a mount of that superblock (the
  * process's own, for a process in a mount namespace of its own: a
- * sandboxed unit's, a container's), and checked (same device and inode).  A watch whose inode has no path any
- * more (a file deleted while the tree holds it open) watches the ghost
- * saved for that fd (ghost.c); one that nothing else holds is refused.
- * Restore: the path must still lead to the same inode; a deleted one is
- * watched through a descriptor of its ghost, made again (fdinfo.c: files_ghost_fd).  Watch descriptors
- * are handed out in increasing order, so each watch is added again and
- * again (and removed) until it gets its number; the IN_IGNORED events those
- * removals queue are read away before the instance is handed over.  Events
- * queued at the dump cannot be put back into the kernel's queue: such an
- * instance is not dumped (-EAGAIN, events_queued) until the program has
- * read them. */
+ * sandboxed unit's, a container's), and checked (same device and inode).
+ * A watch on a tmpfs only that namespace has (a container's /run, a
+ * private /tmp) is on a file the restore makes again with another inode:
+ * its kind is recorded instead; one on any other filesystem of the
+ * namespace's own is refused.  A watch whose inode has no path any more (a
+ * file deleted while the tree holds it open) watches the ghost saved for
+ * that fd (ghost.c); one that nothing else holds is refused.
+ * Restore: the path must still lead to the same inode (or one of the same
+ * kind); a deleted one is watched through a descriptor of its ghost, made
+ * again (fdinfo.c: files_ghost_fd).  Watch descriptors are handed out in
+ * increasing order, so each watch is added again and again (and removed)
+ * until it gets its number; the IN_IGNORED events those removals queue are
+ * read away before the instance is handed over.  Events queued at the dump
+ * cannot be put back into the kernel's queue: such an instance is not
+ * dumped (-EAGAIN, events_queued) until the program has read them. */
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/inotify.h>
@@ -33,39 +37,90 @@
 #define MAX_WATCHES (1 << 20)
 #define MAX_HANDLE  128
 
-/* an fd of a mount of the filesystem with kernel device number sdev, one
- * of kupdate's own or, with root ("/proc/PID/root": a process in a mount
- * namespace of its own), one of that process's */
-static int open_mount(const char *root, pid_t pid, unsigned sdev)
+/* The mount tables a watch's inode is looked for in: kupdate's, and for a
+ * process in a mount namespace of its own (root "/proc/PID/root"), that
+ * process's; read once per instance */
+struct watch_mounts {
+	struct mount_table self, ns;
+	const char *root; /* "" or the process's root */
+};
+
+static int watch_mounts_read(struct watch_mounts *m, const char *root, pid_t pid)
 {
-	struct mount_table t;
-	unsigned maj = sdev >> 20, min = sdev & 0xfffff;
-	char info[64], mp[PATH_MAX + 64];
-	int ret, best = -1;
+	char info[64];
+	int ret;
 
-	snprintf(info, sizeof(info), "/proc/%d/mountinfo", pid);
-	ret = mount_table_read(root[0] ? info : NULL, &t);
-
-	if (ret)
+	memset(m, 0, sizeof(*m));
+	m->root = root;
+	ret = mount_table_read(NULL, &m->self);
+	if (ret || !root[0])
 		return ret;
-	for (size_t i = 0; i < t.n; i++) {
-		const struct mount_entry *m = &t.e[i];
+	snprintf(info, sizeof(info), "/proc/%d/mountinfo", pid);
+	return mount_table_read(info, &m->ns);
+}
 
-		if (m->maj != maj || m->min != min)
+static void watch_mounts_free(struct watch_mounts *m)
+{
+	mount_table_free(&m->self);
+	mount_table_free(&m->ns);
+}
+
+/* the mount of table t of the filesystem with kernel device number sdev,
+ * a mount of the whole filesystem if there is one, or NULL */
+static const struct mount_entry *mount_of(const struct mount_table *t, unsigned sdev)
+{
+	unsigned maj = sdev >> 20, min = sdev & 0xfffff;
+	const struct mount_entry *best = NULL;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mount_entry *e = &t->e[i];
+
+		if (e->maj != maj || e->min != min)
 			continue;
-		if (best >= 0) {
-			/* prefer a mount of the whole filesystem */
-			if (strcmp(m->root, "/"))
-				continue;
-			close(best);
-		}
-		snprintf(mp, sizeof(mp), "%s%s", root, m->mp);
-		best = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (best >= 0 && !strcmp(m->root, "/"))
-			break;
+		if (!strcmp(e->root, "/"))
+			return e;
+		if (!best)
+			best = e;
 	}
-	mount_table_free(&t);
-	return best >= 0 ? best : -ENOENT;
+	return best;
+}
+
+/* an fd of a mount of that filesystem, as the process sees it */
+static int open_mount(const struct watch_mounts *m, unsigned sdev)
+{
+	const struct mount_entry *e = mount_of(m->root[0] ? &m->ns : &m->self, sdev);
+	char mp[PATH_MAX + 64];
+	int fd;
+
+	if (!e)
+		return -ENOENT;
+	snprintf(mp, sizeof(mp), "%s%s", m->root, e->mp);
+	fd = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* A filesystem only the process's mount namespace has: a tmpfs or ramfs
+ * mounted whole is made again by the restore (its contents saved, or made
+ * by the namespace's maker: a private /dev), its files with other inodes;
+ * any other is refused */
+static int private_fs(const struct watch_mounts *m, pid_t pid, int fd, unsigned wd, unsigned sdev,
+		      const char *path, bool *fresh)
+{
+	const struct mount_entry *e;
+
+	if (!m->root[0] || mount_of(&m->self, sdev))
+		return 0;
+	e = mount_of(&m->ns, sdev);
+	if (e && !strcmp(e->root, "/") &&
+	    (!strcmp(e->fstype, "tmpfs") || !strcmp(e->fstype, "ramfs"))) {
+		*fresh = true;
+		return 0;
+	}
+	pr_err("pid %d: fd %d: inotify watch %u watches %s, on a filesystem (%s) only its mount "
+	       "namespace has, which the restore does not make again whole; kupdate cannot "
+	       "restore the watch",
+	       pid, fd, wd, path, e ? e->fstype : "not mounted");
+	return -EOPNOTSUPP;
 }
 
 static int hexbytes(const char *s, unsigned char *out, unsigned n)
@@ -84,8 +139,9 @@ static int hexbytes(const char *s, unsigned char *out, unsigned n)
  * opened on a mount of its filesystem (the process's own, through its
  * root, when it has a mount namespace of its own: the kernel then names the
  * file from that namespace's root, the process's) */
-static int watch_path(const struct cr_dump_ctx *ctx, pid_t pid, int fd, unsigned wd, unsigned sdev,
-		      uint64_t ino, const char *hline, char **path, bool *deleted)
+static int watch_path(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid,
+		      int fd, unsigned wd, unsigned sdev, uint64_t ino, const char *hline,
+		      InotifyWatch *w, bool *deleted)
 {
 	struct {
 		struct file_handle fh;
@@ -95,7 +151,9 @@ static int watch_path(const struct cr_dump_ctx *ctx, pid_t pid, int fd, unsigned
 	char handle[2 * MAX_HANDLE + 1], lpath[64], buf[PATH_MAX + 1], seen[PATH_MAX + 64];
 	_cleanup_close_ int mfd = -1, wfd = -1;
 	struct stat st;
+	bool fresh = false;
 	ssize_t n;
+	int ret;
 
 	if (!hline ||
 	    sscanf(hline, " fhandle-bytes:%x fhandle-type:%x f_handle:%256s", &hbytes, &htype,
@@ -110,7 +168,7 @@ static int watch_path(const struct cr_dump_ctx *ctx, pid_t pid, int fd, unsigned
 	h.fh.handle_bytes = hbytes;
 	h.fh.handle_type = htype;
 	memcpy(h.fh.f_handle, h.bytes, hbytes);
-	mfd = open_mount(ctx->root_prefix, pid, sdev);
+	mfd = open_mount(m, sdev);
 	if (mfd >= 0)
 		wfd = open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
 	if (wfd < 0) {
@@ -129,29 +187,22 @@ static int watch_path(const struct cr_dump_ctx *ctx, pid_t pid, int fd, unsigned
 		return -EOPNOTSUPP;
 	}
 	buf[n] = 0;
-	/* a filesystem of the namespace's own (a private tmpfs) is made anew
-	 * at the restore, its files with other inodes */
-	if (ctx->root_prefix[0]) {
-		int own = open_mount("", 0, sdev);
-
-		if (own < 0) {
-			pr_err("pid %d: fd %d: inotify watch %u watches %s, on a filesystem only "
-			       "its mount namespace has (a private tmpfs), whose files the restore "
-			       "makes anew; kupdate cannot restore the watch",
-			       pid, fd, wd, buf);
-			return -EOPNOTSUPP;
-		}
-		close(own);
-	}
+	ret = private_fs(m, pid, fd, wd, sdev, buf, &fresh);
+	if (ret)
+		return ret;
 	if (stat(dump_path(ctx, buf, seen, sizeof(seen)), &st) || st.st_ino != ino ||
 	    major(st.st_dev) != sdev >> 20 || minor(st.st_dev) != (sdev & 0xfffff)) {
 		/* deleted: its ghost is looked for once every fd is dumped */
 		if (n > 10 && !strcmp(buf + n - 10, " (deleted)"))
 			buf[n - 10] = 0;
 		*deleted = true;
+	} else if (fresh) {
+		/* made again with another inode: its kind is checked */
+		w->has_fresh_type = 1;
+		w->fresh_type = st.st_mode & S_IFMT;
 	}
-	*path = strdup(buf);
-	return *path ? 0 : -ENOMEM;
+	w->path = strdup(buf);
+	return w->path ? 0 : -ENOMEM;
 }
 
 /* Events queued (what read(2) would return) cannot be put back into a
@@ -181,10 +232,51 @@ static int events_queued(struct cr_proc *p, int fd)
 	return 0;
 }
 
+/* one "inotify wd:" line of fdinfo (l after its tag) */
+static int one_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid, int fd,
+		     const char *l, InotifyFile *in)
+{
+	unsigned wd, sdev, mask, ignored;
+	unsigned long ino;
+	InotifyWatch *w, **nw;
+	bool deleted = false;
+	int off = 0, ret;
+
+	if (sscanf(l, "%x ino:%lx sdev:%x mask:%x ignored_mask:%x%n", &wd, &ino, &sdev, &mask,
+		   &ignored, &off) < 5 ||
+	    !off) {
+		pr_err("pid %d: fd %d: cannot parse the inotify's fdinfo", pid, fd);
+		return -EINVAL;
+	}
+	if (in->n_watches >= MAX_WATCHES)
+		return -E2BIG;
+	nw = xrealloc_array(in->watches, in->n_watches + 1, sizeof(*nw));
+	if (!nw)
+		return -ENOMEM;
+	in->watches = nw;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	inotify_watch__init(w);
+	nw[in->n_watches++] = w;
+	w->wd = wd;
+	w->mask = mask;
+	w->ino = ino;
+	w->path = NULL;
+	ret = watch_path(ctx, m, pid, fd, wd, sdev, ino, l + off, w, &deleted);
+	if (!ret && deleted) {
+		w->has_sdev = 1;
+		w->sdev = sdev;
+		w->has_ghost_id = 1; /* 0 until inotify_finish_dump finds it */
+	}
+	return ret;
+}
+
 int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
 		 struct cr_file *f)
 {
 	InotifyFile *in = calloc(1, sizeof(*in));
+	struct watch_mounts m;
 	const char *l;
 	int ret;
 
@@ -195,43 +287,19 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 	ret = events_queued(p, fd);
 	if (ret)
 		return ret;
-	for (l = fdinfo_find(fdinfo, "inotify wd:"); l; l = fdinfo_find(l, "inotify wd:")) {
-		unsigned wd, sdev, mask, ignored;
-		unsigned long ino;
-		InotifyWatch *w, **nw;
-		bool deleted = false;
-		int off = 0;
-
-		if (sscanf(l, "%x ino:%lx sdev:%x mask:%x ignored_mask:%x%n", &wd, &ino, &sdev,
-			   &mask, &ignored, &off) < 5 ||
-		    !off) {
-			pr_err("pid %d: fd %d: cannot parse the inotify's fdinfo", p->pid, fd);
-			return -EINVAL;
-		}
-		if (in->n_watches >= MAX_WATCHES)
-			return -E2BIG;
-		nw = xrealloc_array(in->watches, in->n_watches + 1, sizeof(*nw));
-		if (!nw)
-			return -ENOMEM;
-		in->watches = nw;
-		w = calloc(1, sizeof(*w));
-		if (!w)
-			return -ENOMEM;
-		inotify_watch__init(w);
-		nw[in->n_watches++] = w;
-		w->wd = wd;
-		w->mask = mask;
-		w->ino = ino;
-		w->path = NULL;
-		ret = watch_path(ctx, p->pid, fd, wd, sdev, ino, l + off, &w->path, &deleted);
-		if (ret)
-			return ret;
-		if (deleted) {
-			w->has_sdev = 1;
-			w->sdev = sdev;
-			w->has_ghost_id = 1; /* 0 until inotify_finish_dump finds it */
-		}
-	}
+	l = fdinfo_find(fdinfo, "inotify wd:");
+	if (!l)
+		return 0;
+	ret = watch_mounts_read(&m, ctx->root_prefix, p->pid);
+	if (ret)
+		pr_err("pid %d: fd %d: cannot read the mount tables its inotify watches are looked "
+		       "for in: %s",
+		       p->pid, fd, strerror(-ret));
+	for (; l && !ret; l = fdinfo_find(l, "inotify wd:"))
+		ret = one_watch(ctx, &m, p->pid, fd, l, in);
+	watch_mounts_free(&m);
+	if (ret)
+		return ret;
 	/* the kernel lists them newest first */
 	for (size_t i = 1; i < in->n_watches; i++)
 		for (size_t k = i; k > 0 && in->watches[k - 1]->wd > in->watches[k]->wd; k--) {
@@ -340,7 +408,9 @@ static int add_watch(const struct rfiles *f, int ifd, const InotifyWatch *w, con
 		snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", gfd);
 	} else {
 		pfd = open(w->path, O_PATH | O_CLOEXEC);
-		if (pfd < 0 || fstat(pfd, &st) || st.st_ino != w->ino) {
+		if (pfd < 0 || fstat(pfd, &st) ||
+		    (w->has_fresh_type ? (st.st_mode & S_IFMT) != w->fresh_type
+				       : st.st_ino != w->ino)) {
 			pr_err("%s: inotify watch %u: %s %s", what, w->wd, w->path,
 			       pfd < 0 ? "is gone" : "was replaced since the dump");
 			return -ESTALE;

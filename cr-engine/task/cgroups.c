@@ -8,10 +8,11 @@
  * elsewhere (a login session's scope) is left to the caller's placing, as
  * before.  When the root moved itself into a group beside the rest of the
  * tree (nspawn's supervisor), the groups are recorded below their common
- * parent, the root's own too, and the root is born there again.  The groups that hold a process of the tree, and those between
- * them and the root's, are recorded (cgroup.img), parents first, with
- * their cgroup.subtree_control and the limits of the controllers each
- * one's parent enables for it (a known set of knobs: memory.max, pids.max,
+ * parent, the root's own too, and the root is born there again.  The
+ * groups that hold a process of the tree, and those between them and the
+ * root's, are recorded (cgroup.img), parents first, with their
+ * cgroup.subtree_control and the limits of the controllers each one's
+ * parent enables for it (a known set of knobs: memory.max, pids.max,
  * cpu.weight...); an empty group of the subtree is not (a container's
  * systemd makes its units' again as they start).  A threaded subtree is
  * refused.

@@ -9,7 +9,8 @@
  * the same watches, and creating a file or writing one gives the events
  * with the old watch descriptors.  "private" (with --own-ns): the watched
  * files are on a tmpfs of the test's own mount namespace, as a sandboxed
- * service's PrivateTmp= is, which the restore makes anew: refused. */
+ * service's PrivateTmp= or a container's /run is, which the restore makes
+ * anew with its contents: the watches are the same but for their inodes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,7 +29,10 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* the watch lines of fdinfo, sorted */
+static bool private;
+
+/* the watch lines of fdinfo, sorted; "private": their watch descriptors and
+ * masks (the files are others, made again) */
 static char *watches(int fd)
 {
 	char path[64], *buf, *out, *l, *save = NULL, *lines[16];
@@ -40,8 +44,17 @@ static char *watches(int fd)
 		crt_fail("cannot read %s", path);
 	out = calloc(1, strlen(buf) + 1);
 	for (l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-		if (!strncmp(l, "inotify ", 8) && n < 16)
+		if (!strncmp(l, "inotify ", 8) && n < 16) {
+			unsigned wd, mask;
+			char *m = strstr(l, " mask:");
+
+			if (private && (sscanf(l, "inotify wd:%x", &wd) != 1 || !m ||
+					sscanf(m, " mask:%x", &mask) != 1))
+				crt_fail("cannot read fdinfo line %s", l);
+			if (private)
+				sprintf(l, "wd:%x mask:%x", wd, mask);
 			lines[n++] = l;
+		}
 	qsort(lines, n, sizeof(*lines), cmp_str);
 	for (int i = 0; i < n; i++) {
 		strcat(out, lines[i]);
@@ -94,8 +107,8 @@ int main(int argc, char **argv)
 	/* not the runner's work directory, where it makes files meanwhile;
 	 * "private": on the tmpfs only the test's mount namespace has
 	 * (--own-ns), which kupdate's own mounts do not show */
-	snprintf(dir, sizeof(dir), "%s%s/w", crt_init(),
-		 argc > 1 && !strcmp(argv[1], "private") ? "/private" : "");
+	private = argc > 1 && !strcmp(argv[1], "private");
+	snprintf(dir, sizeof(dir), "%s%s/w", crt_init(), private ? "/private" : "");
 	if (mkdir(dir, 0755))
 		crt_fail("mkdir %s: %s", dir, strerror(errno));
 	if (argc > 1 && !strcmp(argv[1], "queued"))
