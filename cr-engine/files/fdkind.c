@@ -160,6 +160,12 @@ const struct fd_kind fd_kinds[] = {
 		.restore = regfile_restore,
 	},
 	{
+		/* open(O_PATH | O_NOFOLLOW): systemd's watch of /etc/localtime */
+		.kind = FILE_KIND__FILE_SYMLINK,
+		.name = "a symbolic link",
+		.restore = regfile_restore,
+	},
+	{
 		.kind = FILE_KIND__FILE_CHR,
 		.name = "a character device",
 		.lockable = true,

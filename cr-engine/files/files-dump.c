@@ -219,6 +219,8 @@ static int add_file(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const ch
 		f->kind = FILE_KIND__FILE_DIR;
 	else if (S_ISCHR(st->st_mode))
 		f->kind = FILE_KIND__FILE_CHR;
+	else if (S_ISLNK(st->st_mode))
+		f->kind = FILE_KIND__FILE_SYMLINK;
 	else
 		f->kind = FILE_KIND__FILE_REG;
 	if (f->kind == FILE_KIND__FILE_PIPE || f->kind == FILE_KIND__FILE_FIFO) {
@@ -364,7 +366,7 @@ static bool reachable(const struct cr_dump_ctx *ctx, const char *path, const str
 	char buf[PATH_MAX + 64];
 	struct stat now;
 
-	if (stat(dump_path(ctx, path, buf, sizeof(buf)), &now))
+	if ((S_ISLNK(st->st_mode) ? lstat : stat)(dump_path(ctx, path, buf, sizeof(buf)), &now))
 		return false;
 	if (S_ISCHR(st->st_mode))
 		return S_ISCHR(now.st_mode) && now.st_rdev == st->st_rdev;
@@ -432,8 +434,17 @@ static int dump_one_fd(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd)
 		kind = FILE_KIND__FILE_MEMFD;
 	} else {
 		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISCHR(st.st_mode) &&
-		    !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
-			pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet",
+		    !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			pr_err("pid %d: fd %d (%s) is of a kind this kupdate cannot dump yet "
+			       "(mode %#o)",
+			       p->pid, fd, link, st.st_mode & S_IFMT);
+			return -EOPNOTSUPP;
+		}
+		/* an fd of a symbolic link itself: O_PATH | O_NOFOLLOW */
+		if (S_ISLNK(st.st_mode) &&
+		    (st.st_nlink == 0 || (n > 10 && !strcmp(link + n - 10, " (deleted)")))) {
+			pr_err("pid %d: fd %d is a symbolic link removed since it was opened (%s); "
+			       "kupdate cannot restore it",
 			       p->pid, fd, link);
 			return -EOPNOTSUPP;
 		}

@@ -1,5 +1,6 @@
 /* The kinds reopened by path: regular files, directories, character
- * devices (checked to be the same device), FIFOs (their pipe's
+ * devices (checked to be the same device), symbolic links themselves
+ * (O_PATH | O_NOFOLLOW), FIFOs (their pipe's
  * descriptions are made in files-restore.c; one held alone is reopened
  * here); deleted files, as a new description of their ghost (ghost.c)
  * made again; memfds, as one of the object shmem.c made again. */
@@ -92,6 +93,8 @@ static int open_file(const FileEntry *f, pid_t pid, int fd)
 
 	if (f->kind == FILE_KIND__FILE_DIR)
 		flags |= O_DIRECTORY;
+	if (f->kind == FILE_KIND__FILE_SYMLINK)
+		flags = (flags & O_CLOEXEC) | O_PATH | O_NOFOLLOW;
 	nfd = open(f->path, flags);
 	if (nfd < 0)
 		return pr_errno("pid %d: fd %d: cannot reopen %s", pid, fd, f->path);
