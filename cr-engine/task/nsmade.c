@@ -110,8 +110,13 @@ int nsmade_check(struct cr_dump_ctx *ctx, struct cr_proc *p, unsigned bit, const
 		       p->pid, p->stat.comm, what);
 		return -EOPNOTSUPP;
 	}
-	/* inside a container's user namespace: only its maker's (userns.c) */
-	if (userns_check_member(p, what))
+	/* inside a container's user namespace: its maker's (userns.c), and
+	 * a UTS or IPC namespace of a process born inside, which unshares it
+	 * there again (a service's ProtectHostname= in a booted container) */
+	if (userns_check_member(p, (bit == CLONE_NEWUTS || bit == CLONE_NEWIPC) &&
+						   userns_born_inside(p)
+					   ? NULL
+					   : what))
 		return -EOPNOTSUPP;
 	if (bit == CLONE_NEWUSER) {
 		int ret = userns_made(ctx, p);

@@ -7,9 +7,13 @@
  * Dump: the maker's uid_map, gid_map and setgroups, as kupdate's
  * namespace reads them (ns_made: uid_map...).  Kept when every namespace it
  * made is owned by it, the pid namespace it is the init of too (a
- * container's: systemd-nspawn -U, below); refused, naming the process: a user namespace
- * inside it, a namespace made by another process inside it (a service's
- * sandbox in a booted container: not yet), a process with threads in a
+ * container's: systemd-nspawn -U, below).  A UTS or IPC namespace made by a
+ * process born inside it (in the pid namespace its maker is the init of)
+ * is made again there by that process, as any process of the tree makes
+ * one (nsmade.c): a service's ProtectHostname= in a booted container.
+ * Refused, naming the process: a user namespace inside it, another
+ * namespace made by another process inside it (a service's mount
+ * namespace in a booted container: not yet), a process with threads in a
  * pid namespace below the tree's, made before the user namespace (root
  * of the user namespace may not set their ids there).
  *
@@ -191,6 +195,16 @@ int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	return 0;
 }
 
+/* p lives in the pid namespace whose init made the user namespace p is in
+ * (a booted container's): the restore makes it there, inside */
+bool userns_born_inside(struct cr_proc *p)
+{
+	struct cr_proc *m = userns_maker(p);
+
+	return m && m->parent && m->pid_depth > m->parent->pid_depth &&
+	       p->pid_depth == m->pid_depth;
+}
+
 int userns_check_member(struct cr_proc *p, const char *made_what)
 {
 	struct cr_proc *m = userns_maker(made_what ? p->parent : p);
@@ -205,8 +219,7 @@ int userns_check_member(struct cr_proc *p, const char *made_what)
 	}
 	/* threads get their ids from set_tid in a pid namespace the user
 	 * namespace owns (its maker is the init), not in one made before it */
-	if (p->pid_depth > 0 && p->nr_threads > 1 &&
-	    !(m->parent && m->pid_depth > m->parent->pid_depth && p->pid_depth == m->pid_depth)) {
+	if (p->pid_depth > 0 && p->nr_threads > 1 && !userns_born_inside(p)) {
 		pr_err("pid %d (%s) has %d threads in a pid namespace made before the user "
 		       "namespace pid %d made: kupdate cannot make its threads again there",
 		       p->pid, p->stat.comm, p->nr_threads, m->pid);

@@ -65,8 +65,16 @@
  * two fds (one close-on-exec), each that namespace again after the restore.
  * "ctrroot nsaway": the monitor holds the network namespace of a process
  * gone: refused.
+ * "ctrroot userpidsub": as userpid, and C, born inside, makes UTS and IPC
+ * namespaces of its own there and names its host "csub" (a service's
+ * ProtectHostname= in a booted container): after the restore they are
+ * C's own again, owned by init's user namespace, and C's host name is
+ * "csub", init's "ctr".
  * Refused: "ctrroot usersub", C makes a UTS namespace inside
- * the user namespace (a service's sandbox in a booted container);
+ * the user namespace, C not born there (no pid namespace: the restore
+ * makes it in kupdate's user namespace, which would own it);
+ * "ctrroot usermnt": as userpid, C makes a mount namespace (a service's
+ * sandbox in a booted container: not yet);
  * "ctrroot userorder", the init is cloned into the other namespaces first
  * and makes its user namespace after (they are not owned by it). */
 #include <errno.h>
@@ -91,6 +99,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,7 +110,7 @@ enum { S_INIT, S_C, NSLOTS };
 static struct shared {
 	volatile int go;
 	int shared_tmp, noproc, hidden, away, deleted, user, usersub, userorder, userpid;
-	int idmapother;
+	int idmapother, subns, submnt;
 	pid_t init_host;
 	pid_t pid_inside[NSLOTS]; /* as their pid namespace names them */
 	volatile pid_t c_tids[2]; /* userpid: C's threads, inside */
@@ -216,6 +225,7 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 	char *m = sh->s[slot].msg;
 	struct stat st;
 	struct statvfs vfs;
+	struct utsname u;
 	size_t len = sizeof(sh->s[slot].msg);
 	int w = -1;
 
@@ -265,6 +275,9 @@ static void check(int slot, const char *before, int fd, off_t off, const char *c
 			 sh->c_tids[1]);
 	else if (sh->user && !sh->userorder && getuid() != (slot == S_INIT ? 0u : 1000u))
 		snprintf(m, len, "uid %u inside its user namespace", getuid());
+	else if (sh->subns && (uname(&u) || strcmp(u.nodename, slot == S_C ? "csub" : "ctr")))
+		snprintf(m, len, "host name \"%s\", not \"%s\"", u.nodename,
+			 slot == S_C ? "csub" : "ctr");
 	else
 		sh->s[slot].ok = 1;
 	free(now);
@@ -733,6 +746,10 @@ static void user_c(void)
 {
 	if (sh->usersub && unshare(CLONE_NEWUTS))
 		_exit(18);
+	if (sh->subns && (unshare(CLONE_NEWUTS | CLONE_NEWIPC) || sethostname("csub", 4)))
+		_exit(18);
+	if (sh->submnt && unshare(CLONE_NEWNS))
+		_exit(18);
 	if (sh->user && !sh->userorder &&
 	    (setgroups(0, NULL) || setresgid(1000, 1000, 1000) || setresuid(1000, 1000, 1000)))
 		_exit(17);
@@ -837,11 +854,19 @@ static void user_checks(pid_t init, const char *when)
 			  "%s: init's %s is not 0 200000 65536", when, k ? "gid_map" : "uid_map");
 	}
 	for (size_t k = 0; k < nr; k++) {
+		bool own = sh->subns && (!strcmp(owned[k], "uts") || !strcmp(owned[k], "ipc"));
+
 		crt_check(owner_of(init, owned[k]) == u,
 			  "%s: init's %s namespace is not owned by its user namespace", when,
 			  owned[k]);
-		crt_check(ino_of(c, owned[k]) == ino_of(init, owned[k]),
-			  "%s: C is not in init's %s namespace", when, owned[k]);
+		crt_check(own ? ino_of(c, owned[k]) != ino_of(init, owned[k])
+			      : ino_of(c, owned[k]) == ino_of(init, owned[k]),
+			  own ? "%s: C is in init's %s namespace, not its own"
+			      : "%s: C is not in init's %s namespace",
+			  when, owned[k]);
+		crt_check(!own || owner_of(c, owned[k]) == u,
+			  "%s: C's %s namespace is not owned by init's user namespace", when,
+			  owned[k]);
 	}
 	crt_check(ino_of(c, "user") == u, "%s: C is not in init's user namespace", when);
 	if (sh->userpid) {
@@ -889,7 +914,10 @@ int main(int argc, char **argv)
 	sh->usersub = argc > 1 && !strcmp(argv[1], "usersub");
 	sh->userorder = argc > 1 && !strcmp(argv[1], "userorder");
 	sh->idmapother = argc > 1 && !strcmp(argv[1], "idmapother");
-	sh->userpid = argc > 1 && (!strcmp(argv[1], "userpid") || sh->idmapother);
+	sh->subns = argc > 1 && !strcmp(argv[1], "userpidsub");
+	sh->submnt = argc > 1 && !strcmp(argv[1], "usermnt");
+	sh->userpid = argc > 1 &&
+		      (!strcmp(argv[1], "userpid") || sh->idmapother || sh->subns || sh->submnt);
 	sh->user = (argc > 1 && !strcmp(argv[1], "user")) || sh->usersub || sh->userorder ||
 		   sh->userpid;
 	sh->noproc |= sh->user && !sh->userpid;
@@ -969,11 +997,11 @@ int main(int argc, char **argv)
 	/* the monitor's view of them too (the container may have no /proc) */
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", sh->init_host);
 	mi = mounts(path);
-	if (sh->user && !sh->userorder && !sh->usersub)
+	if (sh->user && !sh->userorder && !sh->usersub && !sh->submnt)
 		user_checks(sh->init_host, "before");
 	crt_ready();
 	crt_wait_term();
-	if (sh->user && !sh->userorder && !sh->usersub)
+	if (sh->user && !sh->userorder && !sh->usersub && !sh->submnt)
 		user_checks(sh->init_host, "after");
 	{
 		char *now = mounts(path);

@@ -72,15 +72,14 @@ int main(void)
 		crt_check((st.st_mode & S_IFMT) == (x->st.st_mode & S_IFMT) &&
 				  st.st_ino == x->st.st_ino && st.st_dev == x->st.st_dev,
 			  "%s: fd %d is mode %#o inode %lu now, was %#o inode %lu", x->what, x->fd,
-			  st.st_mode & S_IFMT, (unsigned long)st.st_ino,
-			  x->st.st_mode & S_IFMT, (unsigned long)x->st.st_ino);
+			  st.st_mode & S_IFMT, (unsigned long)st.st_ino, x->st.st_mode & S_IFMT,
+			  (unsigned long)x->st.st_ino);
 		crt_check(fcntl(x->fd, F_GETFL) == x->flags, "%s: flags %#o, were %#o", x->what,
 			  fcntl(x->fd, F_GETFL), x->flags);
 		if (S_ISLNK(x->st.st_mode)) {
 			crt_check(readlinkat(x->fd, "", target, sizeof(target) - 1) > 0 &&
 					  !strcmp(target, x->target),
-				  "%s: it leads to \"%s\", not \"%s\"", x->what, target,
-				  x->target);
+				  "%s: it leads to \"%s\", not \"%s\"", x->what, target, x->target);
 		}
 	}
 	crt_check(fcntl(h[3].fd, F_GETFD) & FD_CLOEXEC, "the dangling link's fd lost FD_CLOEXEC");
