@@ -240,12 +240,12 @@ static int add_path(struct cr_dump_ctx *ctx, const char *rel)
  * tree (systemd-nspawn's "supervisor", its container in "payload", both in
  * the unit's group).  A slice holds units, never a tree of one: the base
  * does not go up to one, nor to the top. */
-static char *tree_base(struct cr_dump_ctx *ctx, const char *root)
+static char *tree_base(struct cr_dump_ctx *ctx, char *const *paths)
 {
+	const char *root = paths[0];
 	_cleanup_free_ char *parent = xstrdup(root);
 	char *slash = parent ? strrchr(parent, '/') : NULL;
 	size_t n;
-	char file[64];
 
 	if (!slash || slash == parent)
 		return xstrdup(root);
@@ -254,43 +254,48 @@ static char *tree_base(struct cr_dump_ctx *ctx, const char *root)
 	if (n >= 6 && !strcmp(parent + n - 6, ".slice"))
 		return xstrdup(root);
 	for (int i = 1; i < ctx->nr_procs; i++) {
-		_cleanup_free_ char *path = NULL;
-
-		snprintf(file, sizeof(file), "/proc/%d/cgroup", ctx->procs[i]->pid);
-		path = v2_path(file);
-		if (path && !below(path, root) && below(path, parent)) {
+		if (paths[i] && !below(paths[i], root) && below(paths[i], parent)) {
 			pr_debug("pid %d is in %s, beside the root's %s: the groups are recorded "
 				 "below %s",
-				 ctx->procs[i]->pid, path, root, parent);
+				 ctx->procs[i]->pid, paths[i], root, parent);
 			return xstrdup(parent);
 		}
 	}
 	return xstrdup(root);
 }
 
-int cgroups_dump(struct cr_dump_ctx *ctx)
+/* each process's group (NULL: none in cgroup v2, or gone), read once */
+static char **read_paths(const struct cr_dump_ctx *ctx)
+{
+	char **paths = xzalloc(ctx->nr_procs * sizeof(*paths)), file[64];
+
+	for (int i = 0; paths && i < ctx->nr_procs; i++) {
+		snprintf(file, sizeof(file), "/proc/%d/cgroup", ctx->procs[i]->pid);
+		paths[i] = v2_path(file);
+	}
+	return paths;
+}
+
+static void free_paths(const struct cr_dump_ctx *ctx, char **paths)
+{
+	for (int i = 0; paths && i < ctx->nr_procs; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+static int record_groups(struct cr_dump_ctx *ctx, char *const *paths, const char *mnt)
 {
 	struct cr_cgroups *g = &ctx->cg;
-	char file[64], mnt[PATH_MAX];
-	_cleanup_free_ char *root = NULL, *base = NULL;
+	_cleanup_free_ char *base = tree_base(ctx, paths);
 	bool any = false;
 	int ret = 0;
 
-	snprintf(file, sizeof(file), "/proc/%d/cgroup", ctx->procs[0]->pid);
-	root = v2_path(file);
-	if (!root || cgroup2_mount(mnt, sizeof(mnt)))
-		return 0; /* no cgroup v2: nothing recorded, nothing placed */
-	base = tree_base(ctx, root);
 	if (!base)
 		return -ENOMEM;
 	for (int i = 0; i < ctx->nr_procs; i++) {
 		struct cr_proc *p = ctx->procs[i];
-		_cleanup_free_ char *path = NULL;
-		const char *rel;
+		const char *rel = paths[i] ? below(paths[i], base) : NULL;
 
-		snprintf(file, sizeof(file), "/proc/%d/cgroup", p->pid);
-		path = v2_path(file);
-		rel = path ? below(path, base) : NULL;
 		if (rel && !(p->cgroup = xstrdup(rel)))
 			return -ENOMEM;
 		any |= (rel && rel[0]) || !ns_same(p->pid, ctx->procs[0]->pid, "cgroup");
@@ -316,6 +321,22 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 			ret = add_path(ctx, ctx->procs[i]->cgroup);
 	if (!ret)
 		g->recorded = true;
+	return ret;
+}
+
+int cgroups_dump(struct cr_dump_ctx *ctx)
+{
+	char mnt[PATH_MAX], **paths;
+	int ret;
+
+	if (!ctx->nr_procs || cgroup2_mount(mnt, sizeof(mnt)))
+		return 0; /* no cgroup v2: nothing recorded, nothing placed */
+	paths = read_paths(ctx);
+	if (!paths)
+		return -ENOMEM;
+	/* the root's: none, nothing recorded, nothing placed */
+	ret = paths[0] ? record_groups(ctx, paths, mnt) : 0;
+	free_paths(ctx, paths);
 	return ret;
 }
 
