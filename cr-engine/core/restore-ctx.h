@@ -131,6 +131,13 @@ bool lp_spin(_Atomic uint32_t *w, uint32_t val, int64_t ns);
  * (true: it was, let go on) */
 struct user_regs_struct;
 int lp_tid_trap(struct rproc *rp, pid_t tid, const struct user_regs_struct *r);
+
+/* restore-follow.c: kupdate's side once the tree is created */
+int restore_seize_all(struct rctx *c);
+int restore_run_blobs(struct rctx *c);
+int restore_finish(struct rctx *c);
+/* where a restore's time goes (debug level): a step's end */
+void restore_step_done(const struct rctx *c, const char *what);
 bool lp_stray_event(struct rproc *rp, pid_t tid, int ti, int st);
 
 /* restore-images.c: every image of the tree, loaded and checked against
