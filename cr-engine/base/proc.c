@@ -399,12 +399,16 @@ static int mount_line(char *line, struct mount_entry *m)
 
 int mount_table_read(const char *path, struct mount_table *t)
 {
+	return mount_table_read_at(AT_FDCWD, path ? path : "/proc/self/mountinfo", t);
+}
+
+int mount_table_read_at(int dirfd, const char *path, struct mount_table *t)
+{
 	size_t lines = 1;
 	int ret;
 
 	memset(t, 0, sizeof(*t));
-	ret = path ? read_file_at(AT_FDCWD, path, &t->buf, NULL)
-		   : read_proc(&t->buf, NULL, "/proc/self/mountinfo");
+	ret = read_file_at(dirfd, path, &t->buf, NULL);
 	if (ret)
 		return ret;
 	for (const char *c = t->buf; *c; c++)

@@ -59,9 +59,10 @@ struct usermade {
 	/* the init of a pid namespace its user namespace owns, born there
 	 * (userns_clone_init): its namespaces joined before its birth, its
 	 * mounts built but for those it makes itself (mntns.c: mnt_done,
-	 * mnt_late, per mount) */
+	 * mnt_late, per mount; mnt_inside: made by a child of its own
+	 * from inside the user namespace, not locked) */
 	bool born;
-	bool *mnt_done, *mnt_late;
+	bool *mnt_done, *mnt_late, *mnt_inside;
 };
 
 struct rproc {

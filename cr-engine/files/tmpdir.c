@@ -413,10 +413,33 @@ static void set_times(int dfd, const char *rel, const TmpdirNode *n)
 
 /* node n (index idx) made again under dfd; *fd: a regular file's, for the
  * chunks that follow */
-static int make_node(int dfd, const char *dir, TmpdirNode **nodes, size_t idx, int *fd)
+/* uid, gid as ids names them; -EINVAL naming what has no id there */
+static int owner(const struct tmpdir_ids *ids, const char *dir, const char *rel, uint32_t *uid,
+		 uint32_t *gid)
+{
+	int64_t u, g;
+
+	if (!ids)
+		return 0;
+	u = ids->inside(ids->arg, *uid, false);
+	g = ids->inside(ids->arg, *gid, true);
+	if (u < 0 || g < 0) {
+		pr_err("%s/%s: its owner %u:%u has no id in the user namespace it is made again "
+		       "in",
+		       dir, rel, *uid, *gid);
+		return -EINVAL;
+	}
+	*uid = (uint32_t)u;
+	*gid = (uint32_t)g;
+	return 0;
+}
+
+static int make_node(int dfd, const char *dir, TmpdirNode **nodes, size_t idx, int *fd,
+		     const struct tmpdir_ids *ids)
 {
 	const TmpdirNode *n = nodes[idx];
 	mode_t perm = n->mode & 07777;
+	uint32_t uid, gid;
 	int ret = 0;
 
 	if (!n->rel || !*n->rel || n->rel[0] == '/' || !strcmp(n->rel, "..") ||
@@ -454,28 +477,38 @@ static int make_node(int dfd, const char *dir, TmpdirNode **nodes, size_t idx, i
 	}
 	if (ret)
 		return pr_errno("%s/%s: cannot make it again", dir, n->rel);
-	if (fchownat(dfd, n->rel, n->uid, n->gid, AT_SYMLINK_NOFOLLOW))
-		return pr_errno("%s/%s: cannot give it back to %u:%u", dir, n->rel, n->uid, n->gid);
+	uid = n->uid;
+	gid = n->gid;
+	ret = owner(ids, dir, n->rel, &uid, &gid);
+	if (ret)
+		return ret;
+	if (fchownat(dfd, n->rel, uid, gid, AT_SYMLINK_NOFOLLOW))
+		return pr_errno("%s/%s: cannot give it back to %u:%u", dir, n->rel, uid, gid);
 	if (!S_ISLNK(n->mode) && fchmodat(dfd, n->rel, perm, 0))
 		return pr_errno("%s/%s: cannot set its mode %o", dir, n->rel, perm);
 	return 0;
 }
 
-static int restore_one(int imgfd, const char *path, size_t idx, const char *at)
+void tmpdir_image_name(size_t idx, char *buf, size_t len)
 {
-	struct img_reader r;
+	snprintf(buf, len, "tmpdir-%zu.img", idx);
+}
+
+/* the saved directory path made again at at from its image, read (r), which
+ * it closes */
+static int fill(struct img_reader *rd, const char *path, const char *at,
+		const struct tmpdir_ids *ids)
+{
+	struct img_reader r = *rd;
+	const char *name = r.name;
 	ProtobufCMessage *m;
 	TmpdirEntry *e = NULL;
 	TmpdirNode **nodes = NULL;
 	size_t nr = 0;
-	char name[64];
 	struct stat st = { 0 };
+	uint32_t uid, gid;
 	int dfd = -1, fd = -1, ret;
 
-	snprintf(name, sizeof(name), "tmpdir-%zu.img", idx);
-	ret = img_reader_open(&r, imgfd, name, IMG_TMPDIR);
-	if (ret)
-		return ret;
 	ret = img_read(&r, &tmpdir_entry__descriptor, &m);
 	if (ret <= 0 || strcmp(((TmpdirEntry *)m)->path, path)) {
 		img_reader_close(&r);
@@ -508,7 +541,7 @@ static int restore_one(int imgfd, const char *path, size_t idx, const char *at)
 			fd = -1;
 		}
 		nodes[nr++] = n;
-		ret = make_node(dfd, path, nodes, nr - 1, &fd);
+		ret = make_node(dfd, path, nodes, nr - 1, &fd, ids);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -517,9 +550,13 @@ static int restore_one(int imgfd, const char *path, size_t idx, const char *at)
 		if (!nodes[i]->has_link_of)
 			set_times(dfd, nodes[i]->rel, nodes[i]);
 	/* (a read-only one is left as it is when it is right) */
-	if (!ret && !fstat(dfd, &st) && (st.st_uid != e->uid || st.st_gid != e->gid) &&
-	    fchown(dfd, e->uid, e->gid))
-		ret = pr_errno("%s: cannot give it back to %u:%u", path, e->uid, e->gid);
+	uid = e->uid;
+	gid = e->gid;
+	if (!ret)
+		ret = owner(ids, path, ".", &uid, &gid);
+	if (!ret && !fstat(dfd, &st) && (st.st_uid != uid || st.st_gid != gid) &&
+	    fchown(dfd, uid, gid))
+		ret = pr_errno("%s: cannot give it back to %u:%u", path, uid, gid);
 	if (!ret && (st.st_mode & 07777) != (e->mode & 07777) && fchmod(dfd, e->mode & 07777))
 		ret = pr_errno("%s: cannot set its mode %o", path, e->mode & 07777);
 	if (!ret)
@@ -534,16 +571,34 @@ static int restore_one(int imgfd, const char *path, size_t idx, const char *at)
 	return ret < 0 ? ret : 0;
 }
 
+static int restore_one(int imgfd, const char *path, size_t idx, const char *at,
+		       const struct tmpdir_ids *ids)
+{
+	struct img_reader r;
+	char name[64];
+	int ret;
+
+	tmpdir_image_name(idx, name, sizeof(name));
+	ret = img_reader_open(&r, imgfd, name, IMG_TMPDIR);
+	return ret ? ret : fill(&r, path, at, ids);
+}
+
 int tmpdir_restore(int imgfd, char *const *paths, size_t n)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < n && !ret; i++)
-		ret = restore_one(imgfd, paths[i], i, paths[i]);
+		ret = restore_one(imgfd, paths[i], i, paths[i], NULL);
 	return ret;
 }
 
 int tmpdir_restore_at(int imgfd, size_t idx, const char *path, const char *at)
 {
-	return restore_one(imgfd, path, idx, at);
+	return restore_one(imgfd, path, idx, at, NULL);
+}
+
+int tmpdir_restore_read(struct img_reader *r, const char *path, const char *at,
+			const struct tmpdir_ids *ids)
+{
+	return fill(r, path, at, ids);
 }

@@ -4,9 +4,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct cr_dump_ctx;
+struct img_reader;
 
 /* dump: list the directory at point (as the tree sees it) */
 int tmpdir_dump(struct cr_dump_ctx *ctx, const char *point);
@@ -25,5 +27,17 @@ int tmpdir_check(pid_t pid, char *const *paths, size_t n);
 int tmpdir_restore(int imgfd, char *const *paths, size_t n);
 /* tmpdir-idx.img, which holds path, made again in directory at */
 int tmpdir_restore_at(int imgfd, size_t idx, const char *path, const char *at);
+/* the name of saved directory idx's image */
+void tmpdir_image_name(size_t idx, char *buf, size_t len);
+/* the owners made again as a user namespace names them (a container's
+ * mount made again from inside its user namespace): id saved (outside)
+ * -> id there, or -1 for one without a name there */
+struct tmpdir_ids {
+	int64_t (*inside)(void *arg, uint32_t id, bool gid);
+	void *arg;
+};
+/* from its image r, read before (img_reader_open), which it closes */
+int tmpdir_restore_read(struct img_reader *r, const char *path, const char *at,
+			const struct tmpdir_ids *ids);
 
 #endif

@@ -113,6 +113,8 @@ struct mount_table {
 /* path: a mountinfo file, or NULL for /proc/self/mountinfo.  0 or -errno;
  * lines that are not a mount are left out. */
 int mount_table_read(const char *path, struct mount_table *t);
+/* path relative to dirfd (a /proc of another namespace's process) */
+int mount_table_read_at(int dirfd, const char *path, struct mount_table *t);
 void mount_table_free(struct mount_table *t);
 
 #endif

@@ -13,15 +13,21 @@
  *    device whose root holds the mount's root;
  *  - a bind of a path of the namespace's own, from a mount listed before
  *    it (nspawn binds /proc/sys read-only over itself).
- * The per-mount flags (read-only, nosuid, nodev, noexec, atime) are kept.
- * Mount propagation (shared, slave) is refused for now.  The processes of
- * the namespace are looked at through their own /proc/PID/root (dump.c).
+ * The per-mount flags (read-only, nosuid, nodev, noexec, atime) are kept,
+ * and the propagation (peer groups, slaves) between its mounts.  The
+ * processes of the namespace are looked at through their own
+ * /proc/PID/root (dump.c).  In a user namespace its maker made, the mounts
+ * made from inside it (not locked together with the others: mntlock.c)
+ * are marked.
  *
  * Restore: the maker, right after its birth and before it forks, unshares
  * the mount namespace, makes it private, builds the tree under a staging
  * directory of /run (/run/kupdate-ctr-PID, which kupdate removes once the
  * tree is restored), parents first, and enters it with pivot_root, the old
- * root detached.  Its descendants inherit it. */
+ * root detached.  Its descendants inherit it.  The init of a pid namespace
+ * its user namespace owns makes the mounts that need that pid namespace
+ * (its /proc) itself, and those made from inside, unlocked, through a
+ * child that takes root's ids there (make_inside), in their order. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +35,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
+#include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +48,7 @@
 #include "cr-util.h"
 #include "dump.h"
 #include "files.h"
+#include "image.h"
 #include "images/core.pb-c.h"
 #include "log.h"
 #include "proc.h"
@@ -523,6 +535,20 @@ int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p)
 		else
 			made_mount__init(m[i]);
 	}
+	/* in a user namespace it made: which mounts it made from inside */
+	if (!ret && !ns_same(p->pid, p->parent->pid, "user")) {
+		bool *inside = xzalloc(t.n);
+
+		ret = inside ? mntlock_probe(p->pid, &t, inside) : -ENOMEM;
+		for (size_t i = 1; !ret && i < t.n; i++) {
+			m[i]->has_inside = m[i]->inside = inside[i];
+			if (inside[i])
+				pr_debug("pid %d: its mount on %s was made inside its user "
+					 "namespace",
+					 p->pid, t.e[i].mp);
+		}
+		free(inside);
+	}
 	/* recursive binds over themselves: what they hide is made first */
 	for (size_t i = 1; !ret && i < t.n; i++)
 		if (!m[i]->has_hidden_by && !m[i]->has_copy_of)
@@ -724,13 +750,25 @@ static int set_groups(const struct rproc *rp, const NsMade *made, const char *st
 }
 
 /* the removed file m binds, made again at path with its contents */
-static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *path)
+static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *path,
+			const struct tmpdir_ids *ids)
 {
+	int64_t uid = m->deleted_uid, gid = m->deleted_gid;
 	int fd, ret = 0;
+
+	if (ids && m->has_deleted_uid) {
+		uid = ids->inside(ids->arg, m->deleted_uid, false);
+		gid = ids->inside(ids->arg, m->deleted_gid, true);
+		if (uid < 0 || gid < 0) {
+			pr_err("pid %d: %s: its owner %u:%u has no id in its user namespace",
+			       rp->pid, m->bind_inside, m->deleted_uid, m->deleted_gid);
+			return -EINVAL;
+		}
+	}
 
 	if (m->deleted_fifo) {
 		if (mkfifo(path, 0600) || chmod(path, m->deleted_mode & 07777) ||
-		    (m->has_deleted_uid && lchown(path, m->deleted_uid, m->deleted_gid)))
+		    (m->has_deleted_uid && lchown(path, (uid_t)uid, (gid_t)gid)))
 			return pr_errno("pid %d: cannot make the FIFO %s again", rp->pid,
 					m->bind_inside);
 		return 0;
@@ -740,7 +778,7 @@ static int make_deleted(const struct rproc *rp, const MadeMount *m, const char *
 		return pr_errno("pid %d: cannot make %s again", rp->pid, m->bind_inside);
 	if (write(fd, m->deleted_data.data, m->deleted_data.len) != (ssize_t)m->deleted_data.len ||
 	    fchmod(fd, m->deleted_mode & 07777) ||
-	    (m->has_deleted_uid && fchown(fd, m->deleted_uid, m->deleted_gid)))
+	    (m->has_deleted_uid && fchown(fd, (uid_t)uid, (gid_t)gid)))
 		ret = pr_errno("pid %d: cannot fill %s again", rp->pid, m->bind_inside);
 	close(fd);
 	return ret;
@@ -805,11 +843,102 @@ static int bind_idmapped(const struct rproc *rp, const char *src, const char *ta
 	return ret;
 }
 
+/* ------- the container's own mounts, made again from inside its user namespace */
+
+/* the id maps of the user namespace the init made, and the image of the
+ * mount being made, read before its maker took root's ids there */
+struct inside_map {
+	struct ns_idmap u[NS_IDMAP_MAX], g[NS_IDMAP_MAX];
+	size_t nu, ng;
+	struct img_reader tmpdir;
+};
+
+/* set in a child of the init making one such mount (make_inside) */
+static struct inside_map *inside_now;
+
+static int inside_map(const struct rproc *rp, struct inside_map *im)
+{
+	const NsMade *made = rp->core.task->made_ns;
+
+	if (!made || ns_parse_idmap(made->uid_map, im->u, &im->nu) ||
+	    ns_parse_idmap(made->gid_map, im->g, &im->ng)) {
+		pr_err("image core-%d.img is damaged: the id maps of its user namespace cannot be "
+		       "read",
+		       rp->pid);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int64_t id_inside(void *arg, uint32_t id, bool gid)
+{
+	const struct inside_map *im = arg;
+	const struct ns_idmap *map = gid ? im->g : im->u;
+	size_t nr = gid ? im->ng : im->nu;
+
+	for (size_t i = 0; i < nr; i++)
+		if (id >= map[i].outside && id - map[i].outside < map[i].count)
+			return (int64_t)map[i].inside + (id - map[i].outside);
+	return -1;
+}
+
+/* a superblock's options with uid= and gid= (a tmpfs's owner) as the user
+ * namespace names them; NULL for none, or an error said */
+static char *inside_options(const struct rproc *rp, struct inside_map *im, const MadeMount *m)
+{
+	size_t len = m->fs_options ? strlen(m->fs_options) : 0, o = 0;
+	char *out, *s, *save = NULL;
+
+	if (!m->fs_options)
+		return NULL;
+	out = malloc(len + 64);
+	s = xstrdup(m->fs_options);
+	if (!out || !s) {
+		free(out);
+		free(s);
+		return NULL;
+	}
+	out[0] = 0;
+	for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		bool gid = !strncmp(t, "gid=", 4);
+		int64_t id;
+
+		if (strncmp(t, "uid=", 4) && !gid) {
+			o += snprintf(out + o, len + 64 - o, "%s%s", o ? "," : "", t);
+			continue;
+		}
+		id = id_inside(im, (uint32_t)strtoul(t + 4, NULL, 10), gid);
+		if (id < 0) {
+			pr_err("pid %d: its mount of %s on %s belongs to %s, which has no id in "
+			       "its user namespace",
+			       rp->pid, m->fstype, m->point, t);
+			free(out);
+			out = NULL;
+			break;
+		}
+		o += snprintf(out + o, len + 64 - o, "%s%.4s%lld", o ? "," : "", t, (long long)id);
+	}
+	free(s);
+	return out;
+}
+
 static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage, const MadeMount *m)
 {
 	unsigned long flags = m->has_flags ? m->flags : 0;
 	char target[PATH_MAX], src[PATH_MAX];
+	/* made from inside its user namespace: ids as that one names them */
+	bool in = inside_now != NULL;
+	struct tmpdir_ids ids = { id_inside, inside_now };
+	_cleanup_free_ char *in_opts = NULL;
+	const char *fsopts = m->fs_options;
 	int ret;
+
+	if (in) {
+		in_opts = inside_options(rp, inside_now, m);
+		if (m->fs_options && !in_opts)
+			return -EINVAL;
+		fsopts = in_opts;
+	}
 
 	snprintf(target, sizeof(target), "%s%s", stage, strcmp(m->point, "/") ? m->point : "");
 	ret = make_point(target, m->has_file && m->file);
@@ -824,7 +953,7 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 			snprintf(src, sizeof(src), "%s%s", stage,
 				 strcmp(m->bind_inside, "/") ? m->bind_inside : "");
 		if (m->has_deleted_data && m->bind_inside) {
-			ret = make_deleted(rp, m, src);
+			ret = make_deleted(rp, m, src, in ? &ids : NULL);
 			if (ret)
 				return ret;
 		}
@@ -845,20 +974,21 @@ static int mount_made(struct rctx *c, const struct rproc *rp, const char *stage,
 	if (m->fresh_root)
 		return fresh_dir(rp, stage, m, target, flags);
 	if (mount(m->source ? m->source : "none", target, m->fstype, flags,
-		  m->fs_options && *m->fs_options ? m->fs_options : NULL))
+		  fsopts && *fsopts ? fsopts : NULL))
 		return pr_errno("pid %d: cannot mount %s on %s again (options %s)", rp->pid,
-				m->fstype, m->point, m->fs_options ? m->fs_options : "");
+				m->fstype, m->point, fsopts ? fsopts : "");
 	if (m->has_tmpdir) {
 		/* its contents, writable until they are in */
 		bool ro = flags & MS_RDONLY;
 
 		if (ro && mount(NULL, target, NULL, MS_REMOUNT | (flags & ~MS_RDONLY),
-				m->fs_options && *m->fs_options ? m->fs_options : NULL))
+				fsopts && *fsopts ? fsopts : NULL))
 			return pr_errno("pid %d: cannot fill %s", rp->pid, m->point);
-		ret = tmpdir_restore_at(c->dirfd, m->tmpdir, m->point, target);
+		ret = in ? tmpdir_restore_read(&inside_now->tmpdir, m->point, target, &ids)
+			 : tmpdir_restore_at(c->dirfd, m->tmpdir, m->point, target);
 		if (!ret && ro &&
 		    mount(NULL, target, NULL, MS_REMOUNT | flags,
-			  m->fs_options && *m->fs_options ? m->fs_options : NULL))
+			  fsopts && *fsopts ? fsopts : NULL))
 			ret = pr_errno("pid %d: cannot make %s read-only again", rp->pid, m->point);
 		return ret;
 	}
@@ -879,8 +1009,28 @@ static bool made_by_init(const NsMade *made, size_t i, const bool *by_init)
 
 	if (!m->bind && !m->bind_inside && !strcmp(m->fstype, "proc"))
 		return true;
+
 	for (size_t j = 1; j < i; j++)
 		if (by_init[j] &&
+		    (under(m->point, made->mounts[j]->point) ||
+		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
+			return true;
+	return false;
+}
+
+/* mount i is one the container made from inside its user namespace (not
+ * locked: mntlock.c) that its builder can make again from there, needing no
+ * path outside nor its pid namespace, or lies on, or binds a path of, one
+ * of those */
+static bool made_inside(const NsMade *made, size_t i, const bool *inside)
+{
+	const MadeMount *m = made->mounts[i];
+
+	if (m->inside && !m->bind && !m->idmap_maker && !m->rbind && !m->has_copy_of &&
+	    !m->has_hidden_by && !m->fresh_root && strcmp(m->fstype, "overlay"))
+		return true;
+	for (size_t j = 1; j < i; j++)
+		if (inside[j] &&
 		    (under(m->point, made->mounts[j]->point) ||
 		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
 			return true;
@@ -890,10 +1040,12 @@ static bool made_by_init(const NsMade *made, size_t i, const bool *by_init)
 /* a namespace of its own (a slave of its parent's: nothing made here goes
  * out, and a mount that was a slave of a parent's group can be again,
  * set_groups), its mounts under stage, parents first, but those the
- * init makes itself (by_init: left out, with their propagation, set
- * late); every propagation that can be set before the pivot */
+ * init makes itself (by_init) and those made from inside its user
+ * namespace (inside: make_inside), left out, with their
+ * propagation, set late; every propagation that can be set before the
+ * pivot */
 static int build(struct rctx *c, const struct rproc *rp, const char *stage, bool *by_init,
-		 bool *done, bool *is_late)
+		 bool *inside, bool *done, bool *is_late)
 {
 	const NsMade *made = rp->core.task->made_ns;
 	int ret = 0;
@@ -907,6 +1059,10 @@ static int build(struct rctx *c, const struct rproc *rp, const char *stage, bool
 
 		if (by_init && i && made_by_init(made, i, by_init)) {
 			by_init[i] = is_late[i] = true;
+			continue;
+		}
+		if (inside && i && made_inside(made, i, inside)) {
+			inside[i] = is_late[i] = true;
 			continue;
 		}
 		/* made with the recursive bind over them, before it */
@@ -950,9 +1106,10 @@ int mntns_build(struct rctx *c, struct rproc *rp)
 	by_init = xzalloc(made->n_mounts);
 	rp->um.mnt_done = xzalloc(made->n_mounts);
 	rp->um.mnt_late = xzalloc(made->n_mounts);
-	if (!by_init || !rp->um.mnt_done || !rp->um.mnt_late)
+	rp->um.mnt_inside = xzalloc(made->n_mounts);
+	if (!by_init || !rp->um.mnt_done || !rp->um.mnt_late || !rp->um.mnt_inside)
 		return -ENOMEM;
-	ret = build(c, rp, stage, by_init, rp->um.mnt_done, rp->um.mnt_late);
+	ret = build(c, rp, stage, by_init, rp->um.mnt_inside, rp->um.mnt_done, rp->um.mnt_late);
 	free(by_init);
 	/* moved over the old root, which stays under it, as nspawn's outer
 	 * child does: the init may mount its pid namespace's /proc only where
@@ -965,6 +1122,66 @@ int mntns_build(struct rctx *c, struct rproc *rp)
 	if (!ret)
 		ret = files_bind_in_container(&c->files, rp->pid);
 	return ret;
+}
+
+#define INSIDE_MOUNT_MS 30000
+
+/* in a child of the init, in its user namespace, as its root: mount m */
+static void __attribute__((noreturn))
+inside_child(struct rctx *c, const struct rproc *rp, const MadeMount *m)
+{
+	static struct inside_map im;
+	char name[64];
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (inside_map(rp, &im))
+		_exit(1);
+	/* its image read with kupdate's ids, before it takes root's there */
+	if (m->has_tmpdir) {
+		tmpdir_image_name(m->tmpdir, name, sizeof(name));
+		if (img_reader_open(&im.tmpdir, c->dirfd, name, IMG_TMPDIR))
+			_exit(1);
+	}
+	setfsgid(0);
+	setfsuid(0);
+	if (setfsuid(-1) != 0 || setfsgid(-1) != 0) {
+		pr_err("pid %d: its user namespace has no root to make its mount on %s as", rp->pid,
+		       m->point);
+		_exit(1);
+	}
+	inside_now = &im;
+	_exit(mount_one(c, rp, "", m) ? 1 : 0);
+}
+
+/* made by a child of the init, which takes root's ids in its user
+ * namespace (files made there with kupdate's have no owner), but not the
+ * init itself: it reads its images afterwards */
+static int make_inside(struct rctx *c, const struct rproc *rp, const MadeMount *m)
+{
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + INSIDE_MOUNT_MS * 1000000LL;
+	int st = 0;
+	pid_t ch, w;
+
+	ch = fork();
+	if (ch < 0)
+		return pr_errno("pid %d: cannot fork to make its mount on %s", rp->pid, m->point);
+	if (ch == 0)
+		inside_child(c, rp, m);
+	while ((w = waitpid(ch, &st, WNOHANG)) == 0 && now_ns(CLOCK_MONOTONIC) < deadline)
+		usleep(1000);
+	if (w == 0) {
+		kill(ch, SIGKILL);
+		waitpid(ch, &st, 0);
+		pr_err("pid %d: its mount on %s was not made within %d s", rp->pid, m->point,
+		       INSIDE_MOUNT_MS / 1000);
+		return -ETIMEDOUT;
+	}
+	if (w < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		pr_err("pid %d: its mount on %s, made again inside its user namespace, failed",
+		       rp->pid, m->point);
+		return -EIO;
+	}
+	return 0;
 }
 
 int mntns_restore(struct rctx *c, const struct rproc *rp)
@@ -980,12 +1197,17 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	if (rp->um.born) {
 		/* the init, in the copy its builder made: its own mounts */
 		bool *by_init = xzalloc(made->n_mounts);
+		/* files made as its root (its own ids are set last): ids of
+		 * kupdate's have no name there */
 
 		if (!by_init)
 			return -ENOMEM;
+		/* in their order: those it made from inside too, not locked */
 		for (size_t i = 1; !ret && i < made->n_mounts; i++)
 			if ((by_init[i] = made_by_init(made, i, by_init)))
 				ret = mount_one(c, rp, "", made->mounts[i]);
+			else if (rp->um.mnt_inside && rp->um.mnt_inside[i])
+				ret = make_inside(c, rp, made->mounts[i]);
 		free(by_init);
 		if (!ret)
 			ret = set_groups(rp, made, "", true, rp->um.mnt_done, rp->um.mnt_late);
@@ -999,7 +1221,7 @@ int mntns_restore(struct rctx *c, const struct rproc *rp)
 	is_late = xzalloc(made->n_mounts);
 	if (!done || !is_late)
 		return -ENOMEM;
-	ret = build(c, rp, stage, NULL, done, is_late);
+	ret = build(c, rp, stage, NULL, NULL, done, is_late);
 	if (!ret)
 		ret = enter(rp, stage, done, is_late);
 	/* the sockets of its ancestors bound there (nspawn's notify socket) */

@@ -3,10 +3,12 @@
 #ifndef CR_MNTNS_H
 #define CR_MNTNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 struct cr_dump_ctx;
+struct mount_table;
 struct cr_proc;
 struct rctx;
 struct rproc;
@@ -14,6 +16,9 @@ struct rproc;
 /* dump: p made its mount namespace; its mounts into p->made_mounts, or
  * refused naming the mount kupdate cannot make again */
 int mntns_dump(struct cr_dump_ctx *ctx, struct cr_proc *p);
+/* mntlock.c: inside[i], mount i of pid's table t (its mountinfo) was made
+ * from inside its user namespace (not locked); 0 or -errno */
+int mntlock_probe(pid_t pid, const struct mount_table *t, bool *inside);
 void mntns_free_dump(struct cr_proc *p);
 
 /* restore, in the process rp right after its birth: its mount namespace

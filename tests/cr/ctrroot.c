@@ -298,7 +298,11 @@ static void __attribute__((noreturn)) child_c(const char *before)
 	char b[4];
 
 	user_c();
-	if (fd < 0 || read(fd, b, 4) != 4 || chdir("/tmp"))
+	/* (a copy lists its mounts in the tree's order, not in the order
+	 * they were made) */
+	if (sh->submnt)
+		before = mounts("/proc/self/mountinfo");
+	if (fd < 0 || !before || read(fd, b, 4) != 4 || chdir("/tmp"))
 		_exit(2);
 	sh->pid_inside[S_C] = getpid();
 	for (long k = 0; sh->userpid && k < 2; k++) {
@@ -652,7 +656,10 @@ static void build_root(void)
 }
 
 /* userpid: init, root in its user and pid namespaces, mounts their /proc
- * and binds /proc/sys read-only over itself, as nspawn's inner child */
+ * and binds /proc/sys read-only over itself, as nspawn's inner child; and
+ * a tmpfs of its own on /tmp/own (root's inside), with a directory and a
+ * file of user 1000, the directory bound on /tmp/ownb (the container's
+ * systemd's /run/credentials/UNIT): not locked, it may unmount them */
 static void own_proc(void)
 {
 	if (!sh->userpid)
@@ -660,6 +667,13 @@ static void own_proc(void)
 	MNT("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	MNT("/proc/sys", "/proc/sys", NULL, MS_BIND, NULL);
 	MNT(NULL, "/proc/sys", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+	if (mkdir("/tmp/own", 0755) || mkdir("/tmp/ownb", 0755))
+		_exit(9);
+	MNT("own", "/tmp/own", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0750,uid=0,gid=0,size=1m");
+	if (mkdir("/tmp/own/sub", 0700) || chown("/tmp/own/sub", 1000, 1000) ||
+	    put("/tmp/own/sub/f", "own") || chown("/tmp/own/sub/f", 1000, 1000))
+		_exit(9);
+	MNT("/tmp/own/sub", "/tmp/ownb", NULL, MS_BIND, NULL);
 }
 
 /* locked mounts (user): /usr stays read-only, /data cannot be unmounted */
@@ -724,11 +738,20 @@ static void __attribute__((noreturn)) init_main(void)
 	waitpid(c, &st, 0);
 	if (sh->user && !sh->userorder && sh->s[S_INIT].ok) {
 		const char *l = locked();
+		struct stat own;
 		char *m = sh->s[S_INIT].msg;
 		size_t len = sizeof(sh->s[S_INIT].msg);
 
 		if (l)
 			snprintf(m, len, "%s", l);
+		else if (sh->userpid && (stat("/tmp/ownb/f", &own) || own.st_uid != 1000 ||
+					 own.st_gid != 1000 || !has("/tmp/ownb/f", "own")))
+			snprintf(m, len, "/tmp/ownb/f is not user 1000's file with its contents");
+		else if (sh->userpid && (umount2("/tmp/ownb", 0) || umount2("/tmp/own", 0)))
+			snprintf(m, len,
+				 "it cannot unmount /tmp/ownb or /tmp/own, which it mounted itself "
+				 "(locked by the restore?): %s",
+				 strerror(errno));
 		else if (sethostname("ctr2", 4))
 			snprintf(m, len, "root inside cannot set its host name: %s",
 				 strerror(errno));
