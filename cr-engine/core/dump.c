@@ -599,6 +599,12 @@ int cr_dump_begin(const struct cr_dump_opts *o, struct cr_dump_stats *st,
 		ret = seize_tree(ctx);
 	if (!ret)
 		step_done(ctx, NULL, "tree seized");
+	/* test only: the tree's timers run on while its dump reads it */
+	if (!ret && cr_fault("slow-seize")) {
+		fprintf(stderr, "kupdate: slow-seize fault (KUPDATE_FAULT): 1 s between the seize "
+				"and the dump\n");
+		usleep(1000000);
+	}
 	if (!ret && o->seized)
 		ret = o->seized(o->cb_arg);
 	/* the tree's namespaces: the paths the dump looks at go through them */

@@ -70,16 +70,19 @@ int timerfd_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 	t->interval_ns = its.it_interval.tv_sec * NSEC + its.it_interval.tv_nsec;
 	t->clock = strtoul(clk, NULL, 10);
 	t->settime_flags = strtoul(fl, NULL, 8);
+	t->ticks = strtoull(ticks, NULL, 10);
 	/* the time left when the tree was seized: it ran on meanwhile, and
-	 * the time spent checkpointed does not count (unless it expired in
-	 * between, which the kernel counted; an absolute one keeps its date) */
+	 * the time spent checkpointed does not count; an absolute one keeps
+	 * its date.  Unless it expired in between, which the kernel counted:
+	 * it did not when no expiration is unread (a first expiration further
+	 * than its period, not reached yet, included); a periodic one with
+	 * some unread did when the time left plus that exceeds a period */
 	if (t->value_ns && ctx->t_seized > 0 && !(t->settime_flags & TFD_TIMER_ABSTIME)) {
 		uint64_t ran = (uint64_t)(now_ns(CLOCK_MONOTONIC) - ctx->t_seized);
 
-		if (!t->interval_ns || t->value_ns + ran <= t->interval_ns)
+		if (!t->ticks || t->value_ns + ran <= t->interval_ns)
 			t->value_ns += ran;
 	}
-	t->ticks = strtoull(ticks, NULL, 10);
 	t->has_ticks = t->ticks != 0;
 	return 0;
 }

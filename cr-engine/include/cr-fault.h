@@ -22,7 +22,9 @@
  *            with SIGINT: the dump stops as after Ctrl-C; host test
  *            fault-interrupt-dump-tcp), room-check-off (skip the
  *            free-space check, so that a full image filesystem is met by
- *            the writes)
+ *            the writes), slow-seize (engine: 1 s once the tree is
+ *            seized, before any of it is read: its timers run on; host
+ *            test timerfd-slowseize)
  *   boot:    generator, store-mount (kupdate-store.service: the early
  *            mount of apply --store's file system), restore (engine: after
  *            the tree is created), unlock (the network unlock after a

@@ -108,9 +108,8 @@ static void __attribute__((noreturn)) probe(pid_t pid, const struct mount_table 
 	snprintf(path, sizeof(path), "%d/ns/mnt", pid);
 	mfd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
 	if (!res || !map || procfd < 0 || rootfd < 0 || ufd < 0 || mfd < 0 ||
-	    setns(ufd, CLONE_NEWUSER) || setns(mfd, CLONE_NEWNS) || fchdir(rootfd) ||
-	    chroot(".") || unshare(CLONE_NEWNS) ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    setns(ufd, CLONE_NEWUSER) || setns(mfd, CLONE_NEWNS) || fchdir(rootfd) || chroot(".") ||
+	    unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
 	    mount_table_read_at(procfd, "self/mountinfo", &c))
 		_exit(1);
 	map_copy(t, &c, map);
