@@ -8,7 +8,9 @@
  * A watch on a tmpfs only that namespace has (a container's /run, a
  * private /tmp) is on a file the restore makes again with another inode:
  * its kind is recorded instead; one on any other filesystem of the
- * namespace's own is refused.  A watch whose inode has no path any more (a
+ * namespace's own is refused.  So is a watch on a file of a control group
+ * the restore makes again (systemd's on its units' cgroup.events); one in
+ * a group below the tree's that holds none of its processes is refused.  A watch whose inode has no path any more (a
  * file deleted while the tree holds it open) watches the ghost saved for
  * that fd (ghost.c); one that nothing else holds is refused.
  * Restore: the path must still lead to the same inode (or one of the same
@@ -123,6 +125,53 @@ static int private_fs(const struct watch_mounts *m, pid_t pid, int fd, unsigned 
 	return -EOPNOTSUPP;
 }
 
+/* A watch on a file of the cgroup2 hierarchy (systemd's on its units'
+ * cgroup.events): the restore makes the tree's groups again, their files
+ * with other inodes: its kind is checked instead (fresh).  One in a group
+ * below the tree's that the restore does not make (holding none of its
+ * processes) is refused; one outside the tree's keeps its inode. */
+static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid,
+			int fd, unsigned wd, unsigned sdev, struct file_handle *fh,
+			const char *path, bool *fresh)
+{
+	const struct mount_entry *e = mount_of(&m->self, sdev);
+	char lpath[64], buf[PATH_MAX + 1], group[2 * PATH_MAX + 2];
+	_cleanup_close_ int mfd = -1, wfd = -1;
+	size_t mp;
+	struct stat st;
+	char *slash;
+	ssize_t len;
+	int made;
+
+	if (!e || strcmp(e->fstype, "cgroup2"))
+		return 0;
+	mfd = open(e->mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	wfd = mfd < 0 ? -1 : open_by_handle_at(mfd, fh, O_PATH | O_CLOEXEC);
+	snprintf(lpath, sizeof(lpath), "/proc/self/fd/%d", wfd);
+	len = wfd < 0 ? -1 : readlink(lpath, buf, sizeof(buf) - 1);
+	mp = strcmp(e->mp, "/") ? strlen(e->mp) : 0;
+	if (len <= 0 || fstat(wfd, &st) || (size_t)len < mp || strncmp(buf, e->mp, mp)) {
+		pr_err("pid %d: fd %d: cannot find the control group inotify watch %u (%s) lies in",
+		       pid, fd, wd, path);
+		return -EOPNOTSUPP;
+	}
+	buf[len] = 0;
+	/* the hierarchy's path: the mount's root, then the path below it */
+	snprintf(group, sizeof(group), "%s%s", strcmp(e->root, "/") ? e->root : "",
+		 buf[mp] ? buf + mp : "/");
+	if (!S_ISDIR(st.st_mode) && (slash = strrchr(group, '/')))
+		*(slash == group ? slash + 1 : slash) = 0;
+	made = cgroups_made_again(ctx, group);
+	if (made == 0) {
+		pr_err("pid %d: fd %d: inotify watch %u watches %s, in the control group %s, which "
+		       "holds none of the tree's processes: the restore does not make it again",
+		       pid, fd, wd, path, group);
+		return -EOPNOTSUPP;
+	}
+	*fresh |= made > 0;
+	return 0;
+}
+
 static int hexbytes(const char *s, unsigned char *out, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -188,6 +237,8 @@ static int watch_path(const struct cr_dump_ctx *ctx, const struct watch_mounts *
 	}
 	buf[n] = 0;
 	ret = private_fs(m, pid, fd, wd, sdev, buf, &fresh);
+	if (!ret)
+		ret = cgroup_watch(ctx, m, pid, fd, wd, sdev, &h.fh, buf, &fresh);
 	if (ret)
 		return ret;
 	if (stat(dump_path(ctx, buf, seen, sizeof(seen)), &st) || st.st_ino != ino ||

@@ -340,6 +340,21 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 	return ret;
 }
 
+int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group)
+{
+	const struct cr_cgroups *g = &ctx->cg;
+	const char *rel = g->base ? below(group, g->base) : NULL;
+
+	if (!rel)
+		return -1;
+	if (!rel[0])
+		return 1;
+	for (size_t i = 0; g->recorded && i < g->nr_dirs; i++)
+		if (!strcmp(g->dirs[i]->path, rel))
+			return 1;
+	return 0;
+}
+
 /* the path of the calling thread's process in pid's cgroup namespace */
 struct cgns_read {
 	pid_t pid;

@@ -123,6 +123,10 @@ int netns_lo_up(void);
 /* cgroups.c: dump: the control groups below the root's and each
  * process's (p->cgroup); written to cgroup.img */
 int cgroups_dump(struct cr_dump_ctx *ctx);
+/* group (a path of the hierarchy) is the root's or one recorded below it,
+ * which the restore makes again (1), one below it that it does not make
+ * (0: it holds none of the tree's processes), or outside (-1) */
+int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group);
 int cgroups_write(struct cr_dump_ctx *ctx);
 void cgroups_free_dump(struct cr_dump_ctx *ctx);
 /* dump: p made a cgroup namespace: its root (p->cgroup_ns_root) */

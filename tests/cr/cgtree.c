@@ -14,6 +14,14 @@
  * "flat": A makes its cgroup namespace in the root's own group, B stays
  * there too: both see themselves at "/" after the restore.
  *
+ * A watches B's cgroup.events (IN_MODIFY, as systemd watches its units'):
+ * the watch survives the restore, whose groups are new files (with
+ * --rmdirs-file), and once B ends after it (T/b no longer populated) A
+ * gets the event on it ("flat": the root's group's cgroup.controllers, which a
+ * top group has too, no event).
+ * "emptywatch": A watches the cgroup.events of T/e, which holds no
+ * process (the restore would not make it again): refused.
+ *
  * "super": the root moves itself into T/super, beside the container, as
  * systemd-nspawn does in its unit's group; A's namespace is rooted at
  * T/ctr, A in T/ctr/a, B in T/ctr/b.  The restore is given T as the
@@ -25,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,7 +48,7 @@ static struct shared {
 } * sh;
 
 static char t[1200], host_t[600], nsroot[1250];
-static bool pids, flat, super;
+static bool pids, flat, super, emptywatch;
 
 static int move_to(const char *dir)
 {
@@ -60,6 +70,8 @@ static void rm_groups(void)
 	snprintf(p, sizeof(p), "%s/b", nsroot);
 	rmdir(p);
 	snprintf(p, sizeof(p), "%s/a", nsroot);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/e", nsroot);
 	rmdir(p);
 	if (super) {
 		/* the root leaves T/super first */
@@ -97,9 +109,10 @@ static void __attribute__((noreturn)) b_main(void)
 
 static void __attribute__((noreturn)) a_main(void)
 {
-	char dir[1300];
+	char dir[1300], ev[1400], buf[4096] __attribute__((aligned(8)));
+	struct pollfd pf;
 	pid_t b;
-	int st;
+	int st, in, w;
 
 	snprintf(dir, sizeof(dir), "%s/a", nsroot);
 	if (flat ? unshare(CLONE_NEWCGROUP)
@@ -110,6 +123,15 @@ static void __attribute__((noreturn)) a_main(void)
 		b_main();
 	while (!sh->b_in[0])
 		usleep(10000);
+	/* B's group's events (T/e's: emptywatch), as seen from the root */
+	if (flat) /* the root's group, where B stays */
+		snprintf(ev, sizeof(ev), "%s/../cgroup.controllers", t);
+	else
+		snprintf(ev, sizeof(ev), "%s/%s/cgroup.events", nsroot, emptywatch ? "e" : "b");
+	in = inotify_init1(IN_CLOEXEC);
+	w = in < 0 ? -1 : inotify_add_watch(in, ev, IN_MODIFY);
+	if (w < 0)
+		_exit(5);
 	snprintf(sh->a_in, sizeof(sh->a_in), "%s", crt_cgroup_of(getpid()));
 	sh->ready = 1;
 	while (!sh->done)
@@ -119,6 +141,15 @@ static void __attribute__((noreturn)) a_main(void)
 			 crt_cgroup_of(getpid()), sh->a_in);
 	else if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
 		snprintf(sh->msg, sizeof(sh->msg), "B: status %#x (4: it sees another group)", st);
+	/* B gone, T/b no longer populated: its cgroup.events changed (flat:
+	 * the root's group is still populated, no event) */
+	else if (!flat && !emptywatch &&
+		 (pf = (struct pollfd){ .fd = in, .events = POLLIN },
+		  poll(&pf, 1, 3000) != 1 || read(in, buf, sizeof(buf)) < 16 ||
+			  ((struct inotify_event *)buf)->wd != w ||
+			  !(((struct inotify_event *)buf)->mask & IN_MODIFY)))
+		snprintf(sh->msg, sizeof(sh->msg),
+			 "A's watch of %.300s gave no IN_MODIFY within 3 s of B's end", ev);
 	_exit(sh->msg[0] ? 1 : 0);
 }
 
@@ -141,6 +172,7 @@ int main(int argc, char **argv)
 
 	flat = argc > 1 && !strcmp(argv[1], "flat");
 	super = argc > 1 && !strcmp(argv[1], "super");
+	emptywatch = argc > 1 && !strcmp(argv[1], "emptywatch");
 	crt_init();
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
@@ -165,6 +197,9 @@ int main(int argc, char **argv)
 		crt_fail("mkdir %s: %s", p, strerror(errno));
 	snprintf(p, sizeof(p), "%s/b", nsroot);
 	if (mkdir(p, 0755))
+		crt_fail("mkdir %s: %s", p, strerror(errno));
+	snprintf(p, sizeof(p), "%s/e", nsroot);
+	if (emptywatch && mkdir(p, 0755))
 		crt_fail("mkdir %s: %s", p, strerror(errno));
 	/* the pids controller for T's children, where the root's group has it */
 	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", nsroot);
