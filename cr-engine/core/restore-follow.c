@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "inotify.h"
 #include "log.h"
 #include "proc.h"
 #include "remote.h"
@@ -353,6 +354,11 @@ int restore_finish(struct rctx *c)
 		}
 	}
 	restore_step_done(c, "registers set");
+	/* the processes stopped: what they had queued on their watches of
+	 * control groups, made again (a freeze and thaw of each) */
+	ret = inotify_restore_events(c);
+	if (ret)
+		return ret;
 	ret = tcp_finish_restore(&c->files, c->procs, c->nr, !c->opts->no_net_unlock,
 				 !c->opts->no_rto_revert);
 	if (ret)

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "proc.h"
+#include "restore-ctx.h"
 #include "sockets.h"
 #include "util.h"
 
@@ -132,8 +133,9 @@ static int private_fs(const struct watch_mounts *m, pid_t pid, int fd, unsigned 
  * processes) is refused; one outside the tree's keeps its inode. */
 static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid,
 			int fd, unsigned wd, unsigned sdev, struct file_handle *fh,
-			const char *path, bool *fresh)
+			const char *path, bool *fresh, InotifyWatch *w)
 {
+	const char *rel = NULL;
 	const struct mount_entry *e = mount_of(&m->self, sdev);
 	char lpath[64], buf[PATH_MAX + 1], group[2 * PATH_MAX + 2];
 	_cleanup_close_ int mfd = -1, wfd = -1;
@@ -161,7 +163,7 @@ static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts
 		 buf[mp] ? buf + mp : "/");
 	if (!S_ISDIR(st.st_mode) && (slash = strrchr(group, '/')))
 		*(slash == group ? slash + 1 : slash) = 0;
-	made = cgroups_made_again(ctx, group);
+	made = cgroups_made_again(ctx, group, &rel);
 	if (made == 0) {
 		pr_err("pid %d: fd %d: inotify watch %u watches %s, in the control group %s, which "
 		       "holds none of the tree's processes: the restore does not make it again",
@@ -169,6 +171,8 @@ static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts
 		return -EOPNOTSUPP;
 	}
 	*fresh |= made > 0;
+	if (made > 0 && !(w->cgroup = strdup(rel)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -238,7 +242,7 @@ static int watch_path(const struct cr_dump_ctx *ctx, const struct watch_mounts *
 	buf[n] = 0;
 	ret = private_fs(m, pid, fd, wd, sdev, buf, &fresh);
 	if (!ret)
-		ret = cgroup_watch(ctx, m, pid, fd, wd, sdev, &h.fh, buf, &fresh);
+		ret = cgroup_watch(ctx, m, pid, fd, wd, sdev, &h.fh, buf, &fresh, w);
 	if (ret)
 		return ret;
 	if (stat(dump_path(ctx, buf, seen, sizeof(seen)), &st) || st.st_ino != ino ||
@@ -259,10 +263,16 @@ static int watch_path(const struct cr_dump_ctx *ctx, const struct watch_mounts *
 /* Events queued (what read(2) would return) cannot be put back into a
  * kernel queue: the dump waits for the program to read them.  -EAGAIN:
  * kupdate's units thaw the unit a moment and try again; a plain dump says
- * so.  FIONREAD, through kupdate's own descriptor, reads nothing. */
-static int events_queued(struct cr_proc *p, int fd)
+ * so.  FIONREAD, through kupdate's own descriptor, reads nothing.  But an
+ * instance whose every watch is an IN_MODIFY one of a control group's file
+ * (a container's systemd's on its units' cgroup.events, which the freeze of
+ * the unit itself changes, so that retrying never ends): its events say
+ * only "read the file again", and are made again for every watched group
+ * once the tree is restored (inotify_restore_events). */
+static int events_queued(struct cr_proc *p, int fd, InotifyFile *in)
 {
 	_cleanup_close_ int dup = sk_dup(p, fd);
+	bool groups = in->n_watches > 0;
 	int n = 0;
 
 	if (dup < 0)
@@ -274,13 +284,23 @@ static int events_queued(struct cr_proc *p, int fd)
 			  fd);
 		return ret;
 	}
-	if (n > 0) {
-		pr_err("pid %d: fd %d: %d bytes of inotify events are queued, which cannot be put "
-		       "back; retry once the program has read them",
-		       p->pid, fd, n);
-		return -EAGAIN;
+	if (n <= 0)
+		return 0;
+	for (size_t i = 0; i < in->n_watches; i++)
+		groups &= in->watches[i]->cgroup &&
+			  !(in->watches[i]->mask & IN_ALL_EVENTS & ~(uint32_t)IN_MODIFY);
+	if (groups) {
+		pr_info("pid %d: fd %d: %d bytes of inotify events queued on its watches of "
+			"control groups: made again after the restore",
+			p->pid, fd, n);
+		in->has_queued = 1;
+		in->queued = n;
+		return 0;
 	}
-	return 0;
+	pr_err("pid %d: fd %d: %d bytes of inotify events are queued, which cannot be put "
+	       "back; retry once the program has read them",
+	       p->pid, fd, n);
+	return -EAGAIN;
 }
 
 /* one "inotify wd:" line of fdinfo (l after its tag) */
@@ -335,12 +355,9 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 		return -ENOMEM;
 	f->ify = in;
 	inotify_file__init(in);
-	ret = events_queued(p, fd);
-	if (ret)
-		return ret;
 	l = fdinfo_find(fdinfo, "inotify wd:");
 	if (!l)
-		return 0;
+		return events_queued(p, fd, in);
 	ret = watch_mounts_read(&m, ctx->root_prefix, p->pid);
 	if (ret)
 		pr_err("pid %d: fd %d: cannot read the mount tables its inotify watches are looked "
@@ -359,7 +376,7 @@ int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char 
 			in->watches[k] = in->watches[k - 1];
 			in->watches[k - 1] = t;
 		}
-	return 0;
+	return events_queued(p, fd, in);
 }
 
 /* the ghost saved for inode dev:ino if an fd of the tree holds it (its
@@ -415,6 +432,7 @@ void inotify_free_dump(struct cr_file *f)
 		return;
 	for (size_t i = 0; i < in->n_watches; i++) {
 		free(in->watches[i]->path);
+		free(in->watches[i]->cgroup);
 		free(in->watches[i]);
 	}
 	free(in->watches);
@@ -431,7 +449,8 @@ int inotify_validate(const struct rfiles *f, const FileEntry *e)
 		const InotifyWatch *w = in->watches[i];
 
 		if (!w->wd || w->wd > INT32_MAX || w->path[0] != '/' ||
-		    !(w->mask & IN_ALL_EVENTS) || (i && w->wd <= in->watches[i - 1]->wd))
+		    !(w->mask & IN_ALL_EVENTS) || (i && w->wd <= in->watches[i - 1]->wd) ||
+		    (w->cgroup && (w->cgroup[0] == '/' || strstr(w->cgroup, ".."))))
 			goto bad;
 	}
 	return 0;
@@ -504,4 +523,29 @@ int inotify_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp
 		return ret;
 	}
 	return fd;
+}
+
+int inotify_restore_events(const struct rctx *c)
+{
+	for (size_t i = 0; i < c->files.nr_files; i++) {
+		const FileEntry *e = c->files.files[i];
+		int n = 0;
+
+		if (e->kind != FILE_KIND__FILE_INOTIFY || !e->ify || !e->ify->has_queued)
+			continue;
+		for (size_t k = 0; k < e->ify->n_watches; k++) {
+			int ret;
+
+			if (!e->ify->watches[k]->cgroup)
+				continue;
+			ret = cgroups_renotify(c, e->ify->watches[k]->cgroup);
+			if (ret)
+				return ret;
+			n++;
+		}
+		pr_debug("inotify %u: the %u bytes of events it had queued made again on %d "
+			 "control groups",
+			 e->id, e->ify->queued, n);
+	}
+	return 0;
 }

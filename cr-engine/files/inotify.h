@@ -8,6 +8,7 @@ struct cr_proc;
 struct cr_file;
 struct rfiles;
 struct rproc;
+struct rctx;
 
 /* dump: each watch with the path of the inode it watches */
 int inotify_dump(struct cr_dump_ctx *ctx, struct cr_proc *p, int fd, const char *fdinfo,
@@ -22,5 +23,8 @@ int inotify_validate(const struct rfiles *f, const FileEntry *e);
 /* restore: the instance with its watches under their numbers */
 int inotify_restore(const struct rfiles *f, const FileEntry *e, struct rproc *rp, int at,
 		    const char *what);
+/* kupdate, once every process is stopped at the end of the restore: the
+ * events queued at the dump on watches of control groups, made again */
+int inotify_restore_events(const struct rctx *c);
 
 #endif

@@ -340,11 +340,12 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 	return ret;
 }
 
-int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group)
+int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group, const char **relp)
 {
 	const struct cr_cgroups *g = &ctx->cg;
 	const char *rel = g->base ? below(group, g->base) : NULL;
 
+	*relp = rel;
 	if (!rel)
 		return -1;
 	if (!rel[0])
@@ -665,6 +666,49 @@ static int enable(int dirfd, const char *dir, const char *ctl)
 	}
 	buf[o] = 0;
 	return o ? write_knob(dirfd, dir, "cgroup.subtree_control", buf) : 0;
+}
+
+#define RENOTIFY_MS 2000
+
+/* the frozen line of the group's cgroup.events says frozen */
+static bool is_frozen(int dirfd, bool frozen)
+{
+	_cleanup_free_ char *ev = read_knob(dirfd, "cgroup.events");
+
+	return ev && strstr(ev, frozen ? "frozen 1" : "frozen 0");
+}
+
+int cgroups_renotify(const struct rctx *c, const char *rel)
+{
+	int dirfd = fd_of(&c->cg, rel), own = -1, ret;
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + RENOTIFY_MS * 1000000LL;
+	_cleanup_free_ char *base = NULL, *v = NULL;
+	bool was;
+
+	if (dirfd < 0 && !rel[0] && (base = restore_base(c)))
+		dirfd = own = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		pr_err("the control group %s/%s was not made again: its watchers' events cannot "
+		       "be made again",
+		       c->cg.base_fs ? c->cg.base_fs : "(the root's)", rel);
+		return -ENOENT;
+	}
+	v = read_knob(dirfd, "cgroup.freeze");
+	was = v && v[0] == '1';
+	ret = write_knob(dirfd, rel, "cgroup.freeze", was ? "0" : "1");
+	/* its processes are stopped: the freezer counts them frozen at once */
+	while (!ret && !is_frozen(dirfd, !was) && now_ns(CLOCK_MONOTONIC) < deadline)
+		usleep(1000);
+	if (!ret && !is_frozen(dirfd, !was)) {
+		pr_err("the control group '%s' did not %s within %d s", rel,
+		       was ? "thaw" : "freeze", RENOTIFY_MS / 1000);
+		ret = -ETIMEDOUT;
+	}
+	if (write_knob(dirfd, rel, "cgroup.freeze", was ? "1" : "0") && !ret)
+		ret = -EIO;
+	if (own >= 0)
+		close(own);
+	return ret;
 }
 
 int cgroups_restore_finish(struct rctx *c)

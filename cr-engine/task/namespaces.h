@@ -125,8 +125,12 @@ int netns_lo_up(void);
 int cgroups_dump(struct cr_dump_ctx *ctx);
 /* group (a path of the hierarchy) is the root's or one recorded below it,
  * which the restore makes again (1), one below it that it does not make
- * (0: it holds none of the tree's processes), or outside (-1) */
-int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group);
+ * (0: it holds none of the tree's processes), or outside (-1); *rel: its
+ * path below the root's */
+int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group, const char **rel);
+/* restore: events on the group rel's files (cgroup.events), made by a
+ * freeze and thaw of it, once the tree's processes are stopped */
+int cgroups_renotify(const struct rctx *c, const char *rel);
 int cgroups_write(struct cr_dump_ctx *ctx);
 void cgroups_free_dump(struct cr_dump_ctx *ctx);
 /* dump: p made a cgroup namespace: its root (p->cgroup_ns_root) */

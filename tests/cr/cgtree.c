@@ -19,6 +19,13 @@
  * --rmdirs-file), and once B ends after it (T/b no longer populated) A
  * gets the event on it ("flat": the root's group's cgroup.controllers, which a
  * top group has too, no event).
+ * "queued": A watches T's events instead (its namespace's root, which
+ * holds no process itself), and reads nothing before the dump; the test
+ * freezes and thaws T then, which queues events on the watch (as the
+ * freeze of a container's unit queues them on its systemd's watches);
+ * after the restore A gets an event on the watch (made again: a freeze
+ * and thaw of T; nothing else changes T's events then, populated since
+ * A's birth: without it, no event, seen).
  * "emptywatch": A watches the cgroup.events of T/e, which holds no
  * process (the restore would not make it again): refused.
  *
@@ -43,12 +50,12 @@
 #include "crt.h"
 
 static struct shared {
-	volatile int ready, done;
+	volatile int ready, done, b_end;
 	char a_in[256], b_in[256], msg[600];
 } * sh;
 
 static char t[1200], host_t[600], nsroot[1250];
-static bool pids, flat, super, emptywatch;
+static bool pids, flat, super, emptywatch, queued;
 
 static int move_to(const char *dir)
 {
@@ -101,7 +108,7 @@ static void __attribute__((noreturn)) b_main(void)
 	if (!flat && move_to(dir))
 		_exit(3);
 	snprintf(sh->b_in, sizeof(sh->b_in), "%s", crt_cgroup_of(getpid()));
-	while (!sh->done)
+	while (!sh->done || (queued && !sh->b_end))
 		usleep(10000);
 	/* after the restore: its view again */
 	_exit(strcmp(crt_cgroup_of(getpid()), sh->b_in) ? 4 : 0);
@@ -111,6 +118,7 @@ static void __attribute__((noreturn)) a_main(void)
 {
 	char dir[1300], ev[1400], buf[4096] __attribute__((aligned(8)));
 	struct pollfd pf;
+	bool got;
 	pid_t b;
 	int st, in, w;
 
@@ -127,7 +135,10 @@ static void __attribute__((noreturn)) a_main(void)
 	if (flat) /* the root's group, where B stays */
 		snprintf(ev, sizeof(ev), "%s/../cgroup.controllers", t);
 	else
-		snprintf(ev, sizeof(ev), "%s/%s/cgroup.events", nsroot, emptywatch ? "e" : "b");
+		snprintf(ev, sizeof(ev), "%s/%s/cgroup.events", nsroot,
+			 emptywatch ? "e"
+			 : queued   ? "."
+				    : "b");
 	in = inotify_init1(IN_CLOEXEC);
 	w = in < 0 ? -1 : inotify_add_watch(in, ev, IN_MODIFY);
 	if (w < 0)
@@ -136,14 +147,24 @@ static void __attribute__((noreturn)) a_main(void)
 	sh->ready = 1;
 	while (!sh->done)
 		usleep(10000);
-	if (strcmp(crt_cgroup_of(getpid()), sh->a_in))
+	/* queued: made again, before B ends */
+	pf = (struct pollfd){ .fd = in, .events = POLLIN };
+	got = !queued || (poll(&pf, 1, 3000) == 1 && read(in, buf, sizeof(buf)) >= 16 &&
+			  ((struct inotify_event *)buf)->wd == w &&
+			  (((struct inotify_event *)buf)->mask & IN_MODIFY));
+	sh->b_end = 1;
+	if (!got)
+		snprintf(sh->msg, sizeof(sh->msg),
+			 "the event queued at the dump on A's watch of %.300s was not made again",
+			 ev);
+	else if (strcmp(crt_cgroup_of(getpid()), sh->a_in))
 		snprintf(sh->msg, sizeof(sh->msg), "A sees itself in %s, not %s",
 			 crt_cgroup_of(getpid()), sh->a_in);
 	else if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
 		snprintf(sh->msg, sizeof(sh->msg), "B: status %#x (4: it sees another group)", st);
 	/* B gone, T/b no longer populated: its cgroup.events changed (flat:
 	 * the root's group is still populated, no event) */
-	else if (!flat && !emptywatch &&
+	else if (!flat && !emptywatch && !queued &&
 		 (pf = (struct pollfd){ .fd = in, .events = POLLIN },
 		  poll(&pf, 1, 3000) != 1 || read(in, buf, sizeof(buf)) < 16 ||
 			  ((struct inotify_event *)buf)->wd != w ||
@@ -151,6 +172,29 @@ static void __attribute__((noreturn)) a_main(void)
 		snprintf(sh->msg, sizeof(sh->msg),
 			 "A's watch of %.300s gave no IN_MODIFY within 3 s of B's end", ev);
 	_exit(sh->msg[0] ? 1 : 0);
+}
+
+/* dir's cgroup.freeze set to v, and its cgroup.events saying so */
+static int freeze(const char *dir, const char *v)
+{
+	char p[1300], want[16], *ev = NULL;
+	bool ok = false;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/cgroup.freeze", dir);
+	f = fopen(p, "w");
+	if (!f || fputs(v, f) < 0 || fclose(f))
+		return -1;
+	snprintf(p, sizeof(p), "%s/cgroup.events", dir);
+	snprintf(want, sizeof(want), "frozen %s", v);
+	for (int i = 0; i < 500 && !ok; i++) {
+		ev = crt_read_file(p, NULL);
+		ok = ev && strstr(ev, want);
+		free(ev);
+		if (!ok)
+			usleep(10000);
+	}
+	return ok ? 0 : -1;
 }
 
 static char *knob(const char *dir, const char *name)
@@ -173,6 +217,7 @@ int main(int argc, char **argv)
 	flat = argc > 1 && !strcmp(argv[1], "flat");
 	super = argc > 1 && !strcmp(argv[1], "super");
 	emptywatch = argc > 1 && !strcmp(argv[1], "emptywatch");
+	queued = argc > 1 && !strcmp(argv[1], "queued");
 	crt_init();
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
@@ -235,6 +280,12 @@ int main(int argc, char **argv)
 		if (i > 1000 || waitpid(a, NULL, WNOHANG) == a)
 			crt_fail("A did not get into its groups and namespace in 10 s");
 		usleep(10000);
+	}
+	/* queued: events on A's watch of T, which it does not read */
+	if (queued) {
+		snprintf(p, sizeof(p), "%s", nsroot);
+		if (freeze(p, "1") || freeze(p, "0"))
+			crt_fail("cannot freeze and thaw %s", p);
 	}
 	crt_ready();
 	crt_wait_term();
