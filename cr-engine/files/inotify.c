@@ -9,8 +9,8 @@
  * private /tmp) is on a file the restore makes again with another inode:
  * its kind is recorded instead; one on any other filesystem of the
  * namespace's own is refused.  So is a watch on a file of a control group
- * the restore makes again (systemd's on its units' cgroup.events); one in
- * a group below the tree's that holds none of its processes is refused.  A watch whose inode has no path any more (a
+ * the restore makes again (systemd's on its units' cgroup.events); a group
+ * below the tree's that holds none of its processes is recorded for it.  A watch whose inode has no path any more (a
  * file deleted while the tree holds it open) watches the ghost saved for
  * that fd (ghost.c); one that nothing else holds is refused.
  * Restore: the path must still lead to the same inode (or one of the same
@@ -129,11 +129,11 @@ static int private_fs(const struct watch_mounts *m, pid_t pid, int fd, unsigned 
 /* A watch on a file of the cgroup2 hierarchy (systemd's on its units'
  * cgroup.events): the restore makes the tree's groups again, their files
  * with other inodes: its kind is checked instead (fresh).  One in a group
- * below the tree's that the restore does not make (holding none of its
- * processes) is refused; one outside the tree's keeps its inode. */
-static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid,
-			int fd, unsigned wd, unsigned sdev, struct file_handle *fh,
-			const char *path, bool *fresh, InotifyWatch *w)
+ * below the tree's that holds none of its processes (a slice) has that
+ * group recorded, made again; one outside the tree's keeps its inode. */
+static int cgroup_watch(struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid, int fd,
+			unsigned wd, unsigned sdev, struct file_handle *fh, const char *path,
+			bool *fresh, InotifyWatch *w)
 {
 	const char *rel = NULL;
 	const struct mount_entry *e = mount_of(&m->self, sdev);
@@ -164,9 +164,12 @@ static int cgroup_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts
 	if (!S_ISDIR(st.st_mode) && (slash = strrchr(group, '/')))
 		*(slash == group ? slash + 1 : slash) = 0;
 	made = cgroups_made_again(ctx, group, &rel);
+	/* an empty one (systemd watches its slices): recorded, made again */
+	if (made == 0 && !cgroups_record(ctx, rel))
+		made = 1;
 	if (made == 0) {
 		pr_err("pid %d: fd %d: inotify watch %u watches %s, in the control group %s, which "
-		       "holds none of the tree's processes: the restore does not make it again",
+		       "the restore does not make again (no group of the tree's is recorded)",
 		       pid, fd, wd, path, group);
 		return -EOPNOTSUPP;
 	}
@@ -192,9 +195,9 @@ static int hexbytes(const char *s, unsigned char *out, unsigned n)
  * opened on a mount of its filesystem (the process's own, through its
  * root, when it has a mount namespace of its own: the kernel then names the
  * file from that namespace's root, the process's) */
-static int watch_path(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid,
-		      int fd, unsigned wd, unsigned sdev, uint64_t ino, const char *hline,
-		      InotifyWatch *w, bool *deleted)
+static int watch_path(struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid, int fd,
+		      unsigned wd, unsigned sdev, uint64_t ino, const char *hline, InotifyWatch *w,
+		      bool *deleted)
 {
 	struct {
 		struct file_handle fh;
@@ -304,7 +307,7 @@ static int events_queued(struct cr_proc *p, int fd, InotifyFile *in)
 }
 
 /* one "inotify wd:" line of fdinfo (l after its tag) */
-static int one_watch(const struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid, int fd,
+static int one_watch(struct cr_dump_ctx *ctx, const struct watch_mounts *m, pid_t pid, int fd,
 		     const char *l, InotifyFile *in)
 {
 	unsigned wd, sdev, mask, ignored;

@@ -14,7 +14,8 @@
  * cgroup.subtree_control and the limits of the controllers each one's
  * parent enables for it (a known set of knobs: memory.max, pids.max,
  * cpu.weight...); an empty group of the subtree is not (a container's
- * systemd makes its units' again as they start).  A threaded subtree is
+ * systemd makes its units' again as they start), unless a process of the
+ * tree watches one of its files (inotify.c: systemd, its slices).  A threaded subtree is
  * refused.
  * A cgroup namespace's root is found from inside it: the process's path
  * there is its host path less the root.
@@ -338,6 +339,16 @@ int cgroups_dump(struct cr_dump_ctx *ctx)
 	ret = paths[0] ? record_groups(ctx, paths, mnt) : 0;
 	free_paths(ctx, paths);
 	return ret;
+}
+
+int cgroups_record(struct cr_dump_ctx *ctx, const char *rel)
+{
+	if (!ctx->cg.recorded || !rel || !rel[0])
+		return -ENOENT;
+	pr_debug("the control group %s/%s, which holds no process of the tree, is recorded: "
+		 "a process watches it",
+		 ctx->cg.base, rel);
+	return add_path(ctx, rel);
 }
 
 int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group, const char **relp)

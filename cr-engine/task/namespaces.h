@@ -128,6 +128,9 @@ int cgroups_dump(struct cr_dump_ctx *ctx);
  * (0: it holds none of the tree's processes), or outside (-1); *rel: its
  * path below the root's */
 int cgroups_made_again(const struct cr_dump_ctx *ctx, const char *group, const char **rel);
+/* the group rel below the root's recorded too (one that holds no process
+ * of the tree, which a process watches); -ENOENT when nothing is */
+int cgroups_record(struct cr_dump_ctx *ctx, const char *rel);
 /* restore: events on the group rel's files (cgroup.events), made by a
  * freeze and thaw of it, once the tree's processes are stopped */
 int cgroups_renotify(const struct rctx *c, const char *rel);

@@ -27,7 +27,7 @@
  * and thaw of T; nothing else changes T's events then, populated since
  * A's birth: without it, no event, seen).
  * "emptywatch": A watches the cgroup.events of T/e, which holds no
- * process (the restore would not make it again): refused.
+ * process (as systemd watches its slices): T/e is made again too.
  *
  * "super": the root moves itself into T/super, beside the container, as
  * systemd-nspawn does in its unit's group; A's namespace is rooted at
@@ -262,7 +262,8 @@ int main(int argc, char **argv)
 	crt_msg("the pids controller %s", pids ? "enabled for T's children, T/b's pids.max 7"
 					       : "not available below the test's group");
 	f = fopen(crt_path("cgdirs"), "w");
-	if (!f || fprintf(f, "%s\n%s/a\n%s/b\n", t, t, t) < 0 || fclose(f))
+	if (!f || fprintf(f, "%s\n%s/a\n%s/b\n", t, t, t) < 0 ||
+	    (emptywatch && fprintf(f, "%s/e\n", t) < 0) || fclose(f))
 		crt_fail("cannot write %s", crt_path("cgdirs"));
 	if (super) {
 		f = fopen(crt_path("cgroup"), "w");
@@ -301,6 +302,8 @@ int main(int argc, char **argv)
 		  "before the dump A and B saw themselves in %s and %s", sh->a_in, sh->b_in);
 	crt_check(ns_ino(a) && ns_ino(a) != ns_ino(getpid()),
 		  "A is in the root's cgroup namespace");
+	snprintf(p, sizeof(p), "%s/e", nsroot);
+	crt_check(!emptywatch || !access(p, F_OK), "%s, which A watches, was not made again", p);
 	if (pids) {
 		char *ctl = knob(nsroot, "cgroup.subtree_control"), *max = NULL;
 
