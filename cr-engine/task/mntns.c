@@ -1000,6 +1000,19 @@ void mntns_stage(pid_t pid, char *buf, size_t len)
 	snprintf(buf, len, "/run/kupdate-ctr-%d", pid);
 }
 
+/* mount i lies on, or binds a path of, one of the mounts marked before it */
+static bool on_marked(const NsMade *made, size_t i, const bool *marked)
+{
+	const MadeMount *m = made->mounts[i];
+
+	for (size_t j = 1; j < i; j++)
+		if (marked[j] &&
+		    (under(m->point, made->mounts[j]->point) ||
+		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
+			return true;
+	return false;
+}
+
 /* mount i is one the init of a pid namespace its user namespace owns
  * makes itself, once born (its pid namespace's /proc), or lies on, or
  * binds a path of, one of those */
@@ -1007,34 +1020,20 @@ static bool made_by_init(const NsMade *made, size_t i, const bool *by_init)
 {
 	const MadeMount *m = made->mounts[i];
 
-	if (!m->bind && !m->bind_inside && !strcmp(m->fstype, "proc"))
-		return true;
-
-	for (size_t j = 1; j < i; j++)
-		if (by_init[j] &&
-		    (under(m->point, made->mounts[j]->point) ||
-		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
-			return true;
-	return false;
+	return (!m->bind && !m->bind_inside && !strcmp(m->fstype, "proc")) ||
+	       on_marked(made, i, by_init);
 }
 
 /* mount i is one the container made from inside its user namespace (not
- * locked: mntlock.c) that its builder can make again from there, needing no
- * path outside nor its pid namespace, or lies on, or binds a path of, one
- * of those */
+ * locked: mntlock.c) that the init can make again there (make_inside),
+ * needing no path outside, or lies on, or binds a path of, one of those */
 static bool made_inside(const NsMade *made, size_t i, const bool *inside)
 {
 	const MadeMount *m = made->mounts[i];
 
-	if (m->inside && !m->bind && !m->idmap_maker && !m->rbind && !m->has_copy_of &&
-	    !m->has_hidden_by && !m->fresh_root && strcmp(m->fstype, "overlay"))
-		return true;
-	for (size_t j = 1; j < i; j++)
-		if (inside[j] &&
-		    (under(m->point, made->mounts[j]->point) ||
-		     (m->bind_inside && under(m->bind_inside, made->mounts[j]->point))))
-			return true;
-	return false;
+	return (m->inside && !m->bind && !m->idmap_maker && !m->rbind && !m->has_copy_of &&
+		!m->has_hidden_by && !m->fresh_root && strcmp(m->fstype, "overlay")) ||
+	       on_marked(made, i, inside);
 }
 
 /* a namespace of its own (a slave of its parent's: nothing made here goes
