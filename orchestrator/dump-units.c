@@ -412,6 +412,63 @@ static int dump_one(struct dumpers *d, int i, bool alone)
 	return ret;
 }
 
+/* connected units: each frozen before any is seized, so that none writes
+ * into a queue already read; then each dumped.  *i: the unit that failed */
+static int dump_group(struct dumpers *d, int g, int size, int *i)
+{
+	int ret = 0;
+
+	for (int k = 0; size > 1 && k < d->n && !ret; k++)
+		if (d->u[k].group == g) {
+			*i = k;
+			ret = freeze_unit(&d->u[k]);
+		}
+	for (int k = 0; k < d->n && !ret; k++)
+		if (d->u[k].group == g) {
+			*i = k;
+			ret = dump_one(d, k, size == 1);
+		}
+	return ret;
+}
+
+static int first_of(const struct dumpers *d, int g)
+{
+	for (int k = 0; k < d->n; k++)
+		if (d->u[k].group == g)
+			return k;
+	return -1;
+}
+
+/* A group whose first unit met a state that passes in a moment (a vfork in
+ * progress), before any of its units was seized: every unit of it thawed,
+ * to be frozen and dumped again after a while.  0, or -1 if one cannot be
+ * thawed (the error stands) */
+static int again_group(struct dumpers *d, int g, int i)
+{
+	const char *why = cr_log_thread_error();
+
+	for (int k = 0; k < d->n; k++) {
+		struct aunit *u = &d->u[k];
+
+		if (u->group != g)
+			continue;
+		if (unit_thaw(u, true))
+			return -1;
+		unit_forget_sessions(u);
+		free(u->members);
+		u->members = NULL;
+		u->nr_members = 0;
+		free(u->rel);
+		u->rel = NULL;
+	}
+	printf("kupdate: %s: %s; trying again with the units connected to it\n", d->u[i].name,
+	       why ? why : "busy");
+	fflush(stdout);
+	usleep(UNIT_AGAIN_WAIT_US);
+	cr_log_mark_thread();
+	return 0;
+}
+
 static void *dump_worker(void *arg)
 {
 	struct dump_worker *w = arg;
@@ -435,18 +492,12 @@ static void *dump_worker(void *arg)
 		pthread_mutex_unlock(&d->mu);
 		if (g < 0)
 			break;
-		/* connected units: each frozen before any is seized, so that
-		 * none writes into a queue already read */
-		for (int k = 0; size > 1 && k < d->n && !ret; k++)
-			if (d->u[k].group == g) {
-				i = k;
-				ret = freeze_unit(&d->u[k]);
-			}
-		for (int k = 0; k < d->n && !ret; k++)
-			if (d->u[k].group == g) {
-				i = k;
-				ret = dump_one(d, k, size == 1);
-			}
+		for (int tries = 1;; tries++) {
+			ret = dump_group(d, g, size, &i);
+			if (ret != -EAGAIN || i != first_of(d, g) || size == 1 ||
+			    tries >= UNIT_AGAIN_TRIES || d->failed || again_group(d, g, i))
+				break;
+		}
 		if (ret) {
 			pthread_mutex_lock(&d->mu);
 			if (!d->failed) {
