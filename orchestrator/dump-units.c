@@ -378,6 +378,22 @@ static int dump_unit(struct aunit *u, const char *cycle_id, const char *cycdir, 
 	return ret;
 }
 
+/* a unit whose dump met a state that passes in a moment, before it was
+ * seized: thawed, what its dump found forgotten, to be frozen and dumped
+ * again; -1 if it cannot be thawed */
+static int unit_again(struct aunit *u)
+{
+	if (unit_thaw(u, true))
+		return -1;
+	unit_forget_sessions(u);
+	free(u->members);
+	u->members = NULL;
+	u->nr_members = 0;
+	free(u->rel);
+	u->rel = NULL;
+	return 0;
+}
+
 /* unit i dumped; alone in its group, a state that passes in a moment
  * (-EAGAIN: a vfork in progress, a connection waiting to be accepted) is
  * tried again: the failed dump removed its images, the unit runs a while,
@@ -395,16 +411,10 @@ static int dump_one(struct dumpers *d, int i, bool alone)
 	     tries++) {
 		const char *why = cr_log_thread_error();
 
-		if (unit_thaw(u, true))
+		if (unit_again(u))
 			break;
-		unit_forget_sessions(u);
 		printf("kupdate: %s: %s; trying again\n", u->name, why ? why : "busy");
 		fflush(stdout);
-		free(u->members);
-		u->members = NULL;
-		u->nr_members = 0;
-		free(u->rel);
-		u->rel = NULL;
 		usleep(UNIT_AGAIN_WAIT_US);
 		cr_log_mark_thread();
 		ret = dump_unit(u, d->cycle_id, d->cycdir, d->nr == 1, d->no_rto_revert);
@@ -450,16 +460,8 @@ static int again_group(struct dumpers *d, int g, int i)
 	for (int k = 0; k < d->n; k++) {
 		struct aunit *u = &d->u[k];
 
-		if (u->group != g)
-			continue;
-		if (unit_thaw(u, true))
+		if (u->group == g && unit_again(u))
 			return -1;
-		unit_forget_sessions(u);
-		free(u->members);
-		u->members = NULL;
-		u->nr_members = 0;
-		free(u->rel);
-		u->rel = NULL;
 	}
 	printf("kupdate: %s: %s; trying again with the units connected to it\n", d->u[i].name,
 	       why ? why : "busy");

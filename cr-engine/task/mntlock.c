@@ -26,8 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/nsfs.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -36,6 +34,7 @@
 #include "cr-util.h"
 #include "log.h"
 #include "mntns.h"
+#include "namespaces.h"
 #include "util.h"
 
 #ifndef STATX_MNT_ID
@@ -131,22 +130,10 @@ static void __attribute__((noreturn)) probe(pid_t pid, const struct mount_table 
 /* pid's mount namespace is owned by its user namespace */
 static bool owned(pid_t pid)
 {
-	char path[64];
-	struct stat u, o;
-	int fd, ufd;
-	bool ret;
+	struct stat u;
+	ino_t o = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	ufd = fd < 0 ? -1 : ioctl(fd, NS_GET_USERNS);
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	ret = ufd >= 0 && !fstat(ufd, &o) && !stat(path, &u) && u.st_ino == o.st_ino &&
-	      u.st_dev == o.st_dev;
-	if (fd >= 0)
-		close(fd);
-	if (ufd >= 0)
-		close(ufd);
-	return ret;
+	return !userns_owner_ino(pid, "mnt", &o) && !ns_stat(pid, "user", &u) && u.st_ino == o;
 }
 
 int mntlock_probe(pid_t pid, const struct mount_table *t, bool *inside)

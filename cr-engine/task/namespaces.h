@@ -181,6 +181,8 @@ struct cr_proc *userns_maker(struct cr_proc *p);
  * its maker): refused if it has threads in a pid namespace made there,
  * or, made_what naming one, if it made that namespace there itself */
 bool userns_born_inside(struct cr_proc *p);
+/* the inode of the user namespace that owns pid's namespace kind */
+int userns_owner_ino(pid_t pid, const char *kind, ino_t *ino);
 int userns_check_member(struct cr_proc *p, const char *made_what);
 void userns_free_dump(struct cr_proc *p);
 /* restore, in rp's parent before rp is born: its user namespace and the

@@ -96,7 +96,7 @@ struct cr_proc *userns_maker(struct cr_proc *p)
 }
 
 /* the inode of the user namespace that owns pid's namespace kind */
-static int owner_ino(pid_t pid, const char *kind, ino_t *ino)
+int userns_owner_ino(pid_t pid, const char *kind, ino_t *ino)
 {
 	char path[64];
 	struct stat st;
@@ -143,7 +143,7 @@ int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 	/* the init of a pid namespace, made with it (systemd-nspawn -U) */
 	if (!ns_same(p->pid, p->parent->pid, "pid")) {
 		ino_t ino = 0;
-		int ret = owner_ino(p->pid, "pid", &ino);
+		int ret = userns_owner_ino(p->pid, "pid", &ino);
 
 		if (ret)
 			return pr_err("pid %d: cannot find the owner of its pid namespace: %s",
@@ -163,7 +163,7 @@ int userns_made(struct cr_dump_ctx *ctx, struct cr_proc *p)
 
 		if (ns_same(p->pid, p->parent->pid, owned[i].name))
 			continue;
-		ret = owner_ino(p->pid, owned[i].name, &ino);
+		ret = userns_owner_ino(p->pid, owned[i].name, &ino);
 		if (ret) {
 			pr_err("pid %d: cannot find the owner of its %s namespace: %s", p->pid,
 			       owned[i].name, strerror(-ret));
